@@ -1,0 +1,14 @@
+// kv_append_cuda.h — GPU entry point of the CUDA append kernel (needs the CUDA runtime).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "kv_append.cuh"
+
+namespace kvf {
+
+// Launches the append on `stream`. Pointers in p are device pointers. Returns the launch status;
+// errors raised while the kernel runs surface at the next synchronisation.
+cudaError_t kv_append_cuda(const KvAppendParams& p, cudaStream_t stream);
+
+}  // namespace kvf

@@ -1,0 +1,26 @@
+// kv_append_emu.cpp — the cuda-emu launcher: runs kv_append.cuh's per-thread body on the CPU.
+//
+// The grid is walked block by block and thread by thread with the same launch configuration the
+// GPU launcher uses. The body has no shared memory or barriers, so serial execution is a valid
+// schedule of the CUDA program; the invalid-slot counter is incremented serially (count_invalid_slot).
+// Compiled by the host C++ compiler with CUDA's headers on the include path; needs no GPU or driver.
+#include "kv_append.h"
+
+#include "kv_append.cuh"
+
+namespace kvf {
+
+LaunchStatus kv_append_emu(const KvAppendParams& p) {
+  const LaunchConfig cfg = kv_append_launch_config(p);
+  const bool supported = dispatch_kv_append(p, [&](auto in, auto cache, auto slot) {
+    using InT = typename decltype(in)::type;
+    using CacheT = typename decltype(cache)::type;
+    using SlotT = typename decltype(slot)::type;
+    for (int64_t cta = 0; cta < cfg.grid; ++cta)
+      for (int thread = 0; thread < cfg.block; ++thread)
+        kv_append_thread<InT, CacheT, SlotT>(p, cta, thread, cfg.block);
+  });
+  return supported ? LaunchStatus::ok : LaunchStatus::unsupported_dtype;
+}
+
+}  // namespace kvf

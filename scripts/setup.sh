@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Installs what kvfuzz needs to build and test on Debian 12 (bookworm), then configures and builds.
+#   scripts/setup.sh            install packages (if missing) and build into ./build
+# The CUDA toolkit (nvcc, headers) is expected at /usr/local/cuda; CCCL/Thrust ship with it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(cmake g++ make python3 libcli11-dev nlohmann-json3-dev librapidcheck-dev libgtest-dev)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}" >&2
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+if [ -d /usr/local/cuda/bin ]; then export PATH="/usr/local/cuda/bin:$PATH"; fi
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build build -j"$(nproc)"

@@ -1,0 +1,48 @@
+// finding.h — what a verification found, as values (rendering lives in src/report/).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace kvf {
+
+enum class FindingKind : uint8_t {
+  oob_write,              // a guard band changed
+  cross_request_write,    // a cell owned by another request's earlier context changed
+  stray_write,            // a free block, stride gap or block tail changed
+  padding_leak,           // a padding/invalid/graph row's data landed somewhere
+  wrong_value,            // an expected write landed with the wrong bits
+  missing_write,          // an expected write did not happen
+  scale_mismatch,         // a scale cache cell is wrong (quantised modes)
+  input_modified,         // key/value/slot_mapping/input buffer changed
+  oob_read_suspected,     // an input guard or gap pattern appeared in the cache
+  invalid_slot_miscount,  // the invalid-slot counter differs from the number of slots >= capacity
+  crash,                  // the run died (sticky CUDA error, signal)
+  timeout,                // the run did not finish in time
+  launch_error,           // the launch was refused
+};
+
+std::string_view to_string(FindingKind k);
+
+// One group of differing cells sharing (kind, victim, writer).
+struct Finding {
+  FindingKind kind = FindingKind::wrong_value;
+  int64_t victim_request = -1;  // request whose cells were hit, -1 if none
+  int64_t writer_request = -1;  // request whose data landed there, -1 if unknown or not a request
+  std::string victim;           // "request 7", "free block 12", "guard band after the cache", ...
+  std::string writer;           // "request 3 (tokens 16..19)", "padding row 5", "unknown writer"
+  std::string where;            // "K block 12 slots 0..3, heads 0..7, dims 0..127"
+  int64_t cells = 0;            // differing elements in the group
+  std::string sentence;         // the whole finding as one sentence
+  std::string example;          // first cell: location, expected bits, actual bits, decoded meaning
+};
+
+struct Verdict {
+  std::vector<Finding> findings;  // most severe kind first
+  int64_t differing_cells = 0;
+  bool pass() const { return findings.empty(); }
+};
+
+}  // namespace kvf

@@ -1,0 +1,99 @@
+// case.h — a concrete, materialised append batch: everything needed to run and check one call.
+//
+// A Case is what the corpus stores (JSON schema v1, case_json.h) and what targets execute. It is
+// derived from a shrinkable Genotype (gen/genotype.h) by materialize(), but once materialised it
+// stands alone: block tables, slot_mapping, strides and buffer sizes are concrete values, so a
+// corpus file replays identically whatever the generator becomes.
+//
+// Buffers. A case describes three buffers, each placed by the arena inside guard bands:
+//   input  — one buffer holding key and value views (e.g. a fused QKV projection); elements of
+//            input_dtype; key/value are [T_in, H, D] views into it with explicit offsets/strides.
+//   slots  — slot_mapping, [T] elements of slot_dtype.
+//   cache  — one buffer holding the K and V cache tensors; elements of cache_dtype; K starts at
+//            cache_k_offset, V at cache_v_offset, both with the geometry `cache`.
+// Payload values are not stored: they are a pure function of (payload, coordinates), see
+// golden/payload.h, so a case stays small and every stored value is reproducible.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "../../kernels/cuda/kv_append.cuh"  // DType, IndexType, CacheGeometry
+#include "../gen/genotype.h"
+#include "types.h"
+
+namespace kvf {
+
+// A key or value input view [T_in, H, D] inside the input buffer, in elements.
+struct InputView {
+  int64_t offset = 0;        // element offset of [0, 0, 0] from the input buffer start
+  int64_t stride_token = 0;  // elements between rows
+  int64_t stride_head = 0;   // elements between heads
+};
+
+// One request of the batch: its earlier context and the tokens appended by this call.
+struct Request {
+  int64_t context_len = 0;      // tokens already in the cache before this call
+  int64_t new_len = 0;          // tokens this call appends (1 = decode)
+  std::vector<int64_t> blocks;  // block table: physical block of logical block i
+};
+
+// What a replay of the case must produce.
+enum class Expect : uint8_t { pass, fail };
+
+struct Expectation {
+  Expect outcome = Expect::pass;
+  std::string finding_kind;  // for fail: the kind of the first finding (e.g. "padding_leak"); may be empty
+};
+
+// Where a case came from; informational, never used to recompute the batch.
+struct Provenance {
+  std::string seed;          // campaign seed of the generating run, as a decimal string
+  int64_t case_index = -1;   // index of the case in its campaign, -1 if unknown
+  std::string tool_version;  // kvfuzz version that wrote the file
+  std::string command_line;  // command that produced the file
+  std::string target;        // target the case was found on
+};
+
+struct Case {
+  // shape
+  int32_t num_heads = 0;       // H_kv
+  int32_t head_dim = 0;        // D
+  int32_t num_q_heads = 0;     // H_q of a fused QKV input (0 = key/value are separate tensors)
+  DType input_dtype = DType::f16;
+  DType cache_dtype = DType::f16;
+  IndexType slot_dtype = IndexType::i64;
+
+  // cache
+  Layout layout = Layout::paged_nhd;
+  CacheGeometry cache;           // geometry of K and V (elements)
+  int64_t cache_k_offset = 0;    // element offset of K's base in the cache buffer
+  int64_t cache_v_offset = 0;    // element offset of V's base in the cache buffer
+  int64_t cache_buffer_elems = 0;  // size of the cache buffer in elements
+
+  // inputs
+  int64_t num_input_rows = 0;      // T_in >= num_slots; rows >= T are CUDA-graph padding, never read
+  int64_t input_buffer_elems = 0;  // size of the input buffer in elements
+  InputView key;
+  InputView value;
+  std::vector<int64_t> slot_mapping;  // [T] flat slot per row; < 0 padding; >= capacity invalid
+
+  // batch
+  std::vector<Request> requests;  // blocks owned by no request are free
+
+  // payload
+  ValueDist dist = ValueDist::finite;
+  uint64_t payload_seed = 0;  // salt of the payload function (golden/payload.h)
+
+  // bookkeeping
+  Expectation expect;
+  Provenance provenance;
+  std::optional<Genotype> genotype;  // the genotype it was materialised from, if any (enables `shrink`)
+
+  int64_t num_slots() const { return static_cast<int64_t>(slot_mapping.size()); }
+  int64_t capacity() const { return cache_capacity(cache); }
+};
+
+}  // namespace kvf

@@ -1,0 +1,44 @@
+// types.h — enumerations shared by the genotype (gen/) and the concrete case (case/).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+#include "../../kernels/cuda/kv_append.cuh"  // DType, IndexType
+
+namespace kvf {
+
+// How the cache tensors are laid out; all are instances of the stride formula in kv_layout.cuh.
+// The name is descriptive (reports, coverage); the geometry is what kernels use.
+enum class Layout : uint8_t {
+  paged_nhd,        // [nb, bs, H, D]
+  paged_hnd,        // [nb, H, bs, D]
+  contiguous_bshd,  // [B, S, H, D]: block = sequence, block_size = S
+  contiguous_bhsd,  // [B, H, S, D]
+  packed_kv_nhd,    // [nb, 2, bs, H, D]: K and V of one block adjacent in one tensor
+};
+
+// Distribution of the payload values written into key/value rows (golden/payload.h).
+enum class ValueDist : uint8_t {
+  finite,    // finite values of every exponent, both signs
+  special,   // finite mixed with NaN, +-Inf, +-0, subnormals, +-max finite
+  constant,  // every row a single repeated value
+};
+
+// Names used in JSON, configs and reports ("f16", "paged_nhd", ...), and their inverses
+// (std::nullopt for an unknown name).
+std::string_view to_string(DType t);
+std::string_view to_string(IndexType t);
+std::string_view to_string(Layout l);
+std::string_view to_string(ValueDist d);
+std::optional<DType> dtype_from_string(std::string_view s);
+std::optional<IndexType> index_type_from_string(std::string_view s);
+std::optional<Layout> layout_from_string(std::string_view s);
+std::optional<ValueDist> value_dist_from_string(std::string_view s);
+
+// Size in bytes of one element.
+int dtype_size(DType t);
+int index_type_size(IndexType t);
+
+}  // namespace kvf

@@ -1,0 +1,48 @@
+// genotype.h — the small, shrinkable description RapidCheck generates and the shrinker reduces.
+//
+// Everything concrete (block tables, strides, slot_mapping, buffer sizes) is derived from a
+// Genotype by materialize() (materialize.h), deterministically and portably: the only randomness
+// is layout_seed, expanded with kvfuzz's own SplitMix64 (rng.h), never <random> distributions.
+// Shrinking a genotype therefore always yields a valid batch.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "../case/types.h"
+
+namespace kvf {
+
+struct RequestGene {
+  int64_t context_len = 0;  // tokens already cached before the call (0 = fresh prefill)
+  int64_t new_len = 1;      // tokens appended by the call (1 = decode); 0 allowed (request idle)
+};
+
+struct Genotype {
+  Layout layout = Layout::paged_nhd;
+  int32_t block_size = 16;  // slots per block (ignored by contiguous layouts: block = sequence)
+  int32_t num_heads = 1;    // H_kv
+  int32_t head_dim = 8;     // D
+  int32_t gqa_ratio = 1;    // H_q / H_kv of a fused QKV input
+  bool fused_qkv = false;   // key/value are views into one [T_in, (H_q + 2 H_kv) D] buffer
+  DType input_dtype = DType::f16;
+  DType cache_dtype = DType::f16;
+  IndexType slot_dtype = IndexType::i64;
+  std::vector<RequestGene> requests;
+  int32_t tail_padding = 0;         // rows with a negative slot after the real tokens
+  int32_t interleaved_padding = 0;  // rows with a negative slot among the real tokens
+  int32_t invalid_slots = 0;        // rows with slot >= capacity (never written, counted)
+  int32_t extra_input_rows = 0;     // T_in - T: CUDA-graph padding rows, never read
+  int32_t spare_blocks = 0;         // free blocks beyond those the requests need
+  bool irregular = false;           // misaligned base offsets, gapped strides, odd padding values
+  ValueDist dist = ValueDist::finite;
+  uint64_t layout_seed = 0;         // not shrunk: block permutation, gaps, offsets, positions, payload salt
+
+  bool operator==(const Genotype&) const = default;
+};
+
+inline bool operator==(const RequestGene& a, const RequestGene& b) {
+  return a.context_len == b.context_len && a.new_len == b.new_len;
+}
+
+}  // namespace kvf

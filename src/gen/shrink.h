@@ -1,0 +1,33 @@
+// shrink.h — the one shrinker of kvfuzz, used by campaigns and by `kvfuzz shrink CASE`.
+//
+// shrink_genotype() lists simpler genotypes, most aggressive first: fewer requests, shorter
+// context and new lengths, no padding, fewer heads, smaller head_dim and block_size (towards the
+// front of the profile's lists), plain dtypes, simple layout. Every candidate is a valid genotype.
+// shrink_to_minimal() runs the greedy descent (take the first candidate that still fails, repeat).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "genotype.h"
+#include "profile.h"
+
+namespace kvf {
+
+// Candidates strictly simpler than g (never g itself), most aggressive first.
+std::vector<Genotype> shrink_genotype(const Genotype& g, const Profile& profile);
+
+struct ShrinkStats {
+  int64_t tried = 0;     // candidates evaluated
+  int64_t accepted = 0;  // candidates that still failed and were taken
+};
+
+// Greedy descent from a failing genotype: `still_fails(candidate)` is called for candidates in
+// order; the first that returns true becomes the new current genotype. Stops when no candidate
+// fails or after max_tries evaluations. Returns the minimal genotype found.
+Genotype shrink_to_minimal(const Genotype& failing, const Profile& profile,
+                           const std::function<bool(const Genotype&)>& still_fails,
+                           ShrinkStats* stats = nullptr, int64_t max_tries = 2000);
+
+}  // namespace kvf

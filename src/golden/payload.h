@@ -1,0 +1,46 @@
+// payload.h — every value the arena holds before a run, as a pure function of the case.
+//
+// Values are raw element bits (low 16 bits for f16/bf16). They are derived by mixing a salt
+// (case.payload_seed) with the coordinates through SplitMix64 (gen/rng.h), so they are
+// reproducible everywhere and need no storage or shrinking.
+//
+//   input_bits    a key/value element of a row that is written (0 <= slot < capacity): drawn from
+//                 case.dist (finite: every exponent and sign; special: also NaN, +-Inf, +-0,
+//                 subnormals, +-max; constant: one value per row and tensor).
+//   Rows that must never be written (negative slot, slot >= capacity, rows >= T) hold tagged NaNs
+//   (canary(PaddingRow) / canary(InvalidRow) / canary(GraphRow)) so that a leaked row poisons
+//   whatever reads it and is recognisable where it lands.
+//   context_bits  an earlier context token of a live request, in the cache dtype; distinct per
+//                 (request, position, head, dim, tensor) where the format allows.
+//   canary_bits   the pattern of each region nobody may write: a quiet NaN of the dtype whose
+//                 mantissa carries the region tag.
+#pragma once
+
+#include <cstdint>
+
+#include "../case/case.h"
+
+namespace kvf::golden {
+
+enum class Tensor : uint8_t { key, value };
+
+// Region tags carried in canary NaN mantissas (values < 32 fit every float dtype's payload).
+enum class Canary : uint8_t {
+  cache_gap = 1,    // cache buffer cell no (block, pos, head, dim) addresses (stride gaps)
+  free_block = 2,   // cell of a block no request owns
+  block_tail = 3,   // cell of an owned block past context_len + new_len (and new-token cells before the run)
+  guard = 4,        // guard band around any arena section
+  input_gap = 5,    // input buffer element outside the key and value views (e.g. Q heads, row padding)
+  padding_row = 6,  // key/value row whose slot is negative
+  invalid_row = 7,  // key/value row whose slot is >= capacity
+  graph_row = 8,    // key/value row >= T (CUDA-graph padding)
+};
+
+uint32_t input_bits(const Case& c, Tensor t, int64_t row, int64_t head, int64_t dim);
+uint32_t context_bits(const Case& c, Tensor t, int64_t request, int64_t pos, int64_t head, int64_t dim);
+uint32_t canary_bits(DType t, Canary tag);
+
+// The canary tag a value carries, if it is one of canary_bits(t, *) exactly.
+std::optional<Canary> canary_of(uint32_t bits, DType t);
+
+}  // namespace kvf::golden
