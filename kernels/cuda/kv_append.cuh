@@ -39,7 +39,8 @@ struct KvAppendParams {
   int64_t value_stride_head = 0;    // elements between value heads
   const void* slot_mapping = nullptr;  // [T] flat slot per row, < 0 = padding, >= capacity = invalid
   IndexType slot_type = IndexType::i64;
-  int64_t num_slots = 0;            // T, the number of slot_mapping entries
+  int64_t num_slots = 0;            // T, the number of slot_mapping entries (the grid size)
+  int64_t num_input_rows = 0;       // T_in >= T, rows of key/value; rows >= T are never read
   void* k_cache = nullptr;          // base of the K cache tensor
   void* v_cache = nullptr;          // base of the V cache tensor (same geometry as K)
   CacheGeometry cache;              // strides shared by K and V

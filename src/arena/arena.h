@@ -2,7 +2,11 @@
 //
 // One byte image, 256-byte aligned like cudaMalloc, laid out as
 //   [guard][input buffer][guard][slot_mapping][guard][cache buffer][guard][invalid counter][guard]
-// Every byte has a known value before the run (fill_initial): payload rows, tagged-NaN padding rows,
+// Each section starts 256-byte aligned; every byte outside the four sections is guard (0xFF, a NaN
+// in every float dtype), except the first half of the band after slot_mapping, which is 0x00 so
+// that an over-read of slot_mapping yields slot 0, a real slot, rather than -1, which is skipped. guard_bytes = round_up(clamp(one cache block's span in bytes, 4 KiB,
+// 1 MiB), 256), so an off-by-one-block write from either end of the cache lands in a guard band.
+// Every byte has a known value before the run (make_initial_arena): payload rows, tagged-NaN padding rows,
 // provenance-encoded context, per-region canaries, guard patterns. A target runs the kernel with
 // pointers into the image (host image for cuda-emu; a device copy for GPU targets), and the image
 // afterwards is compared with the golden expectation (diff.h).
@@ -11,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "../case/case.h"
 
@@ -75,8 +80,51 @@ struct CacheCell {
   int64_t token = -1;     // position in the request's sequence (context, new_token, tail)
 };
 
+// Inverts the cache addressing of one case: which cell (tensor, block, pos, head, dim) a cache
+// buffer element is, and who owns it. Relies on the "nested strides" validity rule (validate.h):
+// sorted by stride, every stride exceeds the span of all smaller dims, so greedy division by the
+// strides in descending order is the only possible decomposition. Construction is O(num_blocks +
+// block tables); locate() and cell() are O(1). Holds a reference to `c`, which must outlive it.
+class CacheLocator {
+ public:
+  explicit CacheLocator(const Case& c);
+
+  // The cell at cache buffer element `elem`; role gap if no (tensor, block, pos, head, dim) of K or
+  // V addresses it (stride gaps, bytes before K/V, past the end).
+  CacheCell locate(int64_t elem) const;
+
+  // The cell (tensor, block, pos, head, dim) with its owner and role filled in. Coordinates must be
+  // in range.
+  CacheCell cell(bool is_value, int64_t block, int64_t pos, int64_t head, int64_t dim) const;
+
+  // Owner of a physical block: request index and logical block index in its table, or -1/-1 if the
+  // block is free.
+  struct Owner {
+    int64_t request = -1;
+    int64_t logical = -1;
+  };
+  Owner owner(int64_t block) const { return owners_[static_cast<size_t>(block)]; }
+
+ private:
+  struct Dim {
+    int64_t stride = 0, extent = 1;
+    int which = 0;  // 0 block, 1 pos, 2 head, 3 dim
+  };
+  const Case& c_;
+  Dim dims_[4];    // dims of extent > 1, by descending stride
+  int num_dims_ = 0;
+  bool invertible_ = true;      // false if a dim is empty, or has extent > 1 and a stride <= 0 (invalid case)
+  std::vector<Owner> owners_;   // [num_blocks] owner of each physical block
+};
+
 // Locates cache element `elem` (index into the cache buffer) by inverting the stride formula;
-// verified with cache_elem_offset(). O(1).
+// verified with cache_elem_offset(). Builds a CacheLocator, so O(num_blocks): callers locating
+// many elements should build one CacheLocator and reuse it.
 CacheCell locate_cache_elem(const Case& c, int64_t elem);
+
+// Raw element access on an image: element `index` of `size` bytes (2 or 4 for float dtypes, 4 or 8
+// for slot dtypes) starting at `base`, as the low bits of the result (little-endian host).
+uint64_t load_elem(const std::byte* base, int64_t index, int size);
+void store_elem(std::byte* base, int64_t index, int size, uint64_t bits);
 
 }  // namespace kvf

@@ -1,34 +1,54 @@
 // case_json.h — corpus format v1: Case <-> JSON, strict reader, canonical hash, atomic files.
 //
-// File layout (schema "kvfuzz-case", version 1): see README "Corpus format". Seeds and other 64-bit
+// File layout (schema "kvfuzz-case", version 1): see docs/corpus-format.md. Seeds and other 64-bit
 // identifiers are decimal strings (jq and JavaScript lose uint64 precision). The reader is strict:
 // unknown keys, missing keys, wrong types, out-of-range numbers, an unknown schema version (with
 // "written by a newer kvfuzz" when it is higher) and semantic inconsistencies (validate.h) are all
 // refused with an InputError naming the file and the JSON path.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <string>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
 #include "case.h"
+#include "errors.h"
 #include "validate.h"
 
 namespace kvf {
 
 inline constexpr int kCaseSchemaVersion = 1;
+inline constexpr int64_t kMaxCaseFileBytes = int64_t{64} << 20;  // read_case_file refuses larger files
+inline constexpr int kMaxJsonDepth = 64;                          // deeper nesting is refused
+
+// Parses JSON text strictly: duplicate keys in an object, nesting deeper than kMaxJsonDepth,
+// trailing content, invalid UTF-8 and every syntax error are refused with an InputError naming
+// `file`, the JSON path (duplicates, depth) or the byte offset (syntax). Throws nothing else except
+// std::bad_alloc. Usable by any reader of user JSON (profiles, corpus files).
+nlohmann::json parse_json_strict(std::string_view text, const std::string& file);
 
 nlohmann::json case_to_json(const Case& c);
 
-// Parses and validates. `file` is used in error messages only.
+// Checks every key and type, then validate(); the first problems (up to 5) become one InputError
+// whose json_path is the first problem's. `file` is used in error messages only. Throws only
+// InputError, whatever JSON value it is given.
 Case case_from_json(const nlohmann::json& j, const std::string& file, const Limits& limits = {});
 
-// Reads a case file: size-checked before parsing, then case_from_json.
+// parse_json_strict + case_from_json: the whole reader on in-memory text (the fuzzing entry point).
+// Throws only InputError (running out of memory while parsing becomes one too).
+Case case_from_text(std::string_view text, const std::string& file, const Limits& limits = {});
+
+// Reads a case file: refuses a missing file, a directory or other non-regular file, and files over
+// kMaxCaseFileBytes before reading; then case_from_text. Throws only InputError.
 Case read_case_file(const std::filesystem::path& file, const Limits& limits = {});
 
-// Content hash of the case (FNV-1a 64 over the canonical JSON without provenance), 16 hex digits.
-// Equal batches get equal names whatever run found them.
+// Content hash of the case, 16 lowercase hex digits: FNV-1a 64 over case_to_json(c).dump() with
+// "provenance" and "expect" removed (default json sorts keys, so dump() is canonical). Equal
+// batches get equal names whatever run found them and whatever outcome they are expected to have.
+// The genotype, when present, is part of the hash.
 std::string case_hash(const Case& c);
 
 // Writes `text` to `file` atomically (temporary file in the same directory, fsync, rename).

@@ -6,6 +6,26 @@
 // for context_len + new_len and inside [0, num_blocks); slot_mapping holds each new-token slot of
 // every request exactly once (in any order), plus negative padding and >= capacity invalid entries,
 // and nothing else; slot values representable in slot_dtype; num_input_rows >= num_slots.
+//
+// Nested strides (what "cells distinct" means, and what code inverting addresses may rely on).
+// A strided tensor is a list of dimensions (stride, extent). Ignore dimensions of extent 1, sort
+// the rest by stride ascending; the tensor is valid only if every stride is >= 1 + the sum over the
+// smaller-stride dimensions of (extent - 1) * stride. Then every address decomposes uniquely, by
+// repeated division from the largest stride down. The dimensions checked are:
+//   cache:  dim (1, D), head (stride_head, H), pos (stride_pos, block_size),
+//           block (stride_block, num_blocks), and K/V (v_offset - k_offset > 0, 2);
+//           K and V lie in [k_offset, v_offset + span] within cache_buffer_elems, k_offset >= 0.
+//   key and value views, each: dim (1, D), head (stride_head, H), token (stride_token, T_in);
+//           inside [0, input_buffer_elems) for all T_in rows.
+// Key and value cells are disjoint when their element ranges [offset, offset + span] do not
+// intersect, or when both views have equal strides and |value.offset - key.offset| as a further
+// dimension of extent 2 nests with them (fused QKV rows). Intersecting ranges with different
+// strides are refused even if a finer argument could prove them disjoint.
+//
+// Cost: O(T + block-table entries + requests); nothing is allocated in proportion to a declared
+// size (num_blocks, buffer_elems, context_len), only to arrays the case already holds, and every
+// size product is computed without overflow. A genotype, when present, gets necessary checks only
+// (positive sizes, limits on lower bounds of its buffers): materialize() must still be validated.
 #pragma once
 
 #include <cstdint>

@@ -13,11 +13,16 @@
 
 namespace kvf {
 
-// Generator of genotypes drawn from `profile`. Its shrinks are shrink_genotype() (shrink.h).
+// Generator of genotypes drawn from `profile` (copied into the Gen). Shapes and dtypes are drawn
+// from the whole profile at every size; request count and lengths, padding, invalid slots, extra
+// rows and spare blocks grow with the size. Every genotype has >= 1 request and fits the element
+// budget (profile.h max_elements_per_case) by construction. Its only shrinks are shrink_genotype()
+// (shrink.h), applied recursively.
 rc::Gen<Genotype> gen_genotype(const Profile& profile);
 
-// The genotype of case `index` of a campaign with `seed`: generated at a size that grows with the
-// index (small cases first, as RapidCheck does) from a per-case random stream.
+// The genotype of case `index` of a campaign with `seed`: generated at size index % 101 (small
+// cases first, as RapidCheck does, and again every 101 cases; never above RapidCheck's nominal
+// 100) from a per-case rc::Random keyed by mix64 of (seed, index). Same inputs, same genotype.
 Genotype generate_case(const Profile& profile, uint64_t seed, int64_t index);
 
 }  // namespace kvf

@@ -1,8 +1,11 @@
 // profile.h — a campaign profile: the ranges and weights the generator draws from (configs/*.json).
 //
 // Every list is ordered simplest first: the generator picks by weight, the shrinker moves towards
-// the front of each list. A profile file is strict JSON (schema "kvfuzz-config/1"); an unknown key,
-// a wrong type or an empty list is refused with the file, the JSON path and the expected form.
+// the front of each list. A profile file is strict JSON (schema "kvfuzz-config", version 1)
+// holding every field below and nothing else, weighted lists as {"values": [...], "weights":
+// [...]} (see configs/default.json); an unknown or missing key, a wrong type, an empty or
+// duplicate list, an out-of-range value or all-zero weights is refused with the file, the JSON
+// path and the expected form.
 #pragma once
 
 #include <cstdint>
@@ -19,30 +22,38 @@ template <typename T>
 struct Weighted {
   std::vector<T> values;    // simplest first
   std::vector<int> weights;  // same length as values, each >= 0, at least one > 0
+
+  bool operator==(const Weighted&) const = default;
 };
 
 struct Profile {
   std::string name;                    // e.g. "default"
-  Weighted<Layout> layouts;
+  Weighted<Layout> layouts;            // cache layouts (shrink target: paged_nhd)
   Weighted<int32_t> block_sizes;       // 1..256, powers of two and not
   Weighted<int32_t> num_heads;         // H_kv, 1..128+
   Weighted<int32_t> head_dims;         // D, 1..576
   Weighted<int32_t> gqa_ratios;        // 1..16 (fused QKV only)
   int fused_qkv_percent = 30;          // share of cases with fused QKV input views
-  Weighted<DType> input_dtypes;
-  Weighted<DType> cache_dtypes;
-  Weighted<IndexType> slot_dtypes;
-  Weighted<ValueDist> value_dists;
+  Weighted<DType> input_dtypes;        // key/value dtypes (shrink target: the first)
+  int cross_dtype_percent = 15;        // share of cases whose cache dtype is drawn from cache_dtypes
+                                       // (otherwise cache dtype = input dtype: a bit-exact copy)
+  Weighted<DType> cache_dtypes;        // cache dtypes of cross-dtype cases (shrink target: = input)
+  Weighted<IndexType> slot_dtypes;     // slot_mapping dtypes (shrink target: i64)
+  Weighted<ValueDist> value_dists;     // payload distributions (shrink target: finite)
   int32_t max_requests = 6;            // requests per batch (>= 1)
   int32_t max_context_len = 64;        // tokens of earlier context per request
   int32_t max_new_len = 32;            // tokens appended per request (prefill chunk)
   int decode_percent = 30;             // share of requests with new_len = 1
+  int idle_percent = 3;                // share of requests with new_len = 0 (decode + idle <= 100)
   int32_t max_padding = 4;             // tail and interleaved padding rows, each
   int32_t max_invalid_slots = 2;       // rows with slot >= capacity
   int32_t max_extra_input_rows = 3;    // T_in - T
   int32_t max_spare_blocks = 4;        // free blocks
   int irregular_percent = 50;          // share of cases with misaligned offsets and gapped strides
-  int64_t max_elements_per_case = 1 << 20;  // bound on T * H * D; larger shapes get fewer tokens
+  int64_t max_elements_per_case = 1 << 20;  // budget B: new tokens * H * D <= B and cache slots * H * D
+                                            // <= 2 B (larger shapes get fewer tokens; generate.cpp)
+
+  bool operator==(const Profile&) const = default;
 };
 
 // Reads and validates a profile file. Throws InputError (case/errors.h) on any problem.

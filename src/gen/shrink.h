@@ -18,6 +18,13 @@ namespace kvf {
 // Candidates strictly simpler than g (never g itself), most aggressive first.
 std::vector<Genotype> shrink_genotype(const Genotype& g, const Profile& profile);
 
+// The well-founded order the shrinker descends: true when a is at most as complex as b in every
+// component (number of requests then total tokens; layout; rank in the profile's list then value
+// of heads, head_dim, block_size and gqa_ratio; fused; dtypes; slot dtype; dist; irregular;
+// padding, invalid, extra-row and spare-block counts) and strictly less in at least one. Every
+// candidate of shrink_genotype(b) is simpler_than b, so every descent terminates.
+bool simpler_than(const Genotype& a, const Genotype& b, const Profile& profile);
+
 struct ShrinkStats {
   int64_t tried = 0;     // candidates evaluated
   int64_t accepted = 0;  // candidates that still failed and were taken

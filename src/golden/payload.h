@@ -6,7 +6,11 @@
 //
 //   input_bits    a key/value element of a row that is written (0 <= slot < capacity): drawn from
 //                 case.dist (finite: every exponent and sign; special: also NaN, +-Inf, +-0,
-//                 subnormals, +-max; constant: one value per row and tensor).
+//                 subnormals, +-max; constant: one value per row and tensor). Real NaNs never
+//                 equal a canary, the guard pattern (all ones) or the canonical NaN, so a NaN in the
+//                 cache is attributable: f16 sign|0x7D00..0x7DFF or sign|0x7F00..0x7FFE (even),
+//                 bf16 sign|0x7F81..0x7FBF or sign|0x7FE0..0x7FFE (even), f32 sign|0x7FA00000..
+//                 0x7FBFFFFF or sign|0x7FE00000..0x7FFFFFFE (even).
 //   Rows that must never be written (negative slot, slot >= capacity, rows >= T) hold tagged NaNs
 //   (canary(PaddingRow) / canary(InvalidRow) / canary(GraphRow)) so that a leaked row poisons
 //   whatever reads it and is recognisable where it lands.
@@ -17,6 +21,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 
 #include "../case/case.h"
 
@@ -29,7 +34,7 @@ enum class Canary : uint8_t {
   cache_gap = 1,    // cache buffer cell no (block, pos, head, dim) addresses (stride gaps)
   free_block = 2,   // cell of a block no request owns
   block_tail = 3,   // cell of an owned block past context_len + new_len (and new-token cells before the run)
-  guard = 4,        // guard band around any arena section
+  guard = 4,        // guard bands: every byte 0xFF (a NaN in every float dtype); canary_bits(t, guard) is all ones
   input_gap = 5,    // input buffer element outside the key and value views (e.g. Q heads, row padding)
   padding_row = 6,  // key/value row whose slot is negative
   invalid_row = 7,  // key/value row whose slot is >= capacity

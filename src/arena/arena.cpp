@@ -1,0 +1,279 @@
+// arena.cpp — layout, allocation and initial fill of the guarded image; cache cell location.
+//
+// See arena.h for the image layout. Everything here is plain host code; the fill is the only place
+// that decides which pre-run pattern each byte holds, and diff.cpp classifies differences against
+// the same CacheLocator roles, so the two cannot disagree about what a cell is.
+#include "arena/arena.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <stdexcept>
+#include <string>
+
+#include "golden/payload.h"
+
+namespace kvf {
+
+namespace {
+
+constexpr int64_t kAlign = 256;  // section alignment (cudaMalloc's guarantee)
+
+// Checked 64-bit arithmetic: sizes come from user-supplied cases.
+int64_t checked_add(int64_t a, int64_t b, const char* what) {
+  int64_t r;
+  if (__builtin_add_overflow(a, b, &r)) throw std::length_error(std::string("arena: ") + what + " overflows 64 bits");
+  return r;
+}
+int64_t checked_mul(int64_t a, int64_t b, const char* what) {
+  int64_t r;
+  if (__builtin_mul_overflow(a, b, &r)) throw std::length_error(std::string("arena: ") + what + " overflows 64 bits");
+  return r;
+}
+int64_t round_up(int64_t x, int64_t to, const char* what) { return checked_add(x, (to - x % to) % to, what); }
+
+int64_t require_non_negative(int64_t x, const char* what) {
+  if (x < 0) throw std::invalid_argument(std::string("arena: negative ") + what);
+  return x;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Layout
+
+ArenaLayout plan_arena(const Case& c) {
+  const int64_t in_size = dtype_size(c.input_dtype);
+  const int64_t cache_size = dtype_size(c.cache_dtype);
+  const int64_t slot_size = index_type_size(c.slot_dtype);
+
+  ArenaLayout l;
+  // One block's span, clamped: an off-by-one-block write from either end of the cache lands in a
+  // guard band, and tiny or huge blocks still get a sensible band.
+  const int64_t block_span = checked_mul(std::max<int64_t>(c.cache.stride_block, 0), cache_size, "block span");
+  l.guard_bytes = round_up(std::clamp<int64_t>(block_span, 4096, int64_t{1} << 20), kAlign, "guard band");
+
+  l.input_bytes = checked_mul(require_non_negative(c.input_buffer_elems, "input_buffer_elems"), in_size, "input buffer");
+  l.slots_bytes = checked_mul(c.num_slots(), slot_size, "slot_mapping");
+  l.cache_bytes = checked_mul(require_non_negative(c.cache_buffer_elems, "cache_buffer_elems"), cache_size, "cache buffer");
+  constexpr int64_t counter_bytes = sizeof(unsigned long long);
+
+  // Each section starts at the next 256-byte boundary after the previous section's end plus a guard
+  // band; the alignment slack belongs to the guard.
+  auto next_begin = [&](int64_t prev_end) { return checked_add(round_up(prev_end, kAlign, "layout"), l.guard_bytes, "layout"); };
+  l.input_begin = next_begin(0);
+  l.slots_begin = next_begin(checked_add(l.input_begin, l.input_bytes, "layout"));
+  l.cache_begin = next_begin(checked_add(l.slots_begin, l.slots_bytes, "layout"));
+  l.counter_begin = next_begin(checked_add(l.cache_begin, l.cache_bytes, "layout"));
+  l.total_bytes = next_begin(checked_add(l.counter_begin, counter_bytes, "layout"));
+  return l;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Storage
+
+void Arena::Free::operator()(std::byte* p) const { std::free(p); }
+
+namespace {
+
+// 256-byte aligned storage of `bytes` (a multiple of 256 by construction of the layout).
+std::byte* allocate_image(int64_t bytes) {
+  const auto size = static_cast<size_t>(std::max<int64_t>(round_up(bytes, kAlign, "image"), kAlign));
+  void* p = std::aligned_alloc(static_cast<size_t>(kAlign), size);
+  if (p == nullptr) throw std::bad_alloc();
+  return static_cast<std::byte*>(p);
+}
+
+}  // namespace
+
+Arena::Arena(const ArenaLayout& layout) : layout_(layout), data_(allocate_image(layout.total_bytes)) {}
+
+Arena::Arena(const Arena& other) : layout_(other.layout_), data_(allocate_image(other.layout_.total_bytes)) {
+  std::memcpy(data_.get(), other.data_.get(), static_cast<size_t>(layout_.total_bytes));
+}
+
+Arena& Arena::operator=(const Arena& other) {
+  if (this == &other) return *this;
+  if (data_ == nullptr || layout_.total_bytes != other.layout_.total_bytes) {
+    data_.reset(allocate_image(other.layout_.total_bytes));
+  }
+  layout_ = other.layout_;
+  std::memcpy(data_.get(), other.data_.get(), static_cast<size_t>(layout_.total_bytes));
+  return *this;
+}
+
+unsigned long long Arena::counter_value() const {
+  unsigned long long v;
+  std::memcpy(&v, data() + layout_.counter_begin, sizeof v);
+  return v;
+}
+
+uint64_t load_elem(const std::byte* base, int64_t index, int size) {
+  const std::byte* p = base + index * size;
+  switch (size) {
+    case 2: { uint16_t v; std::memcpy(&v, p, 2); return v; }
+    case 4: { uint32_t v; std::memcpy(&v, p, 4); return v; }
+    case 8: { uint64_t v; std::memcpy(&v, p, 8); return v; }
+    default: { uint8_t v; std::memcpy(&v, p, 1); return v; }
+  }
+}
+
+void store_elem(std::byte* base, int64_t index, int size, uint64_t bits) {
+  std::byte* p = base + index * size;
+  switch (size) {
+    case 2: { const auto v = static_cast<uint16_t>(bits); std::memcpy(p, &v, 2); return; }
+    case 4: { const auto v = static_cast<uint32_t>(bits); std::memcpy(p, &v, 4); return; }
+    case 8: { std::memcpy(p, &bits, 8); return; }
+    default: { const auto v = static_cast<uint8_t>(bits); std::memcpy(p, &v, 1); return; }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Cache cell location
+
+CacheLocator::CacheLocator(const Case& c) : c_(c), owners_(static_cast<size_t>(std::max<int64_t>(c.cache.num_blocks, 0))) {
+  for (size_t r = 0; r < c.requests.size(); ++r) {
+    const auto& blocks = c.requests[r].blocks;
+    for (size_t li = 0; li < blocks.size(); ++li) {
+      const int64_t b = blocks[li];
+      if (b >= 0 && b < c.cache.num_blocks) owners_[static_cast<size_t>(b)] = Owner{static_cast<int64_t>(r), static_cast<int64_t>(li)};
+    }
+  }
+  const Dim all[4] = {{c.cache.stride_block, c.cache.num_blocks, 0},
+                      {c.cache.stride_pos, c.cache.block_size, 1},
+                      {c.cache.stride_head, c.num_heads, 2},
+                      {1, c.head_dim, 3}};
+  for (const Dim& d : all) {
+    if (d.extent <= 0) invertible_ = false;  // no cell at all: every element is a gap
+    if (d.extent <= 1) continue;  // index is always 0; its stride does not matter
+    if (d.stride <= 0) invertible_ = false;
+    dims_[num_dims_++] = d;
+  }
+  std::sort(dims_, dims_ + num_dims_, [](const Dim& a, const Dim& b) { return a.stride > b.stride; });
+}
+
+CacheCell CacheLocator::cell(bool is_value, int64_t block, int64_t pos, int64_t head, int64_t dim) const {
+  CacheCell cell;
+  cell.is_value = is_value;
+  cell.block = block;
+  cell.pos = pos;
+  cell.head = head;
+  cell.dim = dim;
+  const Owner o = owner(block);
+  if (o.request < 0) {
+    cell.role = CacheCell::Role::free_block;
+    return cell;
+  }
+  const Request& r = c_.requests[static_cast<size_t>(o.request)];
+  cell.request = o.request;
+  cell.token = o.logical * c_.cache.block_size + pos;
+  if (cell.token < r.context_len) {
+    cell.role = CacheCell::Role::context;
+  } else if (cell.token < r.context_len + r.new_len) {
+    cell.role = CacheCell::Role::new_token;
+  } else {
+    cell.role = CacheCell::Role::tail;
+  }
+  return cell;
+}
+
+CacheCell CacheLocator::locate(int64_t elem) const {
+  if (!invertible_) return CacheCell{};
+  for (const bool is_value : {false, true}) {
+    int64_t rest = elem - (is_value ? c_.cache_v_offset : c_.cache_k_offset);
+    if (rest < 0) continue;
+    int64_t index[4] = {0, 0, 0, 0};  // block, pos, head, dim
+    bool fits = true;
+    for (int i = 0; i < num_dims_ && fits; ++i) {
+      const int64_t q = rest / dims_[i].stride;
+      if (q >= dims_[i].extent) fits = false;
+      index[dims_[i].which] = q;
+      rest -= q * dims_[i].stride;
+    }
+    if (!fits || rest != 0) continue;
+    // The greedy decomposition is unique under the nested-strides rule; check it against the one
+    // addressing formula anyway, so an invalid case can only make us say "gap", never lie.
+    const int64_t base = is_value ? c_.cache_v_offset : c_.cache_k_offset;
+    if (base + cache_elem_offset(c_.cache, index[0], index[1], index[2], index[3]) != elem) continue;
+    return cell(is_value, index[0], index[1], index[2], index[3]);
+  }
+  return CacheCell{};
+}
+
+CacheCell locate_cache_elem(const Case& c, int64_t elem) { return CacheLocator(c).locate(elem); }
+
+// ---------------------------------------------------------------------------------------------
+// Initial fill
+
+Arena make_initial_arena(const Case& c) {
+  using golden::Canary;
+  using golden::Tensor;
+  Arena a(plan_arena(c));
+  const ArenaLayout& l = a.layout();
+  std::memset(a.data(), 0xFF, static_cast<size_t>(l.total_bytes));  // guard bands (and everything, to start)
+
+  // Input buffer: input-gap canary everywhere, then the key and value views row by row.
+  const int in_size = dtype_size(c.input_dtype);
+  const uint32_t input_gap = golden::canary_bits(c.input_dtype, Canary::input_gap);
+  for (int64_t e = 0; e < c.input_buffer_elems; ++e) store_elem(a.input(), e, in_size, input_gap);
+  for (const Tensor t : {Tensor::key, Tensor::value}) {
+    const InputView& v = t == Tensor::key ? c.key : c.value;
+    for (int64_t row = 0; row < c.num_input_rows; ++row) {
+      for (int64_t h = 0; h < c.num_heads; ++h) {
+        for (int64_t d = 0; d < c.head_dim; ++d) {
+          const int64_t e = v.offset + input_elem_offset(v.stride_token, v.stride_head, row, h, d);
+          store_elem(a.input(), e, in_size, golden::input_bits(c, t, row, h, d));
+        }
+      }
+    }
+  }
+
+  // slot_mapping, narrowed to its dtype (validation guarantees the values fit).
+  const int slot_size = index_type_size(c.slot_dtype);
+  for (int64_t i = 0; i < c.num_slots(); ++i) {
+    const int64_t s = c.slot_mapping[static_cast<size_t>(i)];
+    const uint64_t bits = slot_size == 4 ? static_cast<uint32_t>(static_cast<int32_t>(s)) : static_cast<uint64_t>(s);
+    store_elem(a.slots(), i, slot_size, bits);
+  }
+  // The guard band right after slot_mapping reads as slot 0 (zero bytes) instead of -1 (0xFF): a
+  // kernel that reads slot_mapping past its end (grid sized by key rows, bug B8) then writes a
+  // CUDA-graph padding row into slot 0, which the diff sees, instead of silently skipping it.
+  const int64_t slots_end = l.slots_begin + l.slots_bytes;
+  std::memset(a.data() + slots_end, 0x00, static_cast<size_t>((l.cache_begin - slots_end) / 2));
+
+  // Cache buffer: gap canary everywhere, then every (tensor, block, pos, head, dim) cell by role.
+  const int cache_size = dtype_size(c.cache_dtype);
+  const uint32_t gap = golden::canary_bits(c.cache_dtype, Canary::cache_gap);
+  const uint32_t free_block = golden::canary_bits(c.cache_dtype, Canary::free_block);
+  const uint32_t tail = golden::canary_bits(c.cache_dtype, Canary::block_tail);
+  for (int64_t e = 0; e < c.cache_buffer_elems; ++e) store_elem(a.cache(), e, cache_size, gap);
+  const CacheLocator loc(c);
+  for (const Tensor t : {Tensor::key, Tensor::value}) {
+    const bool is_value = t == Tensor::value;
+    const int64_t base = is_value ? c.cache_v_offset : c.cache_k_offset;
+    for (int64_t b = 0; b < c.cache.num_blocks; ++b) {
+      for (int64_t p = 0; p < c.cache.block_size; ++p) {
+        const CacheCell role = loc.cell(is_value, b, p, 0, 0);
+        for (int64_t h = 0; h < c.num_heads; ++h) {
+          for (int64_t d = 0; d < c.head_dim; ++d) {
+            uint32_t bits;
+            switch (role.role) {
+              case CacheCell::Role::context: bits = golden::context_bits(c, t, role.request, role.token, h, d); break;
+              case CacheCell::Role::free_block: bits = free_block; break;
+              default: bits = tail; break;  // new-token cells (not yet written) and block tails
+            }
+            store_elem(a.cache(), base + cache_elem_offset(c.cache, b, p, h, d), cache_size, bits);
+          }
+        }
+      }
+    }
+  }
+
+  // The invalid-slot counter starts at zero.
+  const unsigned long long zero = 0;
+  std::memcpy(a.data() + l.counter_begin, &zero, sizeof zero);
+  return a;
+}
+
+}  // namespace kvf

@@ -1,0 +1,840 @@
+// diff.cpp — whole-image comparison, classification of each differing element, grouping.
+//
+// Passing runs (the common case) cost one memcmp of the image. Otherwise each region is scanned in
+// chunks (memcmp again), and only differing chunks are walked element by element. Every differing
+// element becomes a (kind, victim, writer) key plus a few integer coordinates; groups aggregate
+// ranges of those coordinates, and strings are built once per group (its first cell becomes the
+// example), so a catastrophic run with millions of differing cells costs integer work per cell and
+// a bounded number of groups.
+//
+// Classification of a differing cache element, in order:
+//   1. it holds the input-gap canary or the guard pattern       -> oob_read_suspected
+//   2. it is an expected write still holding its pre-run value  -> missing_write
+//   3. its value is that of padding/invalid/graph rows only     -> padding_leak
+//   4. by location: new-token cell -> wrong_value; another request's context (or unknown writer)
+//      -> cross_request_write; own context, free block, block tail, stride gap -> stray_write.
+// Writers are decoded by value: the converted bits of every input element (tensor, row, head, dim)
+// are indexed once, lazily, when the first cache difference needs it.
+#include "arena/diff.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <tuple>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+#include "gen/rng.h"
+#include "golden/convert.h"
+#include "golden/payload.h"
+
+namespace kvf {
+
+namespace {
+
+using golden::Canary;
+
+// ---------------------------------------------------------------------------------------------
+// Group keys: what was hit (victim) and whose data landed there (writer)
+
+enum class Victim : uint8_t {
+  guard_band,    // id: band (2 * section + 1 if after the section, see kSectionNames)
+  key_view,      // input buffer cell of the key view
+  value_view,    // input buffer cell of the value view
+  input_other,   // input buffer cell outside both views
+  slot_mapping,  // a slot_mapping entry
+  counter,       // the invalid-slot counter
+  context,       // id: request owning the earlier-context cell
+  new_token,     // id: request owning the expected-write cell
+  tail,          // id: request owning the block whose unused tail was hit
+  free_block,    // id: the free block
+  gap,           // a cache buffer element no (tensor, block, pos, head, dim) addresses
+  many,          // overflow bucket once kMaxGroups groups exist
+};
+
+enum class Writer : uint8_t {
+  kernel,          // not attributable by value (guard bands, inputs, counter, missing writes)
+  request,         // id: request whose new token's value landed there
+  padding_row,     // id: the row (slot < 0), -1 if several
+  invalid_row,     // id: the row (slot >= capacity), -1 if several
+  graph_row,       // id: the row (row >= T), -1 if several
+  unwritten_rows,  // rows of several of the three kinds above
+  unknown,         // the value matches no input element
+  ambiguous,       // the value matches several input elements
+  input_gap,       // the input-gap canary (oob_read_suspected)
+  guard_pattern,   // the guard pattern (oob_read_suspected)
+  many,            // overflow bucket
+};
+
+struct GroupKey {
+  FindingKind kind = FindingKind::wrong_value;
+  Victim victim = Victim::many;
+  Writer writer = Writer::kernel;
+  int64_t victim_id = -1;
+  int64_t writer_id = -1;
+  bool operator==(const GroupKey&) const = default;
+};
+
+struct GroupKeyHash {
+  size_t operator()(const GroupKey& k) const {
+    uint64_t h = mix64((static_cast<uint64_t>(k.kind) << 16) | (static_cast<uint64_t>(k.victim) << 8) |
+                       static_cast<uint64_t>(k.writer));
+    h = mix64(h ^ static_cast<uint64_t>(k.victim_id));
+    return static_cast<size_t>(mix64(h ^ static_cast<uint64_t>(k.writer_id)));
+  }
+};
+
+constexpr size_t kMaxGroups = 4096;   // beyond this, new keys share one overflow group per kind
+constexpr size_t kMaxListedBlocks = 64;
+
+// ---------------------------------------------------------------------------------------------
+// Aggregates
+
+struct Range {
+  int64_t lo = INT64_MAX, hi = INT64_MIN;
+  void add(int64_t v) {
+    lo = std::min(lo, v);
+    hi = std::max(hi, v);
+  }
+  bool empty() const { return lo > hi; }
+  int64_t count() const { return empty() ? 0 : hi - lo + 1; }
+};
+
+// Distinct block ids in first-seen order, the first kMaxListedBlocks of them.
+struct BlockList {
+  std::vector<int64_t> ids;
+  bool more = false;
+  void add(int64_t b) {
+    if (!ids.empty() && ids.back() == b) return;
+    if (std::find(ids.begin(), ids.end(), b) != ids.end()) return;
+    if (ids.size() < kMaxListedBlocks) {
+      ids.push_back(b);
+    } else {
+      more = true;
+    }
+  }
+};
+
+struct Group {
+  GroupKey key;
+  int64_t cells = 0;
+  bool k = false, v = false;    // cache: tensors hit
+  BlockList blocks;             // cache: physical blocks hit
+  Range pos, head, dim;         // cache: slot / head / dim ranges; input: head / dim ranges
+  Range row;                    // input views: row range
+  Range elem;                   // cache / input / slot_mapping element indices; guard: byte offsets from the section edge
+  Range writer_token;           // writer request's token range
+  std::unordered_set<int64_t> victim_tokens;  // missing_write / wrong_value: distinct victim tokens
+  Range victim_token;
+  std::string example;          // first cell, rendered once
+  std::string first_clause;     // wrong_value: what the first cell holds, for the sentence
+};
+
+// ---------------------------------------------------------------------------------------------
+// Formatting helpers
+
+std::string hex(uint64_t bits, int bytes) {
+  static const char* digits = "0123456789abcdef";
+  std::string s = "0x";
+  for (int i = 2 * bytes - 1; i >= 0; --i) s += digits[(bits >> (4 * i)) & 0xF];
+  return s;
+}
+
+std::string num(int64_t v) { return std::to_string(v); }
+
+// "slot 2" or "slots 0..3".
+std::string span(const char* singular, const char* plural, const Range& r) {
+  if (r.empty()) return std::string(plural) + " none";
+  if (r.lo == r.hi) return std::string(singular) + " " + num(r.lo);
+  return std::string(plural) + " " + num(r.lo) + ".." + num(r.hi);
+}
+
+std::string count_of(int64_t n, const char* singular, const char* plural) {
+  return num(n) + " " + (n == 1 ? singular : plural);
+}
+
+std::string tensors(const Group& g) { return g.k && g.v ? "K and V" : g.v ? "V" : "K"; }
+
+std::string block_list(const BlockList& b) {
+  if (b.ids.empty()) return "no block";
+  std::vector<int64_t> ids = b.ids;
+  std::sort(ids.begin(), ids.end());
+  std::string s = ids.size() == 1 && !b.more ? "block " : "blocks ";
+  const size_t shown = std::min<size_t>(ids.size(), 8);
+  for (size_t i = 0; i < shown; ++i) s += (i ? ", " : "") + num(ids[i]);
+  if (ids.size() > shown || b.more) s += b.more ? ", ... (more than " + num(kMaxListedBlocks) + ")" : ", ... (" + num(static_cast<int64_t>(ids.size())) + " blocks)";
+  return s;
+}
+
+// "block 12 slots 0..3, heads 0..7" — the part of a cache location sentences use.
+std::string cells_phrase(const Group& g) {
+  return block_list(g.blocks) + " " + span("slot", "slots", g.pos) + ", " + span("head", "heads", g.head);
+}
+
+const char* kSectionNames[4] = {"input buffer", "slot_mapping", "cache buffer", "invalid-slot counter"};
+
+std::string band_name(int64_t band) {
+  return std::string("guard band ") + (band % 2 ? "after" : "before") + " the " + kSectionNames[band / 2];
+}
+
+const char* canary_name(Canary t) {
+  switch (t) {
+    case Canary::cache_gap: return "the stride-gap canary";
+    case Canary::free_block: return "the free-block canary";
+    case Canary::block_tail: return "the block-tail canary";
+    case Canary::guard: return "the guard pattern";
+    case Canary::input_gap: return "the input-gap canary";
+    case Canary::padding_row: return "the padding-row canary";
+    case Canary::invalid_row: return "the invalid-row canary";
+    case Canary::graph_row: return "the graph-padding-row canary";
+  }
+  return "a canary";
+}
+
+// ---------------------------------------------------------------------------------------------
+// Decoding a cache value to the input element(s) that produce it
+
+struct Decoded {
+  Writer writer = Writer::unknown;
+  int64_t row = -1;  // input row (request or unwritten-row writers), -1 if several
+  bool is_value = false;
+  int64_t head = -1, dim = -1;
+  int64_t request = -1, token = -1;  // request writers
+};
+
+class ValueIndex {
+ public:
+  ValueIndex(const Case& c, const Arena& initial, const CacheLocator& loc) : c_(c), loc_(loc) {
+    const int in_size = dtype_size(c.input_dtype);
+    entries_.reserve(static_cast<size_t>(2 * c.num_input_rows * c.num_heads * c.head_dim));
+    for (const bool is_value : {false, true}) {
+      const InputView& v = is_value ? c.value : c.key;
+      for (int64_t row = 0; row < c.num_input_rows; ++row) {
+        for (int64_t h = 0; h < c.num_heads; ++h) {
+          for (int64_t d = 0; d < c.head_dim; ++d) {
+            const int64_t e = v.offset + input_elem_offset(v.stride_token, v.stride_head, row, h, d);
+            const auto bits = static_cast<uint32_t>(load_elem(initial.input(), e, in_size));
+            entries_.emplace_back(golden::convert_bits(bits, c.input_dtype, c.cache_dtype), id(is_value, row, h, d));
+          }
+        }
+      }
+    }
+    std::sort(entries_.begin(), entries_.end());
+  }
+
+  // The writer of `bits` found in `cell`. Among several candidates, prefer those of the cell's own
+  // tensor, head and dim, then those of its head and dim; within that set, the row decoded for the
+  // previous cell (rows are written contiguously), else a unique candidate, else ambiguous.
+  Decoded decode(uint32_t bits, const CacheCell& cell) {
+    const auto [lo, end] = std::equal_range(entries_.cbegin(), entries_.cend(), bits, ByBits{});
+    if (lo == end) return Decoded{};
+
+    const Summary& s = summary(bits, lo, end);
+    if (!s.any_written) {
+      Decoded d;
+      d.writer = s.unwritten;
+      d.row = s.single_row;
+      return d;
+    }
+    if (cell.role != CacheCell::Role::gap) {
+      const uint64_t own = id(cell.is_value, 0, cell.head, cell.dim);
+      const uint64_t both = id(false, 0, cell.head, cell.dim);
+      const uint64_t rows = static_cast<uint64_t>(c_.num_input_rows);
+      if (auto d = pick(lo, end, own, own + rows)) return *d;
+      if (auto d = pick(lo, end, both, both + 2 * rows)) return *d;
+    }
+    if (end - lo == 1) return use(lo->second);
+    Decoded d;
+    d.writer = Writer::ambiguous;
+    return d;
+  }
+
+ private:
+  using Entry = std::pair<uint32_t, uint64_t>;  // (converted bits, candidate id)
+  using It = std::vector<Entry>::const_iterator;
+  struct ByBits {
+    bool operator()(const Entry& e, uint32_t bits) const { return e.first < bits; }
+    bool operator()(uint32_t bits, const Entry& e) const { return bits < e.first; }
+  };
+  struct Summary {
+    bool any_written = false;
+    Writer unwritten = Writer::unknown;  // kind of the (all unwritten) candidates
+    int64_t single_row = -1;             // their row, if they all share one
+  };
+
+  // Candidate ids sort by (head, dim, tensor, row), so one (bits, head, dim[, tensor]) is a range.
+  uint64_t id(bool is_value, int64_t row, int64_t head, int64_t dim) const {
+    return ((static_cast<uint64_t>(head) * static_cast<uint64_t>(c_.head_dim) + static_cast<uint64_t>(dim)) * 2 +
+            (is_value ? 1 : 0)) * static_cast<uint64_t>(c_.num_input_rows) + static_cast<uint64_t>(row);
+  }
+
+  Writer row_kind(int64_t row) const {
+    if (row >= c_.num_slots()) return Writer::graph_row;
+    const int64_t slot = c_.slot_mapping[static_cast<size_t>(row)];
+    if (slot < 0) return Writer::padding_row;
+    if (slot >= c_.capacity()) return Writer::invalid_row;
+    return Writer::request;
+  }
+
+  Decoded use(uint64_t candidate) {
+    Decoded d;
+    const auto rows = static_cast<uint64_t>(c_.num_input_rows);
+    d.row = static_cast<int64_t>(candidate % rows);
+    uint64_t rest = candidate / rows;
+    d.is_value = rest % 2 == 1;
+    rest /= 2;
+    d.dim = static_cast<int64_t>(rest % static_cast<uint64_t>(c_.head_dim));
+    d.head = static_cast<int64_t>(rest / static_cast<uint64_t>(c_.head_dim));
+    d.writer = row_kind(d.row);
+    if (d.writer == Writer::request) {
+      const int64_t slot = c_.slot_mapping[static_cast<size_t>(d.row)];
+      const CacheLocator::Owner o = loc_.owner(slot / c_.cache.block_size);
+      d.request = o.request;
+      d.token = o.logical * c_.cache.block_size + slot % c_.cache.block_size;
+      if (d.request < 0) d.writer = Writer::unknown;  // an invalid case: slot in a free block
+    }
+    hint_row_ = d.row;
+    return d;
+  }
+
+  // Picks among candidates with ids in [id_lo, id_hi), or nullopt if there are none.
+  std::optional<Decoded> pick(It lo, It end, uint64_t id_lo, uint64_t id_hi) {
+    const auto first = std::lower_bound(lo, end, Entry{lo->first, id_lo});
+    const auto last = std::lower_bound(first, end, Entry{lo->first, id_hi});
+    if (first == last) return std::nullopt;
+    if (hint_row_ >= 0) {
+      for (uint64_t base = id_lo; base < id_hi; base += static_cast<uint64_t>(c_.num_input_rows)) {
+        const Entry want{lo->first, base + static_cast<uint64_t>(hint_row_)};
+        const auto it = std::lower_bound(first, last, want);
+        if (it != last && *it == want) return use(want.second);
+      }
+    }
+    if (last - first == 1) return use(first->second);
+    Decoded d;
+    d.writer = Writer::ambiguous;
+    return d;
+  }
+
+  const Summary& summary(uint32_t bits, It lo, It end) {
+    const auto found = summaries_.find(bits);
+    if (found != summaries_.end()) return found->second;
+    Summary s;
+    bool first = true;
+    for (It it = lo; it != end; ++it) {
+      const auto row = static_cast<int64_t>(it->second % static_cast<uint64_t>(c_.num_input_rows));
+      const Writer k = row_kind(row);
+      if (k == Writer::request) {
+        s.any_written = true;
+        break;
+      }
+      if (first) {
+        s.unwritten = k;
+        s.single_row = row;
+        first = false;
+      } else {
+        if (k != s.unwritten) s.unwritten = Writer::unwritten_rows;
+        if (row != s.single_row) s.single_row = -1;
+      }
+    }
+    return summaries_.emplace(bits, s).first->second;
+  }
+
+  const Case& c_;
+  const CacheLocator& loc_;
+  std::vector<Entry> entries_;  // sorted
+  std::unordered_map<uint32_t, Summary> summaries_;
+  int64_t hint_row_ = -1;
+};
+
+// Inverts an input view: (row, head, dim) of input element e, if the view addresses it.
+struct ViewCell {
+  int64_t row = -1, head = -1, dim = -1;
+};
+std::optional<ViewCell> locate_in_view(const Case& c, const InputView& v, int64_t e) {
+  struct Dim {
+    int64_t stride, extent;
+    int which;
+  };
+  Dim dims[3] = {{v.stride_token, c.num_input_rows, 0}, {v.stride_head, c.num_heads, 1}, {1, c.head_dim, 2}};
+  std::sort(dims, dims + 3, [](const Dim& a, const Dim& b) { return a.stride > b.stride; });
+  int64_t rest = e - v.offset;
+  if (rest < 0) return std::nullopt;
+  int64_t index[3] = {0, 0, 0};
+  for (const Dim& d : dims) {
+    if (d.extent <= 1) continue;
+    if (d.stride <= 0) return std::nullopt;
+    const int64_t q = rest / d.stride;
+    if (q >= d.extent) return std::nullopt;
+    index[d.which] = q;
+    rest -= q * d.stride;
+  }
+  if (rest != 0 || v.offset + input_elem_offset(v.stride_token, v.stride_head, index[0], index[1], index[2]) != e) {
+    return std::nullopt;
+  }
+  return ViewCell{index[0], index[1], index[2]};
+}
+
+// ---------------------------------------------------------------------------------------------
+// The comparison
+
+class Differ {
+ public:
+  Differ(const Case& c, const Arena& initial, const Arena& expected, const Arena& actual)
+      : c_(c), initial_(initial), expected_(expected), actual_(actual), layout_(expected.layout()), loc_(c) {}
+
+  Verdict run() {
+    const ArenaLayout& l = layout_;
+    const int64_t input_end = l.input_begin + l.input_bytes;
+    const int64_t slots_end = l.slots_begin + l.slots_bytes;
+    const int64_t cache_end = l.cache_begin + l.cache_bytes;
+    const int64_t counter_end = l.counter_begin + static_cast<int64_t>(sizeof(unsigned long long));
+
+    guard(0, l.input_begin, -1, 0);
+    scan(l.input_begin, input_end, dtype_size(c_.input_dtype), [&](int64_t i) { input_elem(i); });
+    guard(input_end, l.slots_begin, 0, 1);
+    scan(l.slots_begin, slots_end, index_type_size(c_.slot_dtype), [&](int64_t i) { slot_elem(i); });
+    guard(slots_end, l.cache_begin, 1, 2);
+    scan(l.cache_begin, cache_end, dtype_size(c_.cache_dtype), [&](int64_t i) { cache_elem(i); });
+    guard(cache_end, l.counter_begin, 2, 3);
+    scan(l.counter_begin, counter_end, 8, [&](int64_t) { counter(); });
+    guard(counter_end, l.total_bytes, 3, -1);
+
+    // Most severe kind first, then by victim (requests in order, free blocks by number), then writer.
+    std::vector<const Group*> order;
+    for (const Group& g : groups_) order.push_back(&g);
+    std::sort(order.begin(), order.end(), [](const Group* a, const Group* b) {
+      const GroupKey& x = a->key;
+      const GroupKey& y = b->key;
+      return std::make_tuple(severity(x.kind), x.victim, x.victim_id, x.writer, x.writer_id) <
+             std::make_tuple(severity(y.kind), y.victim, y.victim_id, y.writer, y.writer_id);
+    });
+    Verdict verdict;
+    verdict.differing_cells = differing_;
+    for (const Group* g : order) verdict.findings.push_back(render(*g));
+    return verdict;
+  }
+
+ private:
+  static int severity(FindingKind k) {
+    switch (k) {
+      case FindingKind::oob_write: return 0;
+      case FindingKind::cross_request_write: return 1;
+      case FindingKind::padding_leak: return 2;
+      case FindingKind::stray_write: return 3;
+      case FindingKind::input_modified: return 4;
+      case FindingKind::oob_read_suspected: return 5;
+      case FindingKind::wrong_value: return 6;
+      case FindingKind::missing_write: return 7;
+      case FindingKind::invalid_slot_miscount: return 8;
+      default: return 9;
+    }
+  }
+
+  // Calls on_diff(element index within the section) for every differing element of
+  // [begin, end) (a section starting 256-byte aligned and holding whole elements).
+  template <typename F>
+  void scan(int64_t begin, int64_t end, int elem_size, F&& on_diff) {
+    constexpr int64_t kChunk = 4096;  // a multiple of every element size
+    const std::byte* e = expected_.data();
+    const std::byte* a = actual_.data();
+    for (int64_t off = begin; off < end; off += kChunk) {
+      const int64_t n = std::min(kChunk, end - off);
+      if (std::memcmp(e + off, a + off, static_cast<size_t>(n)) == 0) continue;
+      for (int64_t x = off; x + elem_size <= off + n; x += elem_size) {
+        if (std::memcmp(e + x, a + x, static_cast<size_t>(elem_size)) == 0) continue;
+        ++differing_;
+        on_diff((x - begin) / elem_size);
+      }
+    }
+  }
+
+  // Guard bytes [begin, end) between section `before` (-1: image start) and section `after` (-1:
+  // image end). A byte is attributed to the nearer section.
+  void guard(int64_t begin, int64_t end, int before, int after) {
+    const int64_t mid = begin + (end - begin) / 2;
+    scan(begin, end, 1, [&](int64_t i) {
+      const int64_t at = begin + i;
+      const bool after_prev = before >= 0 && (after < 0 || at < mid);
+      const int section = after_prev ? before : after;
+      const int64_t band = 2 * section + (after_prev ? 1 : 0);
+      const int64_t offset = after_prev ? at - begin : at - end;  // >= 0 past the end, < 0 before the start
+      Group& g = group(GroupKey{FindingKind::oob_write, Victim::guard_band, Writer::kernel, band, -1}, [&](Group& ng) {
+        ng.example = "image byte " + num(at) + " (" + (offset >= 0 ? "+" : "") + num(offset) + (offset >= 0 ? " past the end" : " before the start") +
+                    " of the " + kSectionNames[section] + "): expected " + hex(load_elem(expected_.data(), at, 1), 1) +
+                    " (guard pattern), found " + hex(load_elem(actual_.data(), at, 1), 1);
+      });
+      g.elem.add(offset);
+    });
+  }
+
+  void input_elem(int64_t e) {
+    const int size = dtype_size(c_.input_dtype);
+    Victim part = Victim::input_other;
+    std::optional<ViewCell> vc;
+    if ((vc = locate_in_view(c_, c_.key, e))) {
+      part = Victim::key_view;
+    } else if ((vc = locate_in_view(c_, c_.value, e))) {
+      part = Victim::value_view;
+    }
+    Group& g = group(GroupKey{FindingKind::input_modified, part, Writer::kernel, -1, -1}, [&](Group& ng) {
+      std::string where = "input element " + num(e);
+      if (vc) where = (part == Victim::key_view ? "key" : "value") + std::string(" row ") + num(vc->row) + " head " + num(vc->head) + " dim " + num(vc->dim) + " (" + where + ")";
+      ng.example = where + ": expected " + hex(load_elem(expected_.input(), e, size), size) + ", found " + hex(load_elem(actual_.input(), e, size), size);
+    });
+    g.elem.add(e);
+    if (vc) {
+      g.row.add(vc->row);
+      g.head.add(vc->head);
+      g.dim.add(vc->dim);
+    }
+  }
+
+  void slot_elem(int64_t i) {
+    const int size = index_type_size(c_.slot_dtype);
+    Group& g = group(GroupKey{FindingKind::input_modified, Victim::slot_mapping, Writer::kernel, -1, -1}, [&](Group& ng) {
+      ng.example = "slot_mapping entry " + num(i) + ": expected " + hex(load_elem(expected_.slots(), i, size), size) + " (" +
+                  num(c_.slot_mapping[static_cast<size_t>(i)]) + "), found " + hex(load_elem(actual_.slots(), i, size), size);
+    });
+    g.elem.add(i);
+  }
+
+  void counter() {
+    group(GroupKey{FindingKind::invalid_slot_miscount, Victim::counter, Writer::kernel, -1, -1}, [&](Group& g) {
+      g.example = "invalid-slot counter: expected " + num(static_cast<int64_t>(expected_.counter_value())) + ", found " +
+                  num(static_cast<int64_t>(actual_.counter_value()));
+    });
+  }
+
+  // Victim of a cache cell by its location.
+  static std::pair<Victim, int64_t> victim_of(const CacheCell& cell) {
+    switch (cell.role) {
+      case CacheCell::Role::context: return {Victim::context, cell.request};
+      case CacheCell::Role::new_token: return {Victim::new_token, cell.request};
+      case CacheCell::Role::tail: return {Victim::tail, cell.request};
+      case CacheCell::Role::free_block: return {Victim::free_block, cell.block};
+      case CacheCell::Role::gap: return {Victim::gap, -1};
+    }
+    return {Victim::gap, -1};
+  }
+
+  void cache_elem(int64_t e) {
+    const int size = dtype_size(c_.cache_dtype);
+    const auto exp = static_cast<uint32_t>(load_elem(expected_.cache(), e, size));
+    const auto act = static_cast<uint32_t>(load_elem(actual_.cache(), e, size));
+    const auto ini = static_cast<uint32_t>(load_elem(initial_.cache(), e, size));
+    const uint32_t all_ones = size == 4 ? 0xFFFFFFFFu : 0xFFFFu;
+    const CacheCell cell = loc_.locate(e);
+    const auto [victim, victim_id] = victim_of(cell);
+    const std::optional<Canary> tag = golden::canary_of(act, c_.cache_dtype);
+
+    GroupKey key{FindingKind::wrong_value, victim, Writer::kernel, victim_id, -1};
+    Decoded d;
+    d.writer = Writer::kernel;
+    if (act == all_ones || tag == Canary::guard || tag == Canary::input_gap) {
+      key.kind = FindingKind::oob_read_suspected;
+      key.writer = tag == Canary::input_gap ? Writer::input_gap : Writer::guard_pattern;
+    } else if (cell.role == CacheCell::Role::new_token && act == ini) {
+      key.kind = FindingKind::missing_write;
+    } else {
+      d = decoder().decode(act, cell);
+      if (d.writer == Writer::unknown && (tag == Canary::padding_row || tag == Canary::invalid_row || tag == Canary::graph_row)) {
+        // The bits of a padding-row canary that no row converts to (e.g. a raw bit copy across dtypes).
+        d.writer = tag == Canary::padding_row ? Writer::padding_row : tag == Canary::invalid_row ? Writer::invalid_row : Writer::graph_row;
+      }
+      key.writer = d.writer;
+      key.writer_id = d.writer == Writer::request ? d.request : d.row;
+      const bool unwritten = d.writer == Writer::padding_row || d.writer == Writer::invalid_row ||
+                             d.writer == Writer::graph_row || d.writer == Writer::unwritten_rows;
+      if (unwritten) {
+        key.kind = FindingKind::padding_leak;
+      } else if (cell.role == CacheCell::Role::new_token) {
+        key.kind = FindingKind::wrong_value;
+      } else if (cell.role == CacheCell::Role::context) {
+        const bool own = d.writer == Writer::request && d.request == cell.request;
+        key.kind = own ? FindingKind::stray_write : FindingKind::cross_request_write;
+      } else {
+        key.kind = FindingKind::stray_write;
+      }
+    }
+
+    Group& g = group(key, [&](Group& ng) {
+      ng.example = cell_name(cell, e) + ": expected " + hex(exp, size) + " (" + meaning_expected(cell) + "), found " + hex(act, size) +
+                  " (" + meaning_found(key, d, act, tag) + ")";
+      ng.first_clause = std::string(cell.is_value ? "V" : "K") + " head " + num(cell.head) + " dim " + num(cell.dim) + " holds " +
+                       (d.writer == Writer::request ? value_name(d) : meaning_found(key, d, act, tag));
+    });
+    g.elem.add(e);
+    if (cell.role != CacheCell::Role::gap) {
+      (cell.is_value ? g.v : g.k) = true;
+      g.blocks.add(cell.block);
+      g.pos.add(cell.pos);
+      g.head.add(cell.head);
+      g.dim.add(cell.dim);
+    }
+    if (d.writer == Writer::request) g.writer_token.add(d.token);
+    if (key.kind == FindingKind::missing_write || key.kind == FindingKind::wrong_value) {
+      g.victim_tokens.insert(cell.token);
+      g.victim_token.add(cell.token);
+    }
+  }
+
+  ValueIndex& decoder() {
+    if (!index_) index_.emplace(c_, initial_, loc_);
+    return *index_;
+  }
+
+  // "K block 12 slot 3 head 0 dim 5 (cache element 1234; request 7 context token 195)".
+  std::string cell_name(const CacheCell& cell, int64_t e) const {
+    if (cell.role == CacheCell::Role::gap) return "cache element " + num(e) + " (stride gap)";
+    std::string s = std::string(cell.is_value ? "V" : "K") + " block " + num(cell.block) + " slot " + num(cell.pos) + " head " +
+                    num(cell.head) + " dim " + num(cell.dim) + " (cache element " + num(e) + "; ";
+    switch (cell.role) {
+      case CacheCell::Role::context: s += "request " + num(cell.request) + "'s context token " + num(cell.token); break;
+      case CacheCell::Role::new_token: s += "request " + num(cell.request) + "'s new token " + num(cell.token); break;
+      case CacheCell::Role::tail: s += "request " + num(cell.request) + "'s block tail, token " + num(cell.token); break;
+      default: s += "free block"; break;
+    }
+    return s + ")";
+  }
+
+  static std::string meaning_expected(const CacheCell& cell) {
+    switch (cell.role) {
+      case CacheCell::Role::context: return "request " + num(cell.request) + "'s context token " + num(cell.token);
+      case CacheCell::Role::new_token: return "request " + num(cell.request) + " token " + num(cell.token) + "'s new value";
+      case CacheCell::Role::tail: return "the block-tail canary";
+      case CacheCell::Role::free_block: return "the free-block canary";
+      case CacheCell::Role::gap: return "the stride-gap canary";
+    }
+    return "?";
+  }
+
+  static std::string value_name(const Decoded& d) {
+    return "request " + num(d.request) + " token " + num(d.token) + " head " + num(d.head) + " dim " + num(d.dim) + "'s " +
+           (d.is_value ? "V" : "K") + " value";
+  }
+
+  std::string meaning_found(const GroupKey& key, const Decoded& d, uint32_t act, std::optional<Canary> tag) const {
+    if (key.kind == FindingKind::missing_write) return "its pre-run value";
+    switch (d.writer) {
+      case Writer::request: return value_name(d);
+      case Writer::padding_row:
+      case Writer::invalid_row:
+      case Writer::graph_row:
+      case Writer::unwritten_rows: return "the value of " + writer_name(key.writer, key.writer_id, Range{});
+      case Writer::ambiguous: return "a value several input elements hold";
+      default: break;
+    }
+    if (tag) return canary_name(*tag);
+    return "a value no input element holds";
+  }
+
+  std::string writer_name(Writer w, int64_t id, const Range& tokens) const {
+    const std::string T = num(c_.num_slots());
+    switch (w) {
+      case Writer::kernel: return "the kernel";
+      case Writer::request: return "request " + num(id) + (tokens.empty() ? "" : " (" + span("token", "tokens", tokens) + ")");
+      case Writer::padding_row:
+        return id >= 0 ? "padding row " + num(id) + " (slot " + num(c_.slot_mapping[static_cast<size_t>(id)]) + ")" : "padding rows (slot < 0)";
+      case Writer::invalid_row:
+        return id >= 0 ? "invalid-slot row " + num(id) + " (slot " + num(c_.slot_mapping[static_cast<size_t>(id)]) + " >= capacity " +
+                             num(c_.capacity()) + ")"
+                       : "invalid-slot rows (slot >= capacity " + num(c_.capacity()) + ")";
+      case Writer::graph_row:
+        return id >= 0 ? "CUDA-graph padding row " + num(id) + " (row >= T = " + T + ")" : "CUDA-graph padding rows (rows >= T = " + T + ")";
+      case Writer::unwritten_rows: return "padding rows (slot < 0, slot >= capacity or row >= T)";
+      case Writer::unknown: return "unknown writer";
+      case Writer::ambiguous: return "ambiguous writer (the values match several input elements)";
+      case Writer::input_gap: return "the input-gap canary";
+      case Writer::guard_pattern: return "the guard pattern";
+      case Writer::many: return "further writers";
+    }
+    return "?";
+  }
+
+  // Creates the group of `key` on first use (calling init(group) to render its example), counts
+  // one cell in it and returns it.
+  template <typename Init>
+  Group& group(GroupKey key, Init&& init) {
+    if (last_ != nullptr && last_->key == key) {
+      ++last_->cells;
+      return *last_;
+    }
+    auto it = index_of_.find(key);
+    if (it == index_of_.end()) {
+      if (groups_.size() >= kMaxGroups) {
+        key = GroupKey{key.kind, Victim::many, Writer::many, -1, -1};
+        it = index_of_.find(key);
+      }
+    }
+    if (it == index_of_.end()) {
+      it = index_of_.emplace(key, groups_.size()).first;
+      groups_.emplace_back();
+      groups_.back().key = key;
+      init(groups_.back());
+    }
+    last_ = &groups_[it->second];
+    ++last_->cells;
+    return *last_;
+  }
+
+  std::string victim_name(const GroupKey& k) const {
+    switch (k.victim) {
+      case Victim::guard_band: return band_name(k.victim_id);
+      case Victim::key_view: return "key view";
+      case Victim::value_view: return "value view";
+      case Victim::input_other: return "input buffer outside the key/value views";
+      case Victim::slot_mapping: return "slot_mapping";
+      case Victim::counter: return "invalid-slot counter";
+      case Victim::context:
+      case Victim::new_token: return "request " + num(k.victim_id);
+      case Victim::tail: return "request " + num(k.victim_id) + "'s block tail";
+      case Victim::free_block: return "free block " + num(k.victim_id);
+      case Victim::gap: return "cache stride gaps";
+      case Victim::many: return "further cells";
+    }
+    return "?";
+  }
+
+  // "request 7's block 12 slots 0..3, heads 0..7" — what a cache finding hit, for sentences.
+  std::string victim_phrase(const Group& g, bool own_context) const {
+    const std::string cells = cells_phrase(g);
+    switch (g.key.victim) {
+      case Victim::context:
+        return own_context ? "its own earlier context at " + cells : "request " + num(g.key.victim_id) + "'s " + cells;
+      case Victim::new_token: return "request " + num(g.key.victim_id) + "'s new-token cells at " + cells;
+      case Victim::tail: return "the unused tail of request " + num(g.key.victim_id) + "'s " + cells;
+      case Victim::free_block: return "free " + cells;
+      case Victim::gap: return "the cache's stride gaps at " + span("element", "elements", g.elem);
+      default: return "further cache cells at " + span("element", "elements", g.elem);
+    }
+  }
+
+  std::string cache_where(const Group& g) const {
+    if (g.key.victim == Victim::gap) return "cache buffer " + span("element", "elements", g.elem) + " (stride gaps)";
+    if (g.blocks.ids.empty()) return "cache buffer " + span("element", "elements", g.elem);
+    return tensors(g) + " " + cells_phrase(g) + ", " + span("dim", "dims", g.dim);
+  }
+
+  // "request 0's token 5 (block 3 slot 1)" / "request 0's tokens 5..9 (3 tokens)".
+  std::string victim_tokens_phrase(const Group& g) const {
+    const auto n = static_cast<int64_t>(g.victim_tokens.size());
+    if (g.key.victim == Victim::many) return "further requests' tokens";
+    std::string s = "request " + num(g.key.victim_id) + "'s ";
+    if (n == 1) return s + "token " + num(g.victim_token.lo) + " (" + block_list(g.blocks) + " " + span("slot", "slots", g.pos) + ")";
+    s += span("token", "tokens", g.victim_token);
+    if (n != g.victim_token.count()) s += " (" + num(n) + " of them)";
+    return s;
+  }
+
+  Finding render(const Group& g) const {
+    const GroupKey& k = g.key;
+    Finding f;
+    f.kind = k.kind;
+    f.cells = g.cells;
+    f.example = g.example;
+    f.victim = victim_name(k);
+    f.writer = writer_name(k.writer, k.writer_id, g.writer_token);
+    if (k.victim == Victim::context || k.victim == Victim::new_token || k.victim == Victim::tail) f.victim_request = k.victim_id;
+    if (k.writer == Writer::request) f.writer_request = k.writer_id;
+    // "K and V, 32 cells"; cells of stride gaps belong to neither tensor.
+    const std::string cells = (g.k || g.v ? tensors(g) + ", " : std::string()) + count_of(g.cells, "cell", "cells");
+    const std::string subject =
+        k.writer == Writer::unknown ? "an unknown writer" : k.writer == Writer::ambiguous ? "an ambiguous writer (the values match several input elements)" : f.writer;
+
+    switch (k.kind) {
+      case FindingKind::oob_write: {
+        const bool after = k.victim_id % 2 == 1;
+        f.where = after ? "bytes +" + num(g.elem.lo) + "..+" + num(g.elem.hi) + " past the end of the " + kSectionNames[k.victim_id / 2]
+                        : "bytes " + num(g.elem.lo) + ".." + num(g.elem.hi) + " before the start of the " + kSectionNames[k.victim_id / 2];
+        f.sentence = "the kernel wrote " + count_of(g.cells, "byte", "bytes") + " into the " + f.victim + " (" + f.where + ")";
+        break;
+      }
+      case FindingKind::cross_request_write:
+      case FindingKind::stray_write:
+        f.where = cache_where(g);
+        f.sentence = subject + " wrote into " + victim_phrase(g, k.kind == FindingKind::stray_write && k.victim == Victim::context) + " (" + cells + ")";
+        break;
+      case FindingKind::padding_leak:
+        f.where = cache_where(g);
+        f.sentence = subject + " leaked into " + victim_phrase(g, false) + " (" + cells + ")";
+        break;
+      case FindingKind::oob_read_suspected:
+        f.where = cache_where(g);
+        f.sentence = f.writer + " appeared in " + victim_phrase(g, false) + " (" + cells + "): the kernel probably read outside the key/value views";
+        break;
+      case FindingKind::wrong_value:
+      case FindingKind::missing_write: {
+        f.where = cache_where(g);
+        const int64_t expected_cells = static_cast<int64_t>(g.victim_tokens.size()) * 2 * c_.num_heads * c_.head_dim;
+        const bool one = g.victim_tokens.size() == 1;
+        if (k.kind == FindingKind::missing_write) {
+          f.sentence = victim_tokens_phrase(g) + (one ? " was" : " were") + " not written: " + num(g.cells) + " of " + num(expected_cells) +
+                       " cells still hold their pre-run value";
+        } else {
+          f.sentence = victim_tokens_phrase(g) + (one ? " was" : " were") + " written with wrong values in " + num(g.cells) + " of " +
+                       num(expected_cells) + " cells (first: " + g.first_clause + ")";
+        }
+        break;
+      }
+      case FindingKind::input_modified: {
+        const std::string elems = count_of(g.cells, "element", "elements");
+        if (k.victim == Victim::slot_mapping) {
+          f.where = "slot_mapping " + span("entry", "entries", g.elem);
+          f.sentence = "the kernel modified " + f.where + " (" + count_of(g.cells, "entry", "entries") + ")";
+        } else if (k.victim == Victim::input_other) {
+          f.where = "input buffer " + span("element", "elements", g.elem);
+          f.sentence = "the kernel modified " + elems + " of the input buffer outside the key/value views (" + span("element", "elements", g.elem) + ")";
+        } else {
+          f.where = f.victim + " " + span("row", "rows", g.row) + ", " + span("head", "heads", g.head) + ", " + span("dim", "dims", g.dim);
+          f.sentence = "the kernel modified the " + f.where + " (" + elems + ")";
+        }
+        break;
+      }
+      case FindingKind::invalid_slot_miscount:
+        f.where = "invalid-slot counter";
+        f.sentence = "expected " + num(static_cast<int64_t>(expected_.counter_value())) + " slots >= capacity counted, found " +
+                     num(static_cast<int64_t>(actual_.counter_value()));
+        break;
+      default:
+        f.sentence = "unexpected finding kind";
+        break;
+    }
+    return f;
+  }
+
+  const Case& c_;
+  const Arena& initial_;
+  const Arena& expected_;
+  const Arena& actual_;
+  const ArenaLayout& layout_;
+  const CacheLocator loc_;
+  std::optional<ValueIndex> index_;  // built on the first cache difference that needs decoding
+  std::vector<Group> groups_;
+  std::unordered_map<GroupKey, size_t, GroupKeyHash> index_of_;
+  Group* last_ = nullptr;  // group of the previous cell (cells of one group are usually adjacent)
+  int64_t differing_ = 0;
+};
+
+bool same_layout(const ArenaLayout& a, const ArenaLayout& b) {
+  return a.guard_bytes == b.guard_bytes && a.input_begin == b.input_begin && a.input_bytes == b.input_bytes &&
+         a.slots_begin == b.slots_begin && a.slots_bytes == b.slots_bytes && a.cache_begin == b.cache_begin &&
+         a.cache_bytes == b.cache_bytes && a.counter_begin == b.counter_begin && a.total_bytes == b.total_bytes;
+}
+
+}  // namespace
+
+Verdict compare_arenas(const Case& c, const Arena& initial, const Arena& expected, const Arena& actual) {
+  if (!same_layout(initial.layout(), expected.layout()) || !same_layout(expected.layout(), actual.layout())) {
+    throw std::invalid_argument("compare_arenas: the three arenas have different layouts");
+  }
+  // The common case: nothing differs.
+  if (std::memcmp(expected.data(), actual.data(), static_cast<size_t>(expected.size())) == 0) return Verdict{};
+  return Differ(c, initial, expected, actual).run();
+}
+
+}  // namespace kvf

@@ -1,0 +1,25 @@
+// finding.cpp — names of finding kinds (used in reports, JSON and corpus expectations).
+#include "arena/finding.h"
+
+namespace kvf {
+
+std::string_view to_string(FindingKind k) {
+  switch (k) {
+    case FindingKind::oob_write: return "oob_write";
+    case FindingKind::cross_request_write: return "cross_request_write";
+    case FindingKind::stray_write: return "stray_write";
+    case FindingKind::padding_leak: return "padding_leak";
+    case FindingKind::wrong_value: return "wrong_value";
+    case FindingKind::missing_write: return "missing_write";
+    case FindingKind::scale_mismatch: return "scale_mismatch";
+    case FindingKind::input_modified: return "input_modified";
+    case FindingKind::oob_read_suspected: return "oob_read_suspected";
+    case FindingKind::invalid_slot_miscount: return "invalid_slot_miscount";
+    case FindingKind::crash: return "crash";
+    case FindingKind::timeout: return "timeout";
+    case FindingKind::launch_error: return "launch_error";
+  }
+  return "unknown";
+}
+
+}  // namespace kvf

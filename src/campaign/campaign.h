@@ -1,0 +1,79 @@
+// campaign.h — the fuzzing loop: generate -> materialize -> check -> on failure confirm, shrink,
+// save, report. Also replay (corpus files, never shrinking) and shrink (one saved case).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "campaign/check.h"
+#include "case/validate.h"
+#include "report/outcome.h"
+#include "report/progress.h"
+
+namespace kvf {
+
+struct CampaignOptions {
+  std::string target = "cuda-emu";         // target name (targets/target.h)
+  std::filesystem::path config;            // profile file; empty = built-in default profile
+  int64_t cases = 1000;                    // stop after this many cases (0 = no case limit)
+  double seconds = 0;                      // stop after this much time (0 = no time limit)
+  uint64_t seed = 0;                       // campaign seed: case i is generated from (seed, i)
+  std::filesystem::path corpus_out = "kvfuzz-findings";  // where minimal failing cases are saved
+  int confirm_runs = 3;                    // re-runs of a failing case before it counts as confirmed
+  bool keep_going = false;                 // continue after the first confirmed failure
+  int64_t max_shrink_tries = 2000;         // shrink candidates evaluated per failure at most
+  CheckOptions check;                      // isolation of each launch
+  std::string command_line;                // recorded in saved cases' provenance
+};
+
+// Runs a campaign. Throws InputError for a bad profile or target, InfraError for I/O failures.
+CampaignResult run_campaign(const CampaignOptions& options, Progress& progress);
+
+struct ReplayOptions {
+  std::vector<std::filesystem::path> paths;  // case files and directories (searched for *.json)
+  std::string target = "cuda-emu";
+  CheckOptions check;
+  Limits limits;
+};
+
+// Reads every case first (any bad file: InputError, nothing runs), then replays each once and
+// compares the outcome with the file's `expect`.
+ReplayResult replay_cases(const ReplayOptions& options, Progress& progress);
+
+struct ShrinkOptions {
+  std::filesystem::path file;              // a failing case with a genotype
+  std::string target = "cuda-emu";
+  std::filesystem::path config;            // profile whose value lists guide shrinking
+  std::filesystem::path out_dir;           // where the minimal case goes; empty = beside `file`
+  int64_t max_shrink_tries = 2000;
+  CheckOptions check;
+  Limits limits;
+  std::string command_line;
+};
+
+struct ShrinkResult {
+  bool failed = false;                     // the input case fails on the target (else nothing to do)
+  FailureRecord record;                    // minimal case, where it was saved, how it was found
+};
+
+ShrinkResult shrink_case(const ShrinkOptions& options, Progress& progress);
+
+struct GenerateOptions {
+  std::filesystem::path config;            // profile; empty = built-in default
+  uint64_t seed = 0;                       // cases are those `run --seed` would check, in order
+  int64_t cases = 10;                      // how many to write
+  std::filesystem::path out_dir;           // where the cases go (<hash>.json, expect pass)
+  std::string command_line;
+};
+
+// Materialises cases 0..cases-1 of a campaign without running them and saves each (a seed corpus
+// for `replay`). Returns the files written.
+std::vector<std::filesystem::path> generate_cases(const GenerateOptions& options);
+
+// Installs SIGINT/SIGTERM handlers that ask running loops to stop after the current case.
+void install_stop_handlers();
+bool stop_requested();
+
+}  // namespace kvf

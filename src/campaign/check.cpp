@@ -1,0 +1,51 @@
+// check.cpp — see check.h.
+#include "campaign/check.h"
+
+#include <chrono>
+
+#include "arena/diff.h"
+#include "golden/golden.h"
+
+namespace kvf {
+
+namespace {
+
+Verdict single_finding(FindingKind kind, const std::string& what) {
+  Finding f;
+  f.kind = kind;
+  f.victim = "the run";
+  f.writer = "the kernel";
+  f.sentence = what;
+  Verdict v;
+  v.findings.push_back(f);
+  return v;
+}
+
+}  // namespace
+
+CaseOutcome check_case(Target& target, const Case& c, const CheckOptions& options) {
+  const auto start = std::chrono::steady_clock::now();
+  const Arena initial = make_initial_arena(c);
+  Arena expected = initial;
+  golden::golden_append(c, expected);
+  Arena actual = initial;
+
+  CaseOutcome out;
+  const IsolatedRun run = run_isolated(target, c, actual, options.isolation);
+  switch (run.status) {
+    case IsolatedStatus::ok: out.verdict = compare_arenas(c, initial, expected, actual); break;
+    case IsolatedStatus::launch_error:
+      out.verdict = single_finding(FindingKind::launch_error, "launch refused: " + run.message);
+      break;
+    case IsolatedStatus::crash:
+      out.verdict = single_finding(FindingKind::crash, "the kernel crashed: " + run.message);
+      break;
+    case IsolatedStatus::timeout:
+      out.verdict = single_finding(FindingKind::timeout, "the kernel hung: " + run.message);
+      break;
+  }
+  out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return out;
+}
+
+}  // namespace kvf

@@ -1,0 +1,19 @@
+// check.h — one case, end to end: arena, golden expectation, isolated run, whole-arena diff.
+#pragma once
+
+#include "campaign/isolation.h"
+#include "case/case.h"
+#include "report/outcome.h"
+#include "targets/target.h"
+
+namespace kvf {
+
+struct CheckOptions {
+  IsolationOptions isolation;  // how each launch is isolated
+};
+
+// Builds the initial arena, derives the expected arena with the golden model, runs the target on a
+// copy and compares the whole image. Crashes, timeouts and launch errors become single findings.
+CaseOutcome check_case(Target& target, const Case& c, const CheckOptions& options);
+
+}  // namespace kvf

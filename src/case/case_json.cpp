@@ -1,0 +1,795 @@
+// case_json.cpp — corpus format v1 (docs/corpus-format.md): strict JSON parsing, Case <-> JSON,
+// the canonical content hash and atomic file writes.
+//
+// The reader treats every file as hostile. Parsing goes through a SAX handler of our own that
+// refuses duplicate keys and deep nesting (nlohmann's DOM parser keeps the last duplicate
+// silently); the typed reader then checks every key, type and integer range before a value reaches
+// a Case, and validate() checks the semantics. Only InputError leaves the readers.
+#include "case_json.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdint>
+#include <initializer_list>
+#include <limits>
+#include <new>
+#include <optional>
+#include <set>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+#include "errors.h"
+
+namespace kvf {
+
+using json = nlohmann::json;
+
+namespace {
+
+constexpr const char* kSchemaName = "kvfuzz-case";
+constexpr size_t kMaxShown = 64;  // bytes of a user string echoed in a message
+
+// ---------------------------------------------------------------------------------------------
+// Message helpers. Everything echoed from the input is reduced to printable ASCII, so messages are
+// valid UTF-8 whatever the file held (reports embed them in JSON).
+
+void append_escaped(std::string& out, unsigned char ch) {
+  static const char kHex[] = "0123456789abcdef";
+  if (ch >= 0x20 && ch < 0x7f) {
+    out.push_back(static_cast<char>(ch));
+  } else {
+    out += "\\x";
+    out.push_back(kHex[ch >> 4]);
+    out.push_back(kHex[ch & 15]);
+  }
+}
+
+std::string printable(std::string_view s) {
+  std::string out;
+  for (size_t i = 0; i < s.size() && i < 4 * kMaxShown; ++i) append_escaped(out, static_cast<unsigned char>(s[i]));
+  if (s.size() > 4 * kMaxShown) out += "...";
+  return out;
+}
+
+// "\"name\"" with quotes and backslashes escaped, non-printable bytes as \xNN, long strings cut.
+std::string quote(std::string_view s) {
+  std::string out = "\"";
+  for (size_t i = 0; i < s.size() && i < kMaxShown; ++i) {
+    const char ch = s[i];
+    if (ch == '"' || ch == '\\') out.push_back('\\');
+    append_escaped(out, static_cast<unsigned char>(ch));
+  }
+  if (s.size() > kMaxShown) out += "...";
+  return out + "\"";
+}
+
+// One RFC 6901 reference token: '~' -> "~0", '/' -> "~1"; non-printable bytes as \xNN.
+std::string pointer_token(std::string_view key) {
+  std::string out;
+  for (size_t i = 0; i < key.size() && i < kMaxShown; ++i) {
+    const char ch = key[i];
+    if (ch == '~') {
+      out += "~0";
+    } else if (ch == '/') {
+      out += "~1";
+    } else {
+      append_escaped(out, static_cast<unsigned char>(ch));
+    }
+  }
+  if (key.size() > kMaxShown) out += "...";
+  return out;
+}
+
+std::string child(const std::string& path, std::string_view key) { return path + "/" + pointer_token(key); }
+std::string child(const std::string& path, size_t index) { return path + "/" + std::to_string(index); }
+
+// What a JSON value is, for "expected X, got Y".
+std::string describe(const json& v) {
+  switch (v.type()) {
+    case json::value_t::null: return "null";
+    case json::value_t::boolean: return v.get<bool>() ? "true" : "false";
+    case json::value_t::number_integer:
+    case json::value_t::number_unsigned: return "the integer " + v.dump();
+    case json::value_t::number_float: return "the non-integer number " + v.dump();
+    case json::value_t::string: return "the string " + quote(v.get_ref<const json::string_t&>());
+    case json::value_t::object: return "an object";
+    case json::value_t::array: return "an array";
+    case json::value_t::binary: return "binary data";
+    case json::value_t::discarded: return "a discarded value";
+  }
+  return "an unknown value";
+}
+
+std::string join_quoted(std::initializer_list<const char*> names) {
+  std::string out;
+  for (const char* n : names) out += (out.empty() ? "" : ", ") + quote(n);
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Strict parsing: a SAX handler that builds the DOM like nlohmann's own, but refuses duplicate
+// keys and nesting deeper than kMaxJsonDepth, and records where.
+
+class StrictSax : public json::json_sax_t {
+ public:
+  json root;                                   // the document, once parsing succeeded
+  std::optional<std::pair<std::string, std::string>> failure;  // (json path, message) of a refusal
+  std::optional<std::pair<size_t, std::string>> syntax;        // (byte position, nlohmann message)
+
+  bool null() override { return put(json(nullptr)); }
+  bool boolean(bool v) override { return put(json(v)); }
+  bool number_integer(json::number_integer_t v) override { return put(json(v)); }
+  bool number_unsigned(json::number_unsigned_t v) override { return put(json(v)); }
+  bool number_float(json::number_float_t v, const json::string_t&) override { return put(json(v)); }
+  bool string(json::string_t& v) override { return put(json(std::move(v))); }
+  bool binary(json::binary_t& v) override { return put(json::binary(std::move(v))); }
+
+  bool start_object(std::size_t) override { return open(json::value_t::object); }
+  bool start_array(std::size_t) override { return open(json::value_t::array); }
+  bool end_object() override { return close(); }
+  bool end_array() override { return close(); }
+
+  bool key(json::string_t& k) override {
+    Frame& f = frames_.back();
+    if (!f.keys.insert(k).second) {
+      failure.emplace(child(path(), k), "duplicate key " + quote(k) + "; each key may appear only once in an object");
+      return false;
+    }
+    f.key = std::move(k);
+    return true;
+  }
+
+  bool parse_error(std::size_t position, const std::string&, const nlohmann::detail::exception& ex) override {
+    syntax.emplace(position, ex.what());
+    return false;
+  }
+
+ private:
+  struct Frame {
+    json* value;                // the open object or array
+    std::set<std::string> keys;  // keys seen so far (objects)
+    std::string key;             // key of the value being read (objects)
+  };
+  std::vector<Frame> frames_;  // open containers, outermost first
+
+  // Reference token of the value about to be added to (or being read in) frame f.
+  static std::string token_in(const Frame& f, bool pending) {
+    if (f.value->is_array()) return std::to_string(f.value->size() - (pending ? 0 : 1));
+    return pointer_token(f.key);
+  }
+  // JSON path of the innermost open container.
+  std::string path() const {
+    std::string p;
+    for (size_t i = 0; i + 1 < frames_.size(); ++i) p += "/" + token_in(frames_[i], false);
+    return p;
+  }
+
+  json* insert(json&& v) {
+    if (frames_.empty()) {
+      root = std::move(v);
+      return &root;
+    }
+    Frame& f = frames_.back();
+    if (f.value->is_array()) {
+      f.value->push_back(std::move(v));
+      return &f.value->back();
+    }
+    json& slot = (*f.value)[f.key];
+    slot = std::move(v);
+    return &slot;
+  }
+  bool put(json&& v) {
+    insert(std::move(v));
+    return true;
+  }
+  bool open(json::value_t type) {
+    if (frames_.size() >= static_cast<size_t>(kMaxJsonDepth)) {
+      failure.emplace(path() + "/" + token_in(frames_.back(), true),
+                      "JSON nested deeper than " + std::to_string(kMaxJsonDepth) +
+                          " levels; a kvfuzz case needs fewer than 10");
+      return false;
+    }
+    json* p = insert(json(type));
+    frames_.push_back({p, {}, {}});
+    return true;
+  }
+  bool close() {
+    frames_.pop_back();
+    return true;
+  }
+};
+
+// "not valid JSON at byte offset 6 (line 1, column 7): ... ; the file looks truncated".
+std::string syntax_message(std::string_view text, size_t position, const std::string& what) {
+  const size_t offset = std::min(position > 0 ? position - 1 : 0, text.size());
+  size_t line = 1, line_start = 0;
+  for (size_t i = 0; i < offset; ++i) {
+    if (text[i] == '\n') {
+      ++line;
+      line_start = i + 1;
+    }
+  }
+  // nlohmann's text: "[json.exception.parse_error.101] parse error at line 1, column 7: <detail>".
+  std::string detail = what;
+  if (const size_t close = detail.find("] "); detail.rfind("[json.exception.", 0) == 0 && close != std::string::npos) {
+    detail.erase(0, close + 2);
+  }
+  if (detail.rfind("parse error at line", 0) == 0) {
+    if (const size_t colon = detail.find(": "); colon != std::string::npos) detail.erase(0, colon + 2);
+  }
+  std::string msg = "not valid JSON at byte offset " + std::to_string(offset) + " (line " + std::to_string(line) +
+                    ", column " + std::to_string(offset - line_start + 1) + "): " + printable(detail);
+  if (text.find('\0') != std::string_view::npos) {
+    msg += "; the file looks binary, not JSON text";
+  } else if (detail.find("ill-formed UTF-8") != std::string::npos) {
+    msg += "; the file is not valid UTF-8 text";
+  } else if (offset >= text.size()) {
+    msg += "; the file looks truncated";
+  }
+  return msg;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Typed reading. Each function checks the JSON type and the range representable in the Case field;
+// semantic ranges (sizes >= 1, blocks < num_blocks, ...) are validate()'s.
+
+class Reader {
+ public:
+  explicit Reader(const std::string& file) : file_(file) {}
+
+  [[noreturn]] void fail(const std::string& path, const std::string& message) const {
+    throw InputError(file_, path, message);
+  }
+
+  // Checks that v is an object holding exactly `required` plus any of `optional`.
+  void expect_keys(const json& v, const std::string& path, std::initializer_list<const char*> required,
+                   std::initializer_list<const char*> optional = {}) const {
+    if (!v.is_object()) fail(path, "expected an object, got " + describe(v));
+    for (const auto& item : v.items()) {
+      const std::string& k = item.key();
+      const auto is_k = [&](const char* n) { return k == n; };
+      if (std::any_of(required.begin(), required.end(), is_k) || std::any_of(optional.begin(), optional.end(), is_k)) {
+        continue;
+      }
+      std::string expected = join_quoted(required);
+      if (optional.size() > 0) expected += " (optional: " + join_quoted(optional) + ")";
+      fail(child(path, k), "unknown key " + quote(k) + "; expected one of " + expected);
+    }
+    for (const char* n : required) {
+      if (!v.contains(n)) fail(child(path, n), "missing key " + quote(n));
+    }
+  }
+
+  // The value under a key expect_keys() has checked.
+  static const json& at(const json& obj, const char* key) {
+    const auto it = obj.find(key);
+    if (it == obj.end()) throw std::logic_error("case_json: key not checked");  // unreachable
+    return *it;
+  }
+
+  int64_t integer(const json& v, const std::string& path, int64_t lo, int64_t hi, const char* kind) const {
+    const std::string range = "an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "] (" + kind + ")";
+    if (v.is_number_unsigned()) {
+      const uint64_t u = v.get<uint64_t>();
+      if (hi >= 0 && u <= static_cast<uint64_t>(hi)) return static_cast<int64_t>(u);
+      fail(path, "expected " + range + ", got " + std::to_string(u));
+    }
+    if (v.is_number_integer()) {
+      const int64_t s = v.get<int64_t>();
+      if (s >= lo && s <= hi) return s;
+      fail(path, "expected " + range + ", got " + std::to_string(s));
+    }
+    fail(path, "expected an integer, got " + describe(v));
+  }
+  int64_t int64_field(const json& obj, const std::string& path, const char* key) const {
+    return integer(at(obj, key), child(path, key), std::numeric_limits<int64_t>::min(),
+                   std::numeric_limits<int64_t>::max(), "int64");
+  }
+  int32_t int32_field(const json& obj, const std::string& path, const char* key) const {
+    return static_cast<int32_t>(integer(at(obj, key), child(path, key), std::numeric_limits<int32_t>::min(),
+                                        std::numeric_limits<int32_t>::max(), "int32"));
+  }
+
+  bool boolean_field(const json& obj, const std::string& path, const char* key) const {
+    const json& v = at(obj, key);
+    if (!v.is_boolean()) fail(child(path, key), "expected true or false, got " + describe(v));
+    return v.get<bool>();
+  }
+
+  std::string string_field(const json& obj, const std::string& path, const char* key) const {
+    const json& v = at(obj, key);
+    if (!v.is_string()) fail(child(path, key), "expected a string, got " + describe(v));
+    return v.get_ref<const json::string_t&>();
+  }
+
+  // A uint64 written as a string of decimal digits ("42"), so that jq and JavaScript keep it exact.
+  uint64_t seed_field(const json& obj, const std::string& path, const char* key) const {
+    const json& v = at(obj, key);
+    const std::string p = child(path, key);
+    const char* expected = "expected a uint64 as a string of decimal digits (e.g. \"42\"), got ";
+    if (!v.is_string()) fail(p, expected + describe(v));
+    const std::string& s = v.get_ref<const json::string_t&>();
+    if (s.empty() || s.size() > 20 || !std::all_of(s.begin(), s.end(), [](char ch) { return ch >= '0' && ch <= '9'; })) {
+      fail(p, expected + describe(v));
+    }
+    uint64_t value = 0;
+    for (const char ch : s) {
+      const uint64_t d = static_cast<uint64_t>(ch - '0');
+      if (value > (std::numeric_limits<uint64_t>::max() - d) / 10) fail(p, expected + describe(v) + " (too large)");
+      value = value * 10 + d;
+    }
+    return value;
+  }
+
+  template <typename E>
+  E enum_field(const json& obj, const std::string& path, const char* key, std::optional<E> (*parse)(std::string_view),
+               std::initializer_list<const char*> names, const char* what) const {
+    const json& v = at(obj, key);
+    const std::string p = child(path, key);
+    if (v.is_string()) {
+      if (const std::optional<E> e = parse(v.get_ref<const json::string_t&>())) return *e;
+      fail(p, std::string("unknown ") + what + " " + quote(v.get_ref<const json::string_t&>()) + "; expected one of " +
+                  join_quoted(names));
+    }
+    fail(p, std::string("expected a string, one of ") + join_quoted(names) + ", got " + describe(v));
+  }
+
+  const json& array_field(const json& obj, const std::string& path, const char* key) const {
+    const json& v = at(obj, key);
+    if (!v.is_array()) fail(child(path, key), "expected an array, got " + describe(v));
+    return v;
+  }
+
+  std::vector<int64_t> int64_array(const json& obj, const std::string& path, const char* key) const {
+    const json& a = array_field(obj, path, key);
+    const std::string p = child(path, key);
+    std::vector<int64_t> out;
+    out.reserve(a.size());
+    for (size_t i = 0; i < a.size(); ++i) {
+      out.push_back(integer(a.at(i), child(p, i), std::numeric_limits<int64_t>::min(),
+                            std::numeric_limits<int64_t>::max(), "int64"));
+    }
+    return out;
+  }
+
+ private:
+  const std::string& file_;
+};
+
+constexpr std::initializer_list<const char*> kDTypes = {"f16", "bf16", "f32"};
+constexpr std::initializer_list<const char*> kIndexTypes = {"i32", "i64"};
+constexpr std::initializer_list<const char*> kLayouts = {"paged_nhd", "paged_hnd", "contiguous_bshd", "contiguous_bhsd",
+                                                          "packed_kv_nhd"};
+constexpr std::initializer_list<const char*> kDists = {"finite", "special", "constant"};
+
+DType read_dtype(const Reader& rd, const json& obj, const std::string& path, const char* key) {
+  return rd.enum_field<DType>(obj, path, key, dtype_from_string, kDTypes, "dtype");
+}
+IndexType read_index_type(const Reader& rd, const json& obj, const std::string& path, const char* key) {
+  return rd.enum_field<IndexType>(obj, path, key, index_type_from_string, kIndexTypes, "index type");
+}
+Layout read_layout(const Reader& rd, const json& obj, const std::string& path, const char* key) {
+  return rd.enum_field<Layout>(obj, path, key, layout_from_string, kLayouts, "layout");
+}
+ValueDist read_dist(const Reader& rd, const json& obj, const std::string& path, const char* key) {
+  return rd.enum_field<ValueDist>(obj, path, key, value_dist_from_string, kDists, "value distribution");
+}
+
+void read_schema(const Reader& rd, const json& j) {
+  if (!j.is_object()) rd.fail("", "expected a JSON object (a kvfuzz case), got " + describe(j));
+  const auto schema = j.find("schema");
+  if (schema == j.end()) rd.fail("/schema", "missing key \"schema\"; is this a kvfuzz case file?");
+  if (!schema->is_string() || schema->get_ref<const json::string_t&>() != kSchemaName) {
+    rd.fail("/schema", std::string("expected \"") + kSchemaName + "\", got " + describe(*schema) +
+                           "; is this a kvfuzz case file?");
+  }
+  const auto version = j.find("version");
+  if (version == j.end()) rd.fail("/version", "missing key \"version\"");
+  const std::string reads = "this kvfuzz reads version " + std::to_string(kCaseSchemaVersion);
+  if (version->is_number_unsigned() && version->get<uint64_t>() > static_cast<uint64_t>(kCaseSchemaVersion)) {
+    rd.fail("/version", "case schema version " + version->dump() + " was written by a newer kvfuzz; " + reads);
+  }
+  if (!version->is_number_integer()) rd.fail("/version", "expected the integer 1, got " + describe(*version));
+  if (version->get<int64_t>() != kCaseSchemaVersion) {
+    rd.fail("/version", "case schema version " + version->dump() + " is not one kvfuzz ever wrote; " + reads);
+  }
+}
+
+void read_shape(const Reader& rd, const json& j, Case& c) {
+  const std::string p = "/shape";
+  const json& s = Reader::at(j, "shape");
+  rd.expect_keys(s, p, {"num_heads", "head_dim", "num_q_heads", "input_dtype", "cache_dtype", "slot_dtype"});
+  c.num_heads = rd.int32_field(s, p, "num_heads");
+  c.head_dim = rd.int32_field(s, p, "head_dim");
+  c.num_q_heads = rd.int32_field(s, p, "num_q_heads");
+  c.input_dtype = read_dtype(rd, s, p, "input_dtype");
+  c.cache_dtype = read_dtype(rd, s, p, "cache_dtype");
+  c.slot_dtype = read_index_type(rd, s, p, "slot_dtype");
+}
+
+void read_cache(const Reader& rd, const json& j, Case& c) {
+  const std::string p = "/cache";
+  const json& s = Reader::at(j, "cache");
+  rd.expect_keys(s, p, {"layout", "num_blocks", "block_size", "stride_block", "stride_pos", "stride_head", "k_offset",
+                        "v_offset", "buffer_elems"});
+  c.layout = read_layout(rd, s, p, "layout");
+  c.cache.num_blocks = rd.int64_field(s, p, "num_blocks");
+  c.cache.block_size = rd.int64_field(s, p, "block_size");
+  c.cache.stride_block = rd.int64_field(s, p, "stride_block");
+  c.cache.stride_pos = rd.int64_field(s, p, "stride_pos");
+  c.cache.stride_head = rd.int64_field(s, p, "stride_head");
+  c.cache_k_offset = rd.int64_field(s, p, "k_offset");
+  c.cache_v_offset = rd.int64_field(s, p, "v_offset");
+  c.cache_buffer_elems = rd.int64_field(s, p, "buffer_elems");
+}
+
+InputView read_view(const Reader& rd, const json& j, const std::string& path, const char* key) {
+  const std::string p = child(path, key);
+  const json& s = Reader::at(j, key);
+  rd.expect_keys(s, p, {"offset", "stride_token", "stride_head"});
+  InputView v;
+  v.offset = rd.int64_field(s, p, "offset");
+  v.stride_token = rd.int64_field(s, p, "stride_token");
+  v.stride_head = rd.int64_field(s, p, "stride_head");
+  return v;
+}
+
+void read_input(const Reader& rd, const json& j, Case& c) {
+  const std::string p = "/input";
+  const json& s = Reader::at(j, "input");
+  rd.expect_keys(s, p, {"num_rows", "buffer_elems", "key", "value"});
+  c.num_input_rows = rd.int64_field(s, p, "num_rows");
+  c.input_buffer_elems = rd.int64_field(s, p, "buffer_elems");
+  c.key = read_view(rd, s, p, "key");
+  c.value = read_view(rd, s, p, "value");
+}
+
+void read_requests(const Reader& rd, const json& j, Case& c) {
+  const json& a = rd.array_field(j, "", "requests");
+  c.requests.reserve(a.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    const std::string p = child("/requests", i);
+    const json& s = a.at(i);
+    rd.expect_keys(s, p, {"context_len", "new_len", "blocks"});
+    Request r;
+    r.context_len = rd.int64_field(s, p, "context_len");
+    r.new_len = rd.int64_field(s, p, "new_len");
+    r.blocks = rd.int64_array(s, p, "blocks");
+    c.requests.push_back(std::move(r));
+  }
+}
+
+void read_payload(const Reader& rd, const json& j, Case& c) {
+  const std::string p = "/payload";
+  const json& s = Reader::at(j, "payload");
+  rd.expect_keys(s, p, {"dist", "seed"});
+  c.dist = read_dist(rd, s, p, "dist");
+  c.payload_seed = rd.seed_field(s, p, "seed");
+}
+
+void read_expect(const Reader& rd, const json& j, Case& c) {
+  const std::string p = "/expect";
+  const json& s = Reader::at(j, "expect");
+  if (!s.is_object()) rd.fail(p, "expected an object, got " + describe(s));
+  const auto outcome = s.find("outcome");
+  if (outcome == s.end()) rd.fail("/expect/outcome", "missing key \"outcome\"");
+  if (outcome->is_string() && outcome->get_ref<const json::string_t&>() == "pass") {
+    if (s.contains("finding_kind")) {
+      rd.fail("/expect/finding_kind", "a case expected to pass has no finding_kind; remove it or expect \"fail\"");
+    }
+    rd.expect_keys(s, p, {"outcome"});
+    c.expect = {Expect::pass, ""};
+  } else if (outcome->is_string() && outcome->get_ref<const json::string_t&>() == "fail") {
+    rd.expect_keys(s, p, {"outcome", "finding_kind"});
+    c.expect = {Expect::fail, rd.string_field(s, p, "finding_kind")};
+  } else {
+    rd.fail("/expect/outcome", "expected \"pass\" or \"fail\", got " + describe(*outcome));
+  }
+}
+
+void read_provenance(const Reader& rd, const json& j, Case& c) {
+  const std::string p = "/provenance";
+  const json& s = Reader::at(j, "provenance");
+  rd.expect_keys(s, p, {"seed", "case_index", "tool_version", "command_line", "target"});
+  c.provenance.seed = rd.string_field(s, p, "seed");
+  c.provenance.case_index = rd.int64_field(s, p, "case_index");
+  c.provenance.tool_version = rd.string_field(s, p, "tool_version");
+  c.provenance.command_line = rd.string_field(s, p, "command_line");
+  c.provenance.target = rd.string_field(s, p, "target");
+}
+
+Genotype read_genotype(const Reader& rd, const json& j) {
+  const std::string p = "/genotype";
+  const json& s = Reader::at(j, "genotype");
+  rd.expect_keys(s, p, {"layout", "block_size", "num_heads", "head_dim", "gqa_ratio", "fused_qkv", "input_dtype",
+                        "cache_dtype", "slot_dtype", "requests", "tail_padding", "interleaved_padding",
+                        "invalid_slots", "extra_input_rows", "spare_blocks", "irregular", "dist", "layout_seed"});
+  Genotype g;
+  g.layout = read_layout(rd, s, p, "layout");
+  g.block_size = rd.int32_field(s, p, "block_size");
+  g.num_heads = rd.int32_field(s, p, "num_heads");
+  g.head_dim = rd.int32_field(s, p, "head_dim");
+  g.gqa_ratio = rd.int32_field(s, p, "gqa_ratio");
+  g.fused_qkv = rd.boolean_field(s, p, "fused_qkv");
+  g.input_dtype = read_dtype(rd, s, p, "input_dtype");
+  g.cache_dtype = read_dtype(rd, s, p, "cache_dtype");
+  g.slot_dtype = read_index_type(rd, s, p, "slot_dtype");
+  const json& reqs = rd.array_field(s, p, "requests");
+  g.requests.reserve(reqs.size());
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    const std::string rp = child(p + "/requests", i);
+    const json& r = reqs.at(i);
+    rd.expect_keys(r, rp, {"context_len", "new_len"});
+    g.requests.push_back({rd.int64_field(r, rp, "context_len"), rd.int64_field(r, rp, "new_len")});
+  }
+  g.tail_padding = rd.int32_field(s, p, "tail_padding");
+  g.interleaved_padding = rd.int32_field(s, p, "interleaved_padding");
+  g.invalid_slots = rd.int32_field(s, p, "invalid_slots");
+  g.extra_input_rows = rd.int32_field(s, p, "extra_input_rows");
+  g.spare_blocks = rd.int32_field(s, p, "spare_blocks");
+  g.irregular = rd.boolean_field(s, p, "irregular");
+  g.dist = read_dist(rd, s, p, "dist");
+  g.layout_seed = rd.seed_field(s, p, "layout_seed");
+  return g;
+}
+
+Case read_case(const Reader& rd, const json& j) {
+  read_schema(rd, j);
+  rd.expect_keys(j, "", {"schema", "version", "shape", "cache", "input", "slot_mapping", "requests", "payload",
+                         "expect", "provenance"},
+                 {"genotype"});
+  Case c;
+  read_shape(rd, j, c);
+  read_cache(rd, j, c);
+  read_input(rd, j, c);
+  c.slot_mapping = rd.int64_array(j, "", "slot_mapping");
+  read_requests(rd, j, c);
+  read_payload(rd, j, c);
+  read_expect(rd, j, c);
+  read_provenance(rd, j, c);
+  if (j.contains("genotype")) c.genotype = read_genotype(rd, j);
+  return c;
+}
+
+// The first problem's message, then up to four more with their paths.
+std::string summarize(const std::vector<ValidationProblem>& problems) {
+  constexpr size_t kShown = 5;
+  std::string msg = problems.front().message;
+  for (size_t i = 1; i < problems.size() && i < kShown; ++i) {
+    msg += "\n  also";
+    if (!problems[i].json_path.empty()) msg += " at " + problems[i].json_path;
+    msg += ": " + problems[i].message;
+  }
+  if (problems.size() > kShown) msg += "\n  and " + std::to_string(problems.size() - kShown) + " more";
+  return msg;
+}
+
+std::string errno_text(int err) { return std::error_code(err, std::generic_category()).message(); }
+
+json view_to_json(const InputView& v) {
+  return {{"offset", v.offset}, {"stride_token", v.stride_token}, {"stride_head", v.stride_head}};
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+
+json parse_json_strict(std::string_view text, const std::string& file) {
+  if (std::all_of(text.begin(), text.end(), [](char ch) { return ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r'; })) {
+    throw InputError(file, "", "the file is empty; expected a JSON object (a kvfuzz case)");
+  }
+  StrictSax sax;
+  try {
+    json::sax_parse(text.begin(), text.end(), &sax, json::input_format_t::json, /*strict=*/true,
+                    /*ignore_comments=*/false);
+  } catch (const json::exception& e) {  // not expected: errors arrive through parse_error()
+    throw InputError(file, "", "not valid JSON: " + printable(e.what()));
+  }
+  if (sax.failure) throw InputError(file, sax.failure->first, sax.failure->second);
+  if (sax.syntax) throw InputError(file, "", syntax_message(text, sax.syntax->first, sax.syntax->second));
+  return std::move(sax.root);
+}
+
+json case_to_json(const Case& c) {
+  json j;
+  j["schema"] = kSchemaName;
+  j["version"] = kCaseSchemaVersion;
+  j["shape"] = {{"num_heads", c.num_heads},
+                {"head_dim", c.head_dim},
+                {"num_q_heads", c.num_q_heads},
+                {"input_dtype", to_string(c.input_dtype)},
+                {"cache_dtype", to_string(c.cache_dtype)},
+                {"slot_dtype", to_string(c.slot_dtype)}};
+  j["cache"] = {{"layout", to_string(c.layout)},
+                {"num_blocks", c.cache.num_blocks},
+                {"block_size", c.cache.block_size},
+                {"stride_block", c.cache.stride_block},
+                {"stride_pos", c.cache.stride_pos},
+                {"stride_head", c.cache.stride_head},
+                {"k_offset", c.cache_k_offset},
+                {"v_offset", c.cache_v_offset},
+                {"buffer_elems", c.cache_buffer_elems}};
+  j["input"] = {{"num_rows", c.num_input_rows},
+                {"buffer_elems", c.input_buffer_elems},
+                {"key", view_to_json(c.key)},
+                {"value", view_to_json(c.value)}};
+  j["slot_mapping"] = c.slot_mapping;
+  json requests = json::array();
+  for (const Request& r : c.requests) {
+    requests.push_back({{"context_len", r.context_len}, {"new_len", r.new_len}, {"blocks", r.blocks}});
+  }
+  j["requests"] = std::move(requests);
+  j["payload"] = {{"dist", to_string(c.dist)}, {"seed", std::to_string(c.payload_seed)}};
+  if (c.expect.outcome == Expect::pass) {
+    j["expect"] = {{"outcome", "pass"}};
+  } else {
+    j["expect"] = {{"outcome", "fail"}, {"finding_kind", c.expect.finding_kind}};
+  }
+  j["provenance"] = {{"seed", c.provenance.seed},
+                     {"case_index", c.provenance.case_index},
+                     {"tool_version", c.provenance.tool_version},
+                     {"command_line", c.provenance.command_line},
+                     {"target", c.provenance.target}};
+  if (c.genotype) {
+    const Genotype& g = *c.genotype;
+    json reqs = json::array();
+    for (const RequestGene& r : g.requests) reqs.push_back({{"context_len", r.context_len}, {"new_len", r.new_len}});
+    j["genotype"] = {{"layout", to_string(g.layout)},
+                     {"block_size", g.block_size},
+                     {"num_heads", g.num_heads},
+                     {"head_dim", g.head_dim},
+                     {"gqa_ratio", g.gqa_ratio},
+                     {"fused_qkv", g.fused_qkv},
+                     {"input_dtype", to_string(g.input_dtype)},
+                     {"cache_dtype", to_string(g.cache_dtype)},
+                     {"slot_dtype", to_string(g.slot_dtype)},
+                     {"requests", std::move(reqs)},
+                     {"tail_padding", g.tail_padding},
+                     {"interleaved_padding", g.interleaved_padding},
+                     {"invalid_slots", g.invalid_slots},
+                     {"extra_input_rows", g.extra_input_rows},
+                     {"spare_blocks", g.spare_blocks},
+                     {"irregular", g.irregular},
+                     {"dist", to_string(g.dist)},
+                     {"layout_seed", std::to_string(g.layout_seed)}};
+  }
+  return j;
+}
+
+Case case_from_json(const json& j, const std::string& file, const Limits& limits) {
+  try {
+    const Reader rd(file);
+    Case c = read_case(rd, j);
+    const std::vector<ValidationProblem> problems = validate(c, limits);
+    if (!problems.empty()) throw InputError(file, problems.front().json_path, summarize(problems));
+    return c;
+  } catch (const InputError&) {
+    throw;
+  } catch (const std::bad_alloc&) {
+    throw InputError(file, "", "out of memory while reading the case");
+  } catch (const std::exception& e) {  // not expected; keeps the "only InputError" promise
+    throw InputError(file, "", std::string("cannot read the case: ") + printable(e.what()));
+  }
+}
+
+Case case_from_text(std::string_view text, const std::string& file, const Limits& limits) {
+  try {
+    const json j = parse_json_strict(text, file);
+    return case_from_json(j, file, limits);
+  } catch (const InputError&) {
+    throw;
+  } catch (const std::bad_alloc&) {
+    throw InputError(file, "", "out of memory while parsing the file");
+  }
+}
+
+Case read_case_file(const std::filesystem::path& file, const Limits& limits) {
+  const std::string name = file.string();
+  // O_NONBLOCK: opening a FIFO must not hang; fstat() below refuses anything but a regular file.
+  const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) {
+    const int err = errno;
+    if (err == ENOENT) throw InputError(name, "", "no such file; expected a kvfuzz case file (.json)");
+    throw InputError(name, "", "cannot open the file: " + errno_text(err));
+  }
+  struct FdCloser {
+    int fd;
+    ~FdCloser() { ::close(fd); }
+  } closer{fd};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) throw InputError(name, "", "cannot stat the file: " + errno_text(errno));
+  if (S_ISDIR(st.st_mode)) throw InputError(name, "", "is a directory; expected a kvfuzz case file (.json)");
+  if (!S_ISREG(st.st_mode)) throw InputError(name, "", "not a regular file; expected a kvfuzz case file (.json)");
+  const std::string too_large = "the file is larger than the " + std::to_string(kMaxCaseFileBytes >> 20) +
+                                " MiB limit on case files";
+  if (st.st_size > kMaxCaseFileBytes) {
+    throw InputError(name, "", too_large + " (" + std::to_string(st.st_size) + " bytes)");
+  }
+  std::string text;
+  text.resize(static_cast<size_t>(st.st_size) + 1);  // one byte more reveals a file that grew
+  size_t got = 0;
+  while (true) {
+    if (got == text.size()) {
+      if (text.size() > static_cast<size_t>(kMaxCaseFileBytes)) throw InputError(name, "", too_large);
+      text.resize(std::min(text.size() * 2, static_cast<size_t>(kMaxCaseFileBytes) + 1));
+    }
+    const ssize_t n = ::read(fd, text.data() + got, text.size() - got);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw InputError(name, "", "cannot read the file: " + errno_text(errno));
+    }
+    if (n == 0) break;
+    got += static_cast<size_t>(n);
+  }
+  text.resize(got);
+  return case_from_text(text, name, limits);
+}
+
+std::string case_hash(const Case& c) {
+  json j = case_to_json(c);
+  j.erase("provenance");
+  j.erase("expect");
+  const std::string canonical = j.dump(-1, ' ', false, json::error_handler_t::replace);
+  uint64_t h = 14695981039346656037ull;  // FNV-1a 64 offset basis
+  for (const char ch : canonical) {
+    h ^= static_cast<unsigned char>(ch);
+    h *= 1099511628211ull;  // FNV-1a 64 prime
+  }
+  static const char kHex[] = "0123456789abcdef";
+  std::string out(16, '0');
+  for (int i = 15; i >= 0; --i, h >>= 4) out[static_cast<size_t>(i)] = kHex[h & 15];
+  return out;
+}
+
+void write_file_atomic(const std::filesystem::path& file, const std::string& text) {
+  std::filesystem::path tmp = file;
+  tmp += ".tmp." + std::to_string(::getpid());
+  const auto fail = [&](const std::string& what, int err, bool remove_tmp) {
+    if (remove_tmp) ::unlink(tmp.c_str());
+    throw InfraError("cannot write " + file.string() + ": " + what + " " + tmp.string() + ": " + errno_text(err));
+  };
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) fail("cannot create", errno, false);
+  size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      const int err = errno;
+      ::close(fd);
+      fail("write failed on", err, true);
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (::fsync(fd) != 0) {
+    const int err = errno;
+    ::close(fd);
+    fail("fsync failed on", err, true);
+  }
+  if (::close(fd) != 0) fail("close failed on", errno, true);
+  if (::rename(tmp.c_str(), file.c_str()) != 0) fail("cannot rename", errno, true);
+  // Make the rename itself durable; best effort (some file systems refuse fsync on directories).
+  const std::filesystem::path dir = file.has_parent_path() ? file.parent_path() : std::filesystem::path(".");
+  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
+}
+
+std::filesystem::path save_case(const Case& c, const std::filesystem::path& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) throw InfraError("cannot create directory " + dir.string() + ": " + ec.message());
+  const std::filesystem::path file = dir / (case_hash(c) + ".json");
+  // replace: a provenance string with invalid UTF-8 (a command line) must not make saving fail.
+  write_file_atomic(file, case_to_json(c).dump(2, ' ', false, json::error_handler_t::replace) + "\n");
+  return file;
+}
+
+}  // namespace kvf

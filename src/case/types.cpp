@@ -1,0 +1,87 @@
+// types.cpp — names of the shared enumerations (JSON, configs, reports) and element sizes.
+//
+// Each enum has one table of (value, name); to_string and *_from_string both read it, so a name
+// cannot drift between the writer and the reader.
+#include "types.h"
+
+#include <array>
+#include <utility>
+
+namespace kvf {
+namespace {
+
+template <typename E, size_t N>
+using NameTable = std::array<std::pair<E, std::string_view>, N>;
+
+constexpr NameTable<DType, 3> kDTypeNames{{
+    {DType::f16, "f16"},
+    {DType::bf16, "bf16"},
+    {DType::f32, "f32"},
+}};
+
+constexpr NameTable<IndexType, 2> kIndexTypeNames{{
+    {IndexType::i32, "i32"},
+    {IndexType::i64, "i64"},
+}};
+
+constexpr NameTable<Layout, 5> kLayoutNames{{
+    {Layout::paged_nhd, "paged_nhd"},
+    {Layout::paged_hnd, "paged_hnd"},
+    {Layout::contiguous_bshd, "contiguous_bshd"},
+    {Layout::contiguous_bhsd, "contiguous_bhsd"},
+    {Layout::packed_kv_nhd, "packed_kv_nhd"},
+}};
+
+constexpr NameTable<ValueDist, 3> kValueDistNames{{
+    {ValueDist::finite, "finite"},
+    {ValueDist::special, "special"},
+    {ValueDist::constant, "constant"},
+}};
+
+// "?" for a value outside the enumeration (a corrupted or hand-cast value); never crashes.
+template <typename E, size_t N>
+std::string_view name_of(const NameTable<E, N>& table, E value) {
+  for (const auto& [v, name] : table) {
+    if (v == value) return name;
+  }
+  return "?";
+}
+
+template <typename E, size_t N>
+std::optional<E> value_of(const NameTable<E, N>& table, std::string_view name) {
+  for (const auto& [v, n] : table) {
+    if (n == name) return v;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::string_view to_string(DType t) { return name_of(kDTypeNames, t); }
+std::string_view to_string(IndexType t) { return name_of(kIndexTypeNames, t); }
+std::string_view to_string(Layout l) { return name_of(kLayoutNames, l); }
+std::string_view to_string(ValueDist d) { return name_of(kValueDistNames, d); }
+
+std::optional<DType> dtype_from_string(std::string_view s) { return value_of(kDTypeNames, s); }
+std::optional<IndexType> index_type_from_string(std::string_view s) { return value_of(kIndexTypeNames, s); }
+std::optional<Layout> layout_from_string(std::string_view s) { return value_of(kLayoutNames, s); }
+std::optional<ValueDist> value_dist_from_string(std::string_view s) { return value_of(kValueDistNames, s); }
+
+int dtype_size(DType t) {
+  switch (t) {
+    case DType::f16: return 2;
+    case DType::bf16: return 2;
+    case DType::f32: return 4;
+  }
+  return 0;  // not a DType; validate() refuses such a case
+}
+
+int index_type_size(IndexType t) {
+  switch (t) {
+    case IndexType::i32: return 4;
+    case IndexType::i64: return 8;
+  }
+  return 0;  // not an IndexType; validate() refuses such a case
+}
+
+}  // namespace kvf

@@ -1,0 +1,524 @@
+// validate.cpp — semantic checks of a Case (validate.h), each problem with its JSON path.
+//
+// Hostile values are expected: every product and sum of declared sizes is computed in saturating
+// 128-bit arithmetic, nothing is allocated in proportion to a declared size (only to arrays the case
+// already holds), and the work is O(T + block-table entries + requests), never a loop over cells.
+// Checks that depend on earlier ones (slot_mapping against the block tables, cell overlap against
+// positive extents) run only when those earlier ones passed, so one mistake gives one problem.
+#include "validate.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <limits>
+#include <string>
+#include <tuple>
+#include <utility>
+
+namespace kvf {
+namespace {
+
+__extension__ typedef __int128 i128;  // __extension__: -Wpedantic accepts the GCC/Clang type
+
+// Saturating arithmetic on non-negative values: results are clamped to kCap (2^120), far above any
+// limit, so comparisons against limits stay correct and nothing overflows.
+constexpr i128 kCap = i128{1} << 120;
+
+i128 sat_add(i128 a, i128 b) { return std::min(a + b, kCap); }  // a, b in [0, kCap]
+i128 sat_mul(i128 a, i128 b) {                                     // a, b in [0, kCap]
+  if (a == 0 || b == 0) return 0;
+  if (a > kCap / b) return kCap;
+  return std::min(a * b, kCap);
+}
+
+std::string str(i128 v) {
+  if (v >= kCap) return "more than 2^120";
+  if (v == 0) return "0";
+  const bool negative = v < 0;
+  std::string digits;
+  while (v != 0) {
+    const int d = static_cast<int>(v % 10);
+    digits.push_back(static_cast<char>('0' + (negative ? -d : d)));
+    v /= 10;
+  }
+  if (negative) digits.push_back('-');
+  std::reverse(digits.begin(), digits.end());
+  return digits;
+}
+
+// "1 GiB", "1.5 MiB", "2 PiB", "17 B".
+std::string format_bytes(i128 bytes) {
+  if (bytes >= kCap) return "more than 2^120 bytes";
+  static const char* const kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB", "ZiB", "YiB"};
+  if (bytes < 1024) return str(bytes) + " B";
+  double v = static_cast<double>(bytes);
+  size_t unit = 0;
+  while (v >= 1024.0 && unit + 1 < std::size(kUnits)) {
+    v /= 1024.0;
+    ++unit;
+  }
+  char buf[64];
+  if (v >= 100.0 || v == static_cast<double>(static_cast<int64_t>(v))) {
+    std::snprintf(buf, sizeof buf, "%.0f %s", v, kUnits[unit]);
+  } else {
+    std::snprintf(buf, sizeof buf, "%.1f %s", v, kUnits[unit]);
+  }
+  return buf;
+}
+
+// One dimension of a strided tensor: `extent` indices, `stride` elements apart.
+struct Dim {
+  const char* name;  // used in messages ("stride_head")
+  std::string path;  // JSON path blamed when this dimension's stride is too small
+  int64_t stride;    // >= 0
+  int64_t extent;    // >= 1
+};
+
+struct NestResult {
+  const Dim* bad = nullptr;  // first dimension whose stride does not nest (points into the input), or nullptr
+  i128 required = 0;         // its minimum stride: 1 + span of the smaller-stride dimensions
+  std::string smaller;       // names of those dimensions, for the message
+  i128 span = 0;             // largest offset: sum of (extent - 1) * stride over all dimensions
+};
+
+// The nested-strides condition (validate.h): sorted by stride, each dimension's stride exceeds the
+// largest offset reachable with all smaller-stride dimensions. It implies distinct index tuples
+// have distinct offsets. Dimensions of extent 1 take no part. Ties sort in the given order, so of
+// two equal strides the later-listed dimension is blamed.
+NestResult check_nested(const std::vector<Dim>& dims) {
+  std::vector<const Dim*> order;
+  for (const Dim& d : dims) {
+    if (d.extent > 1) order.push_back(&d);
+  }
+  std::stable_sort(order.begin(), order.end(),
+                   [](const Dim* a, const Dim* b) { return a->stride < b->stride; });
+  NestResult r;
+  for (const Dim* d : order) {
+    if (r.bad == nullptr && i128{d->stride} < r.span + 1) {
+      r.bad = d;
+      r.required = r.span + 1;
+    }
+    if (r.bad == nullptr) r.smaller += (r.smaller.empty() ? "" : ", ") + std::string(d->name);
+    r.span = sat_add(r.span, sat_mul(d->extent - 1, d->stride));
+  }
+  return r;
+}
+
+std::string nest_message(const std::string& what, const NestResult& r) {
+  return what + " cells overlap: " + r.bad->name + " = " + std::to_string(r.bad->stride) +
+         " must be >= " + str(r.required) + ", 1 + the span of the dimensions with smaller strides (" +
+         (r.smaller.empty() ? std::string("none") : r.smaller) +
+         "); strides must nest so that no two cells share an address";
+}
+
+std::string index_path(const std::string& base, size_t i) { return base + "/" + std::to_string(i); }
+
+constexpr size_t kMaxProblems = 100;  // a hostile case cannot make validate() build a huge report
+
+class Checker {
+ public:
+  explicit Checker(const Limits& limits) : limits_(limits) {}
+
+  void add(std::string path, std::string message) {
+    if (problems_.size() < kMaxProblems) {
+      problems_.push_back({std::move(path), std::move(message)});
+    } else if (problems_.size() == kMaxProblems) {
+      problems_.push_back({"", "too many problems; stopped after " + std::to_string(kMaxProblems)});
+    }
+  }
+
+  // Each returns whether the value passed.
+  bool at_least(const std::string& path, int64_t v, int64_t min) {
+    if (v >= min) return true;
+    add(path, "expected an integer >= " + std::to_string(min) + ", got " + std::to_string(v));
+    return false;
+  }
+  bool in_range(const std::string& path, int64_t v, int64_t min, int64_t max) {
+    if (v >= min && v <= max) return true;
+    add(path, "expected an integer in [" + std::to_string(min) + ", " + std::to_string(max) + "], got " +
+                  std::to_string(v));
+    return false;
+  }
+  bool buffer_fits(const std::string& path, const char* what, i128 bytes) {
+    if (bytes <= limits_.max_buffer_bytes) return true;
+    add(path, std::string(what) + " needs " + format_bytes(bytes) + "; the limit is " +
+                  format_bytes(limits_.max_buffer_bytes) + " (--max-case-mib)");
+    return false;
+  }
+  template <typename E>
+  bool known(const std::string& path, E value, const char* what) {
+    if (to_string(value) != "?") return true;
+    add(path, std::string("not a valid ") + what + " (enum value " +
+                  std::to_string(static_cast<int>(value)) + ")");
+    return false;
+  }
+
+  const Limits& limits() const { return limits_; }
+  std::vector<ValidationProblem> take() { return std::move(problems_); }
+
+ private:
+  const Limits& limits_;
+  std::vector<ValidationProblem> problems_;
+};
+
+// ---------------------------------------------------------------------------------------------
+
+// Returns whether the shape is usable by later checks (heads and head_dim positive and in limits).
+bool check_shape(const Case& c, Checker& ck) {
+  bool ok = ck.in_range("/shape/num_heads", c.num_heads, 1, ck.limits().max_heads);
+  ok &= ck.in_range("/shape/head_dim", c.head_dim, 1, ck.limits().max_head_dim);
+  ck.at_least("/shape/num_q_heads", c.num_q_heads, 0);
+  ok &= ck.known("/shape/input_dtype", c.input_dtype, "dtype");
+  ok &= ck.known("/shape/cache_dtype", c.cache_dtype, "dtype");
+  ok &= ck.known("/shape/slot_dtype", c.slot_dtype, "index type");
+  return ok;
+}
+
+// Returns whether the cache geometry is sound (cells distinct, K and V inside the buffer, capacity
+// representable), i.e. whether capacity() and block arithmetic are safe to use.
+bool check_cache(const Case& c, bool shape_ok, Checker& ck) {
+  const CacheGeometry& g = c.cache;
+  ck.known("/cache/layout", c.layout, "layout");
+  bool ok = ck.at_least("/cache/num_blocks", g.num_blocks, 0);
+  ok &= ck.at_least("/cache/block_size", g.block_size, 1);
+  ok &= ck.at_least("/cache/stride_block", g.stride_block, 0);
+  ok &= ck.at_least("/cache/stride_pos", g.stride_pos, 0);
+  ok &= ck.at_least("/cache/stride_head", g.stride_head, 0);
+  ok &= ck.at_least("/cache/k_offset", c.cache_k_offset, 0);
+  ok &= ck.at_least("/cache/buffer_elems", c.cache_buffer_elems, 0);
+  if (c.cache_v_offset <= c.cache_k_offset) {
+    ck.add("/cache/v_offset", "expected v_offset > k_offset (V after K in the cache buffer), got v_offset " +
+                                  std::to_string(c.cache_v_offset) + " and k_offset " +
+                                  std::to_string(c.cache_k_offset));
+    ok = false;
+  }
+  if (c.cache_buffer_elems >= 0 && to_string(c.cache_dtype) != "?" &&
+      !ck.buffer_fits("/cache/buffer_elems", "cache buffer", sat_mul(c.cache_buffer_elems, dtype_size(c.cache_dtype)))) {
+    return false;
+  }
+  if (!ok || !shape_ok) return false;
+  if (g.num_blocks == 0) return true;  // an empty cache: no cells, nothing to overlap
+
+  const std::vector<Dim> dims = {
+      {"dim", "/shape/head_dim", 1, c.head_dim},
+      {"stride_head", "/cache/stride_head", g.stride_head, c.num_heads},
+      {"stride_pos", "/cache/stride_pos", g.stride_pos, g.block_size},
+      {"stride_block", "/cache/stride_block", g.stride_block, g.num_blocks},
+      {"v_offset - k_offset", "/cache/v_offset", c.cache_v_offset - c.cache_k_offset, 2},
+  };
+  const NestResult nest = check_nested(dims);
+  if (nest.bad != nullptr) {
+    ck.add(nest.bad->path, nest_message("K/V cache", nest));
+    return false;
+  }
+  // nest.span already includes V's offset from K (the fifth dimension).
+  const i128 end = sat_add(c.cache_k_offset, sat_add(nest.span, 1));
+  if (end > c.cache_buffer_elems) {
+    ck.add("/cache/buffer_elems", "K and V need " + str(end) + " elements of the cache buffer, which has " +
+                                      std::to_string(c.cache_buffer_elems));
+    return false;
+  }
+  return true;
+}
+
+void check_input(const Case& c, bool shape_ok, Checker& ck) {
+  bool ok = ck.at_least("/input/num_rows", c.num_input_rows, 0);
+  if (ok && c.num_input_rows < c.num_slots()) {
+    ck.add("/input/num_rows", "expected num_rows >= " + std::to_string(c.num_slots()) +
+                                  " (the number of slot_mapping entries), got " +
+                                  std::to_string(c.num_input_rows));
+  }
+  ok &= ck.at_least("/input/buffer_elems", c.input_buffer_elems, 0);
+  const std::pair<const InputView*, const char*> views[] = {{&c.key, "key"}, {&c.value, "value"}};
+  for (const auto& [v, name] : views) {
+    const std::string base = std::string("/input/") + name;
+    ok &= ck.at_least(base + "/offset", v->offset, 0);
+    ok &= ck.at_least(base + "/stride_token", v->stride_token, 0);
+    ok &= ck.at_least(base + "/stride_head", v->stride_head, 0);
+  }
+  if (c.input_buffer_elems >= 0 && to_string(c.input_dtype) != "?" &&
+      !ck.buffer_fits("/input/buffer_elems", "input buffer", sat_mul(c.input_buffer_elems, dtype_size(c.input_dtype)))) {
+    return;
+  }
+  if (!ok || !shape_ok) return;
+  if (c.num_input_rows == 0) return;  // no rows: the views address nothing
+
+  auto view_dims = [&](const InputView& v, const std::string& base) {
+    return std::vector<Dim>{
+        {"dim", "/shape/head_dim", 1, c.head_dim},
+        {"stride_head", base + "/stride_head", v.stride_head, c.num_heads},
+        {"stride_token", base + "/stride_token", v.stride_token, c.num_input_rows},
+    };
+  };
+  i128 span[2] = {0, 0};
+  bool views_ok = true;
+  for (int i = 0; i < 2; ++i) {
+    const InputView& v = *views[i].first;
+    const std::string base = std::string("/input/") + views[i].second;
+    const std::vector<Dim> dims = view_dims(v, base);  // outlives nest, which points into it
+    const NestResult nest = check_nested(dims);
+    if (nest.bad != nullptr) {
+      ck.add(nest.bad->path, nest_message(std::string(views[i].second) + " view", nest));
+      views_ok = false;
+      continue;
+    }
+    span[i] = nest.span;
+    const i128 end = sat_add(v.offset, sat_add(nest.span, 1));
+    if (end > c.input_buffer_elems) {
+      ck.add(base + "/offset", std::string("the ") + views[i].second + " view needs " + str(end) +
+                                   " elements of the input buffer (through row " + std::to_string(c.num_input_rows - 1) +
+                                   ", its last head and dim), which has " + std::to_string(c.input_buffer_elems));
+      views_ok = false;
+    }
+  }
+  if (!views_ok) return;
+
+  // Key and value cells must be disjoint. Accepted: (a) the views' element ranges
+  // [offset, offset + span] do not intersect; or (b) both views have the same strides and the
+  // value-key offset distance, taken as one more dimension of extent 2, nests with them (a fused
+  // QKV row, or K and V interleaved per row). Anything else that intersects is refused as
+  // overlapping, even where a finer argument could prove it disjoint.
+  const i128 k_lo = c.key.offset, k_hi = sat_add(c.key.offset, span[0]);
+  const i128 v_lo = c.value.offset, v_hi = sat_add(c.value.offset, span[1]);
+  if (k_hi < v_lo || v_hi < k_lo) return;
+  if (c.key.stride_token == c.value.stride_token && c.key.stride_head == c.value.stride_head) {
+    std::vector<Dim> dims = view_dims(c.key, "/input/key");
+    const int64_t delta = c.value.offset >= c.key.offset ? c.value.offset - c.key.offset
+                                                         : c.key.offset - c.value.offset;
+    dims.push_back({"value.offset - key.offset", "/input/value/offset", delta, 2});
+    const NestResult nest = check_nested(dims);
+    if (nest.bad != nullptr) ck.add(nest.bad->path, nest_message("key and value", nest));
+    return;
+  }
+  ck.add("/input/value", "key and value views overlap in the input buffer (key spans elements [" + str(k_lo) +
+                             ", " + str(k_hi) + "], value [" + str(v_lo) + ", " + str(v_hi) +
+                             "]) and their strides differ; overlapping views are accepted only with equal "
+                             "strides whose offsets nest (e.g. one fused QKV row)");
+}
+
+// One entry of a block table, for ownership checks and slot lookup.
+struct BlockRef {
+  int64_t block;    // physical block
+  size_t request;   // owning request
+  size_t logical;   // index in its block table
+};
+
+struct RequestsResult {
+  bool ok = false;               // every request and block table valid; lookup below usable
+  std::vector<BlockRef> by_block;  // block-table entries sorted by physical block
+};
+
+RequestsResult check_requests(const Case& c, bool cache_ok, Checker& ck) {
+  RequestsResult result;
+  if (static_cast<int64_t>(c.requests.size()) > ck.limits().max_requests) {
+    ck.add("/requests", std::to_string(c.requests.size()) + " requests; the limit is " +
+                            std::to_string(ck.limits().max_requests));
+    return result;
+  }
+  const CacheGeometry& g = c.cache;
+  const bool geometry_ok = g.num_blocks >= 0 && g.block_size >= 1;
+  bool ok = true;
+  for (size_t r = 0; r < c.requests.size(); ++r) {
+    const Request& q = c.requests[r];
+    const std::string base = index_path("/requests", r);
+    bool lens_ok = ck.at_least(base + "/context_len", q.context_len, 0);
+    lens_ok &= ck.at_least(base + "/new_len", q.new_len, 0);
+    ok &= lens_ok;
+    if (!geometry_ok) continue;
+    for (size_t k = 0; k < q.blocks.size(); ++k) {
+      const int64_t b = q.blocks[k];
+      if (b < 0 || b >= g.num_blocks) {
+        ck.add(index_path(base + "/blocks", k), "expected a block in [0, " + std::to_string(g.num_blocks) +
+                                                    ") (num_blocks = " + std::to_string(g.num_blocks) +
+                                                    "), got " + std::to_string(b));
+        ok = false;
+      } else {
+        result.by_block.push_back({b, r, k});
+      }
+    }
+    if (!lens_ok) continue;
+    const i128 tokens = i128{q.context_len} + q.new_len;
+    const i128 needed = (tokens + g.block_size - 1) / g.block_size;
+    if (i128(q.blocks.size()) < needed) {
+      ck.add(base + "/blocks", "context_len + new_len = " + str(tokens) + " tokens need " + str(needed) +
+                                   " blocks of " + std::to_string(g.block_size) + " slots, but the block table has " +
+                                   std::to_string(q.blocks.size()));
+      ok = false;
+    }
+  }
+  if (!geometry_ok) return result;
+
+  std::sort(result.by_block.begin(), result.by_block.end(), [](const BlockRef& a, const BlockRef& b) {
+    return std::tie(a.block, a.request, a.logical) < std::tie(b.block, b.request, b.logical);
+  });
+  for (size_t i = 1; i < result.by_block.size(); ++i) {
+    const BlockRef& first = result.by_block[i - 1];
+    const BlockRef& again = result.by_block[i];
+    if (first.block != again.block) continue;
+    const std::string first_path = index_path(index_path("/requests", first.request) + "/blocks", first.logical);
+    ck.add(index_path(index_path("/requests", again.request) + "/blocks", again.logical),
+           "block " + std::to_string(again.block) + " is already in a block table at " + first_path +
+               "; a block belongs to at most one request, once");
+    ok = false;
+  }
+  result.ok = ok && cache_ok;
+  return result;
+}
+
+void check_slots(const Case& c, const RequestsResult& req, Checker& ck) {
+  const int64_t num_slots = c.num_slots();
+  if (num_slots > ck.limits().max_slots) {
+    ck.add("/slot_mapping", std::to_string(num_slots) + " slot_mapping entries; the limit is " +
+                                std::to_string(ck.limits().max_slots));
+    return;
+  }
+  if (c.slot_dtype == IndexType::i32) {
+    for (int64_t t = 0; t < num_slots; ++t) {
+      const int64_t s = c.slot_mapping[static_cast<size_t>(t)];
+      if (s < std::numeric_limits<int32_t>::min() || s > std::numeric_limits<int32_t>::max()) {
+        ck.add(index_path("/slot_mapping", static_cast<size_t>(t)),
+               "slot_dtype is i32 but " + std::to_string(s) + " does not fit in 32 bits");
+      }
+    }
+  }
+  if (!req.ok) return;  // slots are matched against valid block tables only
+
+  // Index of each request's first new token in `seen`: new tokens of all requests, in order.
+  std::vector<int64_t> first_new(c.requests.size() + 1, 0);
+  for (size_t r = 0; r < c.requests.size(); ++r) {
+    const int64_t room = num_slots - first_new[r];
+    if (c.requests[r].new_len > room) {
+      ck.add("/slot_mapping", "the requests append more new tokens than slot_mapping has entries (" +
+                                  std::to_string(num_slots) + "); each new token needs its own entry");
+      return;
+    }
+    first_new[r + 1] = first_new[r] + c.requests[r].new_len;
+  }
+  std::vector<int64_t> seen(static_cast<size_t>(first_new.back()), -1);  // [total new tokens] row, -1 = none
+
+  const int64_t bs = c.cache.block_size;
+  const int64_t capacity = c.capacity();  // safe: the cache geometry passed, capacity <= buffer size
+  for (int64_t t = 0; t < num_slots; ++t) {
+    const int64_t s = c.slot_mapping[static_cast<size_t>(t)];
+    if (s < 0 || s >= capacity) continue;  // padding, or invalid (never written, counted)
+    const std::string path = index_path("/slot_mapping", static_cast<size_t>(t));
+    const int64_t block = s / bs, offset = s % bs;
+    const auto it = std::lower_bound(req.by_block.begin(), req.by_block.end(), block,
+                                     [](const BlockRef& a, int64_t b) { return a.block < b; });
+    const std::string where = "slot " + std::to_string(s) + " (block " + std::to_string(block) + ", offset " +
+                              std::to_string(offset) + ")";
+    if (it == req.by_block.end() || it->block != block) {
+      ck.add(path, where + " is in a free block; expected a new-token slot of a request, a negative padding "
+                           "value or a value >= capacity " + std::to_string(capacity));
+      continue;
+    }
+    const Request& q = c.requests[it->request];
+    const std::string who = "request " + std::to_string(it->request);
+    const int64_t pos = static_cast<int64_t>(it->logical) * bs + offset;
+    if (pos < q.context_len) {
+      ck.add(path, where + " holds " + who + "'s context token " + std::to_string(pos) +
+                       ", which this call must not overwrite (context_len = " + std::to_string(q.context_len) + ")");
+      continue;
+    }
+    if (pos - q.context_len >= q.new_len) {
+      ck.add(path, where + " is " + who + "'s position " + std::to_string(pos) + ", past its last new token (" +
+                       "context_len + new_len = " + std::to_string(q.context_len + q.new_len) + ")");
+      continue;
+    }
+    int64_t& row = seen[static_cast<size_t>(first_new[it->request] + (pos - q.context_len))];
+    if (row >= 0) {
+      ck.add(path, where + ", " + who + "'s new token at position " + std::to_string(pos) +
+                       ", appears twice: also at /slot_mapping/" + std::to_string(row));
+      continue;
+    }
+    row = t;
+  }
+  for (size_t r = 0; r < c.requests.size(); ++r) {
+    const Request& q = c.requests[r];
+    for (int64_t i = 0; i < q.new_len; ++i) {
+      if (seen[static_cast<size_t>(first_new[r] + i)] >= 0) continue;
+      const int64_t pos = q.context_len + i;
+      const int64_t slot = q.blocks[static_cast<size_t>(pos / bs)] * bs + pos % bs;
+      ck.add("/slot_mapping", "slot " + std::to_string(slot) + " of request " + std::to_string(r) +
+                                  "'s new token at position " + std::to_string(pos) +
+                                  " is missing; each new-token slot must appear exactly once");
+    }
+  }
+}
+
+void check_bookkeeping(const Case& c, Checker& ck) {
+  ck.known("/payload/dist", c.dist, "value distribution");
+  if (c.expect.outcome != Expect::pass && c.expect.outcome != Expect::fail) {
+    ck.add("/expect/outcome", "not a valid outcome (enum value " +
+                                  std::to_string(static_cast<int>(c.expect.outcome)) + ")");
+  }
+  if (c.expect.outcome == Expect::pass && !c.expect.finding_kind.empty()) {
+    ck.add("/expect/finding_kind", "a case expected to pass has no finding kind; got \"" +
+                                       c.expect.finding_kind + "\"");
+  }
+  ck.at_least("/provenance/case_index", c.provenance.case_index, -1);
+}
+
+// Necessary conditions only: materialize() may add gaps and padding on top of these lower bounds,
+// so a genotype passing here can still materialise into a case that validate() refuses.
+void check_genotype(const Genotype& g, Checker& ck) {
+  const Limits& lim = ck.limits();
+  ck.known("/genotype/layout", g.layout, "layout");
+  ck.known("/genotype/input_dtype", g.input_dtype, "dtype");
+  ck.known("/genotype/cache_dtype", g.cache_dtype, "dtype");
+  ck.known("/genotype/slot_dtype", g.slot_dtype, "index type");
+  ck.known("/genotype/dist", g.dist, "value distribution");
+  bool ok = ck.at_least("/genotype/block_size", g.block_size, 1);
+  ok &= ck.in_range("/genotype/num_heads", g.num_heads, 1, lim.max_heads);
+  ok &= ck.in_range("/genotype/head_dim", g.head_dim, 1, lim.max_head_dim);
+  ok &= ck.at_least("/genotype/gqa_ratio", g.gqa_ratio, 1);
+  ok &= ck.at_least("/genotype/tail_padding", g.tail_padding, 0);
+  ok &= ck.at_least("/genotype/interleaved_padding", g.interleaved_padding, 0);
+  ok &= ck.at_least("/genotype/invalid_slots", g.invalid_slots, 0);
+  ok &= ck.at_least("/genotype/extra_input_rows", g.extra_input_rows, 0);
+  ok &= ck.at_least("/genotype/spare_blocks", g.spare_blocks, 0);
+  if (static_cast<int64_t>(g.requests.size()) > lim.max_requests) {
+    ck.add("/genotype/requests", std::to_string(g.requests.size()) + " requests; the limit is " +
+                                     std::to_string(lim.max_requests));
+    return;
+  }
+  i128 tokens = 0, new_tokens = 0;
+  for (size_t r = 0; r < g.requests.size(); ++r) {
+    const std::string base = index_path("/genotype/requests", r);
+    const bool lens_ok = ck.at_least(base + "/context_len", g.requests[r].context_len, 0) &
+                         ck.at_least(base + "/new_len", g.requests[r].new_len, 0);
+    ok &= lens_ok;
+    if (!lens_ok) continue;
+    tokens = sat_add(tokens, sat_add(g.requests[r].context_len, g.requests[r].new_len));
+    new_tokens = sat_add(new_tokens, g.requests[r].new_len);
+  }
+  if (!ok) return;
+  const i128 slots = sat_add(new_tokens, i128{g.tail_padding} + g.interleaved_padding + g.invalid_slots);
+  if (slots > lim.max_slots) {
+    ck.add("/genotype/requests", "the genotype needs " + str(slots) + " slot_mapping entries; the limit is " +
+                                     std::to_string(lim.max_slots));
+    return;
+  }
+  const i128 row_elems = sat_mul(g.num_heads, g.head_dim);
+  const i128 cache_bytes = sat_mul(sat_mul(sat_add(tokens, g.spare_blocks), row_elems), 2 * dtype_size(g.cache_dtype));
+  ck.buffer_fits("/genotype/requests", "the cache buffer of this genotype", cache_bytes);
+  const i128 input_row_heads = g.fused_qkv ? sat_mul(g.num_heads, i128{g.gqa_ratio} + 2) : i128{2} * g.num_heads;
+  const i128 input_bytes = sat_mul(sat_mul(sat_add(slots, g.extra_input_rows), sat_mul(input_row_heads, g.head_dim)),
+                                   dtype_size(g.input_dtype));
+  ck.buffer_fits("/genotype/requests", "the input buffer of this genotype", input_bytes);
+}
+
+}  // namespace
+
+std::vector<ValidationProblem> validate(const Case& c, const Limits& limits) {
+  Checker ck(limits);
+  const bool shape_ok = check_shape(c, ck);
+  const bool cache_ok = check_cache(c, shape_ok, ck);
+  check_input(c, shape_ok, ck);
+  const RequestsResult requests = check_requests(c, cache_ok, ck);
+  check_slots(c, requests, ck);
+  check_bookkeeping(c, ck);
+  if (c.genotype) check_genotype(*c.genotype, ck);
+  return ck.take();
+}
+
+}  // namespace kvf

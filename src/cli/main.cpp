@@ -1,0 +1,230 @@
+// main.cpp — the kvfuzz command line; the only file that knows CLI11.
+//
+//   kvfuzz run [--target T] [--config FILE] [--cases N] [--seconds S] [--seed N] [--corpus-out DIR] [--json FILE]
+//   kvfuzz replay PATH... [--target T] [--json FILE]
+//   kvfuzz shrink CASE [--target T] [--config FILE] [-o DIR]
+//   kvfuzz generate --seed N [--cases N] [--config FILE] -o DIR
+//   kvfuzz targets
+//
+// Exit codes: 0 clean, 1 findings, 2 usage or bad input, 3 infrastructure (I/O, missing device).
+// Results go to stdout and end with "kvfuzz: N passed, N failed"; progress goes to stderr.
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <iostream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "campaign/campaign.h"
+#include "case/case_json.h"
+#include "case/errors.h"
+#include "report/render.h"
+#include "targets/target.h"
+
+namespace {
+
+enum ExitCode { kClean = 0, kFindings = 1, kBadInput = 2, kInfra = 3 };
+
+std::string join_command_line(int argc, char** argv) {
+  std::string s;
+  for (int i = 0; i < argc; ++i) {
+    if (i) s += ' ';
+    s += argv[i];
+  }
+  return s;
+}
+
+void write_json(const std::string& file, const nlohmann::json& j) {
+  if (file.empty()) return;
+  if (file == "-") {
+    std::cout << j.dump(2) << "\n";
+    return;
+  }
+  kvf::write_file_atomic(file, j.dump(2) + "\n");
+}
+
+// Options shared by every subcommand that runs cases.
+struct CommonOptions {
+  std::string target = "cuda-emu";  // --target
+  double timeout_s = 30;            // --timeout: per-launch limit
+  bool no_fork = false;             // --no-fork: run launches in-process (debugging only)
+  int64_t max_case_mib = 1024;      // --max-case-mib: largest buffer a case may declare
+
+  kvf::CheckOptions check() const {
+    kvf::CheckOptions c;
+    c.isolation.fork = !no_fork;
+    c.isolation.timeout_s = timeout_s;
+    return c;
+  }
+  kvf::Limits limits() const {
+    kvf::Limits l;
+    l.max_buffer_bytes = max_case_mib * (int64_t{1} << 20);
+    return l;
+  }
+};
+
+void add_common(CLI::App* app, CommonOptions& o) {
+  app->add_option("--target", o.target, "Target to run cases on (see `kvfuzz targets`)");
+  app->add_option("--timeout", o.timeout_s, "Seconds a single launch may take before it is a timeout")
+      ->check(CLI::PositiveNumber);
+  app->add_flag("--no-fork", o.no_fork, "Run launches in the kvfuzz process (a faulting kernel kills kvfuzz)");
+  app->add_option("--max-case-mib", o.max_case_mib, "Refuse cases whose buffers exceed this many MiB")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
+}
+
+int cmd_targets() {
+  for (const kvf::TargetInfo& t : kvf::list_targets()) {
+    std::cout << t.name << "\n"
+              << "  " << t.summary << "\n"
+              << "  supports: " << t.supports << "\n"
+              << "  values checked: " << t.tolerance << "\n"
+              << "  needs a GPU: " << (t.needs_gpu ? "yes" : "no") << "\n";
+  }
+  return kClean;
+}
+
+int cmd_run(kvf::CampaignOptions o, const CommonOptions& common, bool seed_given, const std::string& json_file) {
+  o.target = common.target;
+  o.check = common.check();
+  if (!seed_given) o.seed = (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
+  kvf::make_target(o.target);  // an unknown target is a usage error before anything runs
+  std::cerr << "kvfuzz: run on " << o.target << ", profile " << (o.config.empty() ? "default" : o.config.string())
+            << ", seed " << o.seed << ", "
+            << (o.cases ? std::to_string(o.cases) + " cases" : std::string("no case limit"))
+            << (o.seconds > 0 ? ", at most " + std::to_string(o.seconds) + " s" : std::string()) << "\n";
+  kvf::install_stop_handlers();
+  kvf::TerminalProgress progress;
+  const kvf::CampaignResult r = kvf::run_campaign(o, progress);
+  for (const kvf::FailureRecord& f : r.failures) std::cout << kvf::render_failure(f);
+  std::cout << "kvfuzz: " << r.cases << " cases in " << r.seconds << " s (" << static_cast<int64_t>(r.cases_per_second())
+            << " cases/s), seed " << r.seed << (r.interrupted ? ", interrupted" : "") << "\n";
+  write_json(json_file, kvf::campaign_json(r, o.command_line));
+  std::cout << kvf::summary_line(r.passed, r.failed) << std::endl;
+  return r.failed ? kFindings : kClean;
+}
+
+int cmd_replay(kvf::ReplayOptions o, const CommonOptions& common, const std::string& json_file,
+               const std::string& command_line) {
+  o.target = common.target;
+  o.check = common.check();
+  o.limits = common.limits();
+  kvf::install_stop_handlers();
+  kvf::TerminalProgress progress;
+  const kvf::ReplayResult r = kvf::replay_cases(o, progress);
+  for (const kvf::ReplayItem& item : r.items)
+    if (!item.as_expected) std::cout << kvf::render_replay_mismatch(item, r.target);
+  write_json(json_file, kvf::replay_json(r, command_line));
+  std::cout << kvf::summary_line(r.passed(), r.failed()) << std::endl;
+  return r.failed() ? kFindings : kClean;
+}
+
+int cmd_shrink(kvf::ShrinkOptions o, const CommonOptions& common) {
+  o.target = common.target;
+  o.check = common.check();
+  o.limits = common.limits();
+  kvf::install_stop_handlers();
+  kvf::TerminalProgress progress;
+  const kvf::ShrinkResult r = kvf::shrink_case(o, progress);
+  if (!r.failed) {
+    std::cout << "kvfuzz: " << o.file.string() << " passes on " << o.target << "; nothing to shrink\n"
+              << kvf::summary_line(1, 0) << std::endl;
+    return kClean;
+  }
+  std::cout << kvf::render_failure(r.record) << kvf::summary_line(0, 1) << std::endl;
+  return kFindings;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string command_line = join_command_line(argc, argv);
+  CLI::App app{"kvfuzz: property-based fuzzer and verifier for KV-cache append kernels"};
+  app.set_version_flag("--version", std::string("kvfuzz ") + KVFUZZ_VERSION);
+  app.require_subcommand(1);
+
+  CommonOptions common;
+  kvf::CampaignOptions run_opts;
+  run_opts.command_line = command_line;
+  std::string json_file;
+  CLI::App* run = app.add_subcommand("run", "Generate random batches, check each, shrink and save failures");
+  add_common(run, common);
+  run->add_option("--config", run_opts.config, "Campaign profile (JSON, see configs/); default: built-in default")
+      ->check(CLI::ExistingFile);
+  run->add_option("--cases", run_opts.cases, "Number of cases (0 = until --seconds or ^C)")->check(CLI::NonNegativeNumber);
+  run->add_option("--seconds", run_opts.seconds, "Stop after this many seconds (0 = no limit)")
+      ->check(CLI::NonNegativeNumber);
+  CLI::Option* seed_opt = run->add_option("--seed", run_opts.seed, "Campaign seed (default: random, printed)");
+  run->add_option("--corpus-out", run_opts.corpus_out, "Directory for minimal failing cases");
+  run->add_option("--json", json_file, "Write a JSON summary to FILE (- for stdout)");
+  run->add_flag("--keep-going", run_opts.keep_going, "Continue after the first confirmed failure");
+  run->add_option("--confirm-runs", run_opts.confirm_runs, "Re-runs that must all fail before shrinking")
+      ->check(CLI::Range(0, 100));
+  run->add_option("--max-shrink-tries", run_opts.max_shrink_tries, "Shrink candidates to evaluate at most")
+      ->check(CLI::NonNegativeNumber);
+
+  kvf::ReplayOptions replay_opts;
+  std::vector<std::string> replay_paths;
+  CLI::App* replay = app.add_subcommand("replay", "Re-run case files or corpus directories (never shrinks)");
+  add_common(replay, common);
+  replay->add_option("paths", replay_paths, "Case files and directories of *.json cases")->required();
+  replay->add_option("--json", json_file, "Write a JSON summary to FILE (- for stdout)");
+
+  kvf::ShrinkOptions shrink_opts;
+  shrink_opts.command_line = command_line;
+  std::string shrink_file;
+  CLI::App* shrink = app.add_subcommand("shrink", "Minimise a failing case (written by `kvfuzz run`)");
+  add_common(shrink, common);
+  shrink->add_option("case", shrink_file, "The failing case file")->required();
+  shrink->add_option("--config", shrink_opts.config, "Profile whose value lists guide shrinking")
+      ->check(CLI::ExistingFile);
+  shrink->add_option("-o,--out-dir", shrink_opts.out_dir, "Directory for the minimal case (default: beside CASE)");
+  shrink->add_option("--max-shrink-tries", shrink_opts.max_shrink_tries, "Shrink candidates to evaluate at most")
+      ->check(CLI::NonNegativeNumber);
+
+  kvf::GenerateOptions gen_opts;
+  gen_opts.command_line = command_line;
+  CLI::App* generate = app.add_subcommand("generate", "Write the cases a campaign would check, without running them");
+  generate->add_option("--config", gen_opts.config, "Campaign profile (JSON)")->check(CLI::ExistingFile);
+  generate->add_option("--seed", gen_opts.seed, "Campaign seed")->required();
+  generate->add_option("--cases", gen_opts.cases, "Number of cases")->check(CLI::PositiveNumber);
+  generate->add_option("-o,--out-dir", gen_opts.out_dir, "Directory for the case files")->required();
+
+  CLI::App* targets = app.add_subcommand("targets", "List targets and what each supports");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::Success& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return kBadInput;
+  }
+
+  try {
+    if (*targets) return cmd_targets();
+    if (*generate) {
+      for (const auto& f : kvf::generate_cases(gen_opts)) std::cout << f.string() << "\n";
+      return kClean;
+    }
+    if (*run) return cmd_run(run_opts, common, seed_opt->count() > 0, json_file);
+    if (*replay) {
+      for (const std::string& p : replay_paths) replay_opts.paths.emplace_back(p);
+      return cmd_replay(replay_opts, common, json_file, command_line);
+    }
+    if (*shrink) {
+      shrink_opts.file = shrink_file;
+      return cmd_shrink(shrink_opts, common);
+    }
+  } catch (const kvf::InputError& e) {
+    std::cerr << "kvfuzz: error: " << e.what() << "\n";
+    return kBadInput;
+  } catch (const kvf::InfraError& e) {
+    std::cerr << "kvfuzz: infrastructure error: " << e.what() << "\n";
+    return kInfra;
+  } catch (const std::bad_alloc&) {
+    std::cerr << "kvfuzz: infrastructure error: out of memory\n";
+    return kInfra;
+  }
+  return kBadInput;
+}

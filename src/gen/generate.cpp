@@ -1,0 +1,214 @@
+// generate.cpp — the RapidCheck generator of genotypes, and the per-case source of campaigns.
+//
+// Order of choices: head_dim, then num_heads and block_size among the values whose cache
+// footprint fits max_elements_per_case, then the other shape choices, then the number of
+// requests, then each request's lengths capped so that the batch fits the element budget. The
+// bound holds by construction (no suchThat, no discards). RapidCheck's own shrinking is switched
+// off (gen::noShrink) and replaced by shrink_genotype(): campaigns and `kvfuzz shrink` use one
+// shrinker.
+#include "generate.h"
+
+#include <algorithm>
+#include <functional>
+#include <memory>
+#include <stdexcept>
+#include <tuple>
+
+#include "rng.h"
+#include "shrink.h"
+
+namespace kvf {
+namespace {
+
+// Generators are lazy: a Shrinkable recomputes its value from the lambdas long after gen_genotype
+// returned, so every lambda holds the profile through this shared pointer, never a reference.
+using ProfilePtr = std::shared_ptr<const Profile>;
+
+// Size-independent weighted choice among w.values (weight 0 = never). Unlike gen::inRange this
+// does not grow with the size: layouts, dtypes and shapes are drawn from the full list at every
+// size. (gen::weightedElement only takes an initializer_list, so it cannot hold profile data.)
+template <typename T>
+rc::Gen<T> weighted(const Weighted<T>& w) {
+  return [w](const rc::Random& random, int /*size*/) {
+    uint64_t total = 0;
+    for (int x : w.weights) total += static_cast<uint64_t>(x);
+    // load_profile() refuses such lists; a Profile built in code might not.
+    if (total == 0 || w.weights.size() != w.values.size())
+      throw std::invalid_argument("kvfuzz profile: a weighted list needs one weight per value, at least one > 0");
+    uint64_t r = rc::Random(random).next() % total;
+    size_t i = 0;
+    while (r >= static_cast<uint64_t>(w.weights[i])) r -= static_cast<uint64_t>(w.weights[i++]);
+    return rc::shrinkable::just(w.values[i]);
+  };
+}
+
+// True with probability percent/100, whatever the size.
+rc::Gen<bool> chance(int percent) {
+  return [percent](const rc::Random& random, int /*size*/) {
+    return rc::shrinkable::just(static_cast<int>(rc::Random(random).next() % 100) < percent);
+  };
+}
+
+// An integer in [lo, hi] (both inclusive) that grows with the size; lo when hi <= lo
+// (gen::inRange throws on an empty range).
+rc::Gen<int64_t> up_to(int64_t lo, int64_t hi) {
+  if (hi <= lo) return rc::gen::just(lo);
+  return rc::gen::inRange<int64_t>(lo, hi + 1);
+}
+
+// The values of w for which fits(value) holds, with their weights; if no value with a positive
+// weight fits, the smallest value alone (so a profile with only big shapes still generates).
+Weighted<int32_t> fitting(const Weighted<int32_t>& w, const std::function<bool(int32_t)>& fits) {
+  Weighted<int32_t> out;
+  bool any = false;
+  for (size_t i = 0; i < w.values.size(); ++i) {
+    if (!fits(w.values[i])) continue;
+    out.values.push_back(w.values[i]);
+    out.weights.push_back(w.weights[i]);
+    any = any || w.weights[i] > 0;
+  }
+  if (!any) out = {{*std::min_element(w.values.begin(), w.values.end())}, {1}};
+  return out;
+}
+
+bool is_contiguous(Layout l) { return l == Layout::contiguous_bshd || l == Layout::contiguous_bhsd; }
+
+// One request whose context + new tokens stay within `max_tokens` (>= 1).
+rc::Gen<RequestGene> gen_request(const ProfilePtr& pp, int64_t max_tokens) {
+  const Profile& p = *pp;
+  const int64_t max_new = std::min<int64_t>(p.max_new_len, max_tokens);
+  // Kind of request: 0 = decode (1 token), 1 = idle (0 tokens), 2 = prefill (2..max_new tokens).
+  const int prefill_weight = std::max(0, 100 - p.decode_percent - p.idle_percent);
+  const Weighted<int> kinds{{0, 1, 2}, {p.decode_percent, p.idle_percent, prefill_weight}};
+  const rc::Gen<int64_t> new_len = rc::gen::mapcat(weighted(kinds), [max_new](int kind) {
+    if (kind == 0 || (kind == 2 && max_new < 2)) return rc::gen::just<int64_t>(1);
+    if (kind == 1) return rc::gen::just<int64_t>(0);
+    return up_to(2, max_new);
+  });
+  const int64_t max_context = p.max_context_len;
+  return rc::gen::mapcat(new_len, [max_context, max_tokens](int64_t n) {
+    return rc::gen::map(up_to(0, std::min<int64_t>(max_context, max_tokens - n)),
+                        [n](int64_t ctx) { return RequestGene{ctx, n}; });
+  });
+}
+
+// Shape choices, made before any length.
+struct Shape {
+  Layout layout = Layout::paged_nhd;      // cache layout
+  int32_t head_dim = 1;                   // D, drawn first
+  int32_t num_heads = 1;                  // H_kv, among values with 4 * H * D <= budget
+  int32_t block_size = 1;                 // among values with 4 * bs * H * D <= budget
+  int32_t gqa_ratio = 1;                  // H_q / H_kv of a fused QKV input
+  bool fused_qkv = false;                 // key/value are views into one QKV buffer
+  DType input_dtype = DType::f16;         // key/value element type
+  DType cache_dtype = DType::f16;         // = input_dtype unless a cross-dtype case
+  IndexType slot_dtype = IndexType::i64;  // slot_mapping element type
+  ValueDist dist = ValueDist::finite;     // payload distribution
+  bool irregular = false;                 // misaligned bases, gapped strides, odd padding values
+};
+
+rc::Gen<Shape> gen_shape(const ProfilePtr& pp) {
+  const int64_t budget = pp->max_elements_per_case;
+  return rc::gen::mapcat(weighted(pp->head_dims), [pp, budget](int32_t d) {
+    const Profile& p = *pp;
+    // At least four slots of every head must fit the budget.
+    const auto heads = fitting(p.num_heads, [=](int32_t h) { return int64_t{4} * h * d <= budget; });
+    return rc::gen::mapcat(weighted(heads), [pp, budget, d](int32_t h) {
+      const Profile& p = *pp;
+      // At least four blocks must fit the budget.
+      const auto sizes = fitting(p.block_sizes, [=](int32_t bs) { return int64_t{4} * bs * h * d <= budget; });
+      const auto cross = rc::gen::mapcat(chance(p.cross_dtype_percent), [pp](bool cross_dtype) {
+        return rc::gen::map(rc::gen::tuple(weighted(pp->input_dtypes), weighted(pp->cache_dtypes)),
+                            [cross_dtype](std::tuple<DType, DType> t) {
+                              return std::make_pair(std::get<0>(t), cross_dtype ? std::get<1>(t) : std::get<0>(t));
+                            });
+      });
+      return rc::gen::map(
+          rc::gen::tuple(weighted(p.layouts), weighted(sizes), weighted(p.gqa_ratios), chance(p.fused_qkv_percent),
+                         cross, weighted(p.slot_dtypes), weighted(p.value_dists), chance(p.irregular_percent)),
+          [d, h](const std::tuple<Layout, int32_t, int32_t, bool, std::pair<DType, DType>, IndexType, ValueDist, bool>& t) {
+            Shape s;
+            s.head_dim = d;
+            s.num_heads = h;
+            std::tie(s.layout, s.block_size, s.gqa_ratio, s.fused_qkv, std::ignore, s.slot_dtype, s.dist, s.irregular) = t;
+            s.input_dtype = std::get<4>(t).first;
+            s.cache_dtype = std::get<4>(t).second;
+            return s;
+          });
+    });
+  });
+}
+
+// Requests, padding and spare blocks for a shape, within the element budget B: the cache holds
+// at most about S = B / (H * D) slots. The number of requests is capped so each gets at least one
+// block (paged) or a 4-slot sequence (contiguous: 1 token + slack), then the per-request token cap
+// splits S among them and spare blocks take what is left (at least one). Result: new tokens
+// * H * D <= B and cache slots * H * D <= 2 B (a property test checks both).
+rc::Gen<Genotype> gen_batch(const ProfilePtr& pp, const Shape& s) {
+  const int64_t slots = std::max<int64_t>(1, pp->max_elements_per_case / (int64_t{s.num_heads} * s.head_dim));
+  const int64_t unit = is_contiguous(s.layout) ? 4 : s.block_size;  // fewest slots a request takes
+  const int64_t max_requests = std::min<int64_t>(pp->max_requests, std::max<int64_t>(1, slots / unit));
+  return rc::gen::mapcat(up_to(1, max_requests), [pp, s, slots](int64_t n) {
+    const Profile& p = *pp;
+    int64_t max_tokens = 0;  // context + new per request
+    int64_t max_spare = 0;   // spare blocks (sequences)
+    if (is_contiguous(s.layout)) {
+      // n sequences of max_tokens + slack (<= 3) slots, leaving room for one spare sequence.
+      max_tokens = std::max<int64_t>(1, slots / (n + 1) - 3);
+      max_spare = std::min<int64_t>(p.max_spare_blocks, std::max<int64_t>(1, slots / (max_tokens + 3) - n));
+    } else {
+      const int64_t blocks_per_request = std::max<int64_t>(1, slots / (n * s.block_size));
+      max_tokens = blocks_per_request * s.block_size;
+      max_spare = std::min<int64_t>(p.max_spare_blocks,
+                                    std::max<int64_t>(1, slots / s.block_size - n * blocks_per_request));
+    }
+    using Rest = std::tuple<std::vector<RequestGene>, int64_t, int64_t, int64_t, int64_t, int64_t, uint64_t>;
+    return rc::gen::map(
+        rc::gen::tuple(rc::gen::container<std::vector<RequestGene>>(static_cast<size_t>(n), gen_request(pp, max_tokens)),
+                       up_to(0, p.max_padding), up_to(0, p.max_padding), up_to(0, p.max_invalid_slots),
+                       up_to(0, p.max_extra_input_rows), up_to(0, max_spare), rc::gen::arbitrary<uint64_t>()),
+        [s](Rest t) {
+          Genotype g;
+          g.layout = s.layout;
+          g.block_size = s.block_size;
+          g.num_heads = s.num_heads;
+          g.head_dim = s.head_dim;
+          g.gqa_ratio = s.gqa_ratio;
+          g.fused_qkv = s.fused_qkv;
+          g.input_dtype = s.input_dtype;
+          g.cache_dtype = s.cache_dtype;
+          g.slot_dtype = s.slot_dtype;
+          g.dist = s.dist;
+          g.irregular = s.irregular;
+          g.requests = std::move(std::get<0>(t));
+          g.tail_padding = static_cast<int32_t>(std::get<1>(t));
+          g.interleaved_padding = static_cast<int32_t>(std::get<2>(t));
+          g.invalid_slots = static_cast<int32_t>(std::get<3>(t));
+          g.extra_input_rows = static_cast<int32_t>(std::get<4>(t));
+          g.spare_blocks = static_cast<int32_t>(std::get<5>(t));
+          g.layout_seed = std::get<6>(t);
+          return g;
+        });
+  });
+}
+
+}  // namespace
+
+rc::Gen<Genotype> gen_genotype(const Profile& profile) {
+  auto p = std::make_shared<const Profile>(profile);
+  rc::Gen<Genotype> raw = rc::gen::mapcat(gen_shape(p), [p](const Shape& s) { return gen_batch(p, s); });
+  return rc::gen::shrink(rc::gen::noShrink(raw), [p](const Genotype& g) {
+    return rc::seq::fromContainer(shrink_genotype(g, *p));
+  });
+}
+
+Genotype generate_case(const Profile& profile, uint64_t seed, int64_t index) {
+  const auto i = static_cast<uint64_t>(index);
+  const rc::Random::Key key = {mix64(seed), mix64(i), mix64(seed ^ mix64(i)), mix64(i ^ 0x6b7666757a7aull)};
+  // Sizes cycle 0..100 (RapidCheck's nominal maximum; the Debian build has UB above it), so small
+  // cases keep coming back throughout a campaign.
+  const int size = static_cast<int>(i % 101);
+  return gen_genotype(profile)(rc::Random(key), size).value();
+}
+
+}  // namespace kvf

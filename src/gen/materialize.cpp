@@ -1,0 +1,214 @@
+// materialize.cpp — genotype -> concrete Case: block tables, strides, buffers, slot_mapping.
+//
+// The only randomness is layout_seed, expanded by SplitMix64 (rng.h) into independent streams,
+// one per concern (blocks, cache strides, input strides, slots), so that shrinking one field of a
+// genotype leaves the other concerns' choices unchanged where it can. The result satisfies
+// validate.h: nested strides (cells distinct), K and V disjoint, every block owned by at most one
+// request, slot_mapping = each new-token slot exactly once + padding (< 0) + invalid (>= capacity).
+#include "materialize.h"
+
+#include <algorithm>
+#include <limits>
+#include <numeric>
+
+#include "rng.h"
+
+namespace kvf {
+namespace {
+
+// Salts of the per-concern streams ("blocks", "cache", "input", "slots", "payload" in ASCII).
+constexpr uint64_t kBlocksSalt = 0x626c6f636b73ull;
+constexpr uint64_t kCacheSalt = 0x6361636865ull;
+constexpr uint64_t kInputSalt = 0x696e707574ull;
+constexpr uint64_t kSlotsSalt = 0x736c6f7473ull;
+constexpr uint64_t kPayloadSalt = 0x7061796c6f6164ull;
+
+SplitMix64 stream(uint64_t layout_seed, uint64_t salt) { return SplitMix64(mix64(layout_seed ^ mix64(salt))); }
+
+bool is_contiguous(Layout l) { return l == Layout::contiguous_bshd || l == Layout::contiguous_bhsd; }
+
+// Block tables: sizes the cache and hands each request its physical blocks from a shuffled pool.
+void assign_blocks(const Genotype& g, Case& c) {
+  SplitMix64 rng = stream(g.layout_seed, kBlocksSalt);
+  const size_t n = g.requests.size();
+  std::vector<int64_t> need(n);  // [requests] blocks each request needs
+  int64_t block_size = g.block_size;
+  if (is_contiguous(g.layout)) {
+    // One sequence per request: block = sequence, block_size = longest sequence + slack.
+    int64_t longest = 0;
+    for (const RequestGene& r : g.requests) longest = std::max(longest, r.context_len + r.new_len);
+    block_size = std::max<int64_t>(1, longest + static_cast<int64_t>(rng.below(4)));
+    std::fill(need.begin(), need.end(), 1);
+  } else {
+    for (size_t i = 0; i < n; ++i)
+      need[i] = (g.requests[i].context_len + g.requests[i].new_len + block_size - 1) / block_size;
+  }
+  const int64_t used = std::accumulate(need.begin(), need.end(), int64_t{0});
+  const int64_t num_blocks = std::max<int64_t>(1, used + g.spare_blocks);
+
+  // Fisher-Yates shuffle of the physical block ids: fragmented, out-of-order block tables.
+  std::vector<int64_t> pool(static_cast<size_t>(num_blocks));  // [num_blocks] shuffled physical ids
+  std::iota(pool.begin(), pool.end(), int64_t{0});
+  for (int64_t i = num_blocks - 1; i > 0; --i)
+    std::swap(pool[static_cast<size_t>(i)], pool[rng.below(static_cast<uint64_t>(i) + 1)]);
+  // Irregular cases often put the very last block of the cache in some request's table.
+  if (g.irregular && used > 0 && rng.percent(50)) {
+    const auto last = std::find(pool.begin(), pool.end(), num_blocks - 1);
+    std::iter_swap(last, pool.begin() + static_cast<int64_t>(rng.below(static_cast<uint64_t>(used))));
+  }
+
+  c.requests.clear();
+  size_t next = 0;
+  for (size_t i = 0; i < n; ++i) {
+    Request r;
+    r.context_len = g.requests[i].context_len;
+    r.new_len = g.requests[i].new_len;
+    r.blocks.assign(pool.begin() + static_cast<int64_t>(next), pool.begin() + static_cast<int64_t>(next + need[i]));
+    next += static_cast<size_t>(need[i]);
+    c.requests.push_back(std::move(r));
+  }
+  c.cache.num_blocks = num_blocks;
+  c.cache.block_size = block_size;
+}
+
+// Cache strides, K/V offsets and the cache buffer size. Gaps (0..3 elements) and a misaligned base
+// only when irregular.
+void lay_out_cache(const Genotype& g, Case& c) {
+  SplitMix64 rng = stream(g.layout_seed, kCacheSalt);
+  auto gap = [&]() -> int64_t { return g.irregular ? static_cast<int64_t>(rng.below(4)) : 0; };
+  const int64_t H = g.num_heads, D = g.head_dim, bs = c.cache.block_size, nb = c.cache.num_blocks;
+  CacheGeometry& geo = c.cache;
+  switch (g.layout) {
+    case Layout::paged_nhd:
+    case Layout::contiguous_bshd:  // [nb, bs, H, D]
+      geo.stride_head = D + gap();
+      geo.stride_pos = H * geo.stride_head + gap();
+      geo.stride_block = bs * geo.stride_pos + gap();
+      break;
+    case Layout::paged_hnd:
+    case Layout::contiguous_bhsd:  // [nb, H, bs, D]
+      geo.stride_pos = D + gap();
+      geo.stride_head = bs * geo.stride_pos + gap();
+      geo.stride_block = H * geo.stride_head + gap();
+      break;
+    case Layout::packed_kv_nhd:  // [nb, 2, bs, H, D], K then V inside each block
+      geo.stride_head = D;
+      geo.stride_pos = H * D;
+      geo.stride_block = 2 * bs * geo.stride_pos + gap();
+      break;
+  }
+  c.cache_k_offset = g.irregular ? 1 + 2 * static_cast<int64_t>(rng.below(4)) : 0;  // odd: misaligned base
+  int64_t end = 0;
+  if (g.layout == Layout::packed_kv_nhd) {
+    c.cache_v_offset = c.cache_k_offset + bs * geo.stride_pos;
+    end = c.cache_k_offset + nb * geo.stride_block;
+  } else {
+    c.cache_v_offset = c.cache_k_offset + nb * geo.stride_block + gap();
+    end = c.cache_v_offset + nb * geo.stride_block;
+  }
+  c.cache_buffer_elems = end + (g.irregular ? static_cast<int64_t>(rng.below(8)) : 0);
+}
+
+// Key/value input views: a fused QKV projection [T_in, (H_q + 2 H) D] or separate [T_in, H, D]
+// regions, with row/head gaps and a misaligned base when irregular.
+void lay_out_inputs(const Genotype& g, int64_t num_slots, Case& c) {
+  SplitMix64 rng = stream(g.layout_seed, kInputSalt);
+  auto gap = [&]() -> int64_t { return g.irregular ? static_cast<int64_t>(rng.below(4)) : 0; };
+  const int64_t H = g.num_heads, D = g.head_dim;
+  const int64_t rows = num_slots + g.extra_input_rows;
+  c.num_input_rows = rows;
+  const int64_t base = g.irregular ? 1 + 2 * static_cast<int64_t>(rng.below(4)) : 0;
+  int64_t end = 0;
+  if (g.fused_qkv) {
+    const int64_t Hq = c.num_q_heads;
+    const int64_t row = (Hq + 2 * H) * D + gap();  // [Q heads | K heads | V heads | gap]
+    c.key = {base + Hq * D, row, D};
+    c.value = {base + (Hq + H) * D, row, D};
+    end = base + rows * row;
+  } else {
+    const int64_t head = D + gap();
+    const int64_t row = H * head + gap();
+    c.key = {base, row, head};
+    c.value = {base + rows * row + gap(), row, head};
+    end = c.value.offset + rows * row;
+  }
+  c.input_buffer_elems = end + (g.irregular ? static_cast<int64_t>(rng.below(8)) : 0);
+}
+
+// slot_mapping: every new token's slot in request order, with padding and invalid entries
+// inserted at pseudo-random positions and tail padding appended.
+std::vector<int64_t> map_slots(const Genotype& g, const Case& c) {
+  SplitMix64 rng = stream(g.layout_seed, kSlotsSalt);
+  const int64_t bs = c.cache.block_size, capacity = c.capacity();
+  const bool i32 = g.slot_dtype == IndexType::i32;
+  const int64_t type_min = i32 ? std::numeric_limits<int32_t>::min() : std::numeric_limits<int64_t>::min();
+  const int64_t type_max = i32 ? std::numeric_limits<int32_t>::max() : std::numeric_limits<int64_t>::max();
+  const int64_t two31 = int64_t{1} << 31, two32 = int64_t{1} << 32;
+
+  std::vector<int64_t> slots;  // [T] flat slot per row
+  for (const Request& r : c.requests)
+    for (int64_t p = r.context_len; p < r.context_len + r.new_len; ++p)
+      slots.push_back(r.blocks[static_cast<size_t>(p / bs)] * bs + p % bs);
+
+  // Padding: -1; irregular cases also -2, -capacity, the type's minimum and (i64) -2^32 + s, which
+  // a kernel narrowing slots to 32 bits reads as the valid slot s.
+  auto padding = [&]() -> int64_t {
+    if (!g.irregular) return -1;
+    switch (rng.below(i32 ? 4 : 5)) {
+      case 0: return -1;
+      case 1: return -2;
+      case 2: return -capacity;
+      case 3: return type_min;
+      default: return -two32 + static_cast<int64_t>(rng.below(static_cast<uint64_t>(capacity)));
+    }
+  };
+  // Invalid: capacity, capacity + small, the type's maximum, and for i64 2^31 + s and 2^32 + s
+  // (s a valid slot: a kernel narrowing to 32 bits writes to s, or to a negative slot). Irregular
+  // i64 cases always start with 2^32 + s.
+  auto invalid = [&](bool first) -> int64_t {
+    const int64_t s = static_cast<int64_t>(rng.below(static_cast<uint64_t>(capacity)));
+    if (!i32 && g.irregular && first) return two32 + s;
+    switch (rng.below(i32 ? 4 : 6)) {
+      case 0: return capacity;
+      case 1: return capacity + 1 + static_cast<int64_t>(rng.below(7));
+      case 2: return type_max;
+      case 3:
+        if (i32) return capacity + static_cast<int64_t>(rng.below(static_cast<uint64_t>(type_max - capacity) + 1));
+        return two31 + s;
+      case 4: return two32 + s;
+      default: return std::max(capacity, two31 - 1 - s);  // just below 2^31
+    }
+  };
+  auto insert_at_random = [&](int64_t v) {
+    slots.insert(slots.begin() + static_cast<int64_t>(rng.below(slots.size() + 1)), v);
+  };
+  for (int32_t i = 0; i < g.interleaved_padding; ++i) insert_at_random(padding());
+  for (int32_t i = 0; i < g.invalid_slots; ++i) insert_at_random(invalid(i == 0));
+  for (int32_t i = 0; i < g.tail_padding; ++i) slots.push_back(padding());
+  return slots;
+}
+
+}  // namespace
+
+Case materialize(const Genotype& g) {
+  Case c;
+  c.num_heads = g.num_heads;
+  c.head_dim = g.head_dim;
+  c.num_q_heads = g.fused_qkv ? g.num_heads * g.gqa_ratio : 0;
+  c.input_dtype = g.input_dtype;
+  c.cache_dtype = g.cache_dtype;
+  c.slot_dtype = g.slot_dtype;
+  c.layout = g.layout;
+
+  assign_blocks(g, c);
+  lay_out_cache(g, c);
+  c.slot_mapping = map_slots(g, c);
+  lay_out_inputs(g, c.num_slots(), c);
+
+  c.dist = g.dist;
+  c.payload_seed = mix64(g.layout_seed ^ kPayloadSalt);
+  c.genotype = g;
+  return c;
+}
+
+}  // namespace kvf

@@ -1,0 +1,218 @@
+// profile.cpp — campaign profiles: the strict configs/*.json loader and the built-in default.
+//
+// A profile file is one JSON object, schema "kvfuzz-config", version 1, holding every Profile
+// field (profile.h) and nothing else. Weighted choices are {"values": [...], "weights": [...]}.
+// Every problem is an InputError naming the file, the JSON pointer and the expected form.
+#include "profile.h"
+
+#include <fstream>
+#include <limits>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "../case/errors.h"
+
+namespace kvf {
+namespace {
+
+using nlohmann::json;
+
+constexpr std::string_view kSchema = "kvfuzz-config";
+constexpr int kVersion = 1;
+
+// Reads one profile object; `file` names the file in every error.
+class ProfileReader {
+ public:
+  explicit ProfileReader(std::string file) : file_(std::move(file)) {}
+
+  [[noreturn]] void fail(const std::string& path, const std::string& message) const {
+    throw InputError(file_, path, message);
+  }
+
+  // A JSON integer in [lo, hi]; booleans and fractions are refused.
+  int64_t integer(const json& j, const std::string& path, int64_t lo, int64_t hi) const {
+    if (!j.is_number_integer()) fail(path, "expected an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+    // Unsigned values beyond int64 are out of range too.
+    if (j.is_number_unsigned() && j.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+      fail(path, "expected an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+    const int64_t v = j.get<int64_t>();
+    if (v < lo || v > hi)
+      fail(path, "expected an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " + std::to_string(v));
+    return v;
+  }
+
+  std::string string(const json& j, const std::string& path) const {
+    if (!j.is_string()) fail(path, "expected a string");
+    return j.get<std::string>();
+  }
+
+  // {"values": [...], "weights": [...]}: values parsed by `parse_value(json, path)`, distinct;
+  // weights integers >= 0, same count, not all zero.
+  template <typename T, typename ParseValue>
+  Weighted<T> weighted(const json& j, const std::string& path, ParseValue parse_value) const {
+    if (!j.is_object()) fail(path, "expected an object {\"values\": [...], \"weights\": [...]}");
+    for (const auto& [key, _] : j.items())
+      if (key != "values" && key != "weights") fail(path + "/" + key, "unknown key; expected only \"values\" and \"weights\"");
+    if (!j.contains("values")) fail(path, "missing key \"values\" (a non-empty array, simplest first)");
+    if (!j.contains("weights")) fail(path, "missing key \"weights\" (an array of integers >= 0, one per value)");
+    const json& values = j.at("values");
+    const json& weights = j.at("weights");
+    if (!values.is_array() || values.empty()) fail(path + "/values", "expected a non-empty array, simplest value first");
+    if (!weights.is_array()) fail(path + "/weights", "expected an array of integers >= 0, one per value");
+    if (weights.size() != values.size())
+      fail(path + "/weights", "expected " + std::to_string(values.size()) + " weights (one per value), got " +
+                                  std::to_string(weights.size()));
+    Weighted<T> w;
+    for (size_t i = 0; i < values.size(); ++i) {
+      const std::string p = path + "/values/" + std::to_string(i);
+      T v = parse_value(values[i], p);
+      for (const T& earlier : w.values)
+        if (earlier == v) fail(p, "duplicate value; each value may appear once");
+      w.values.push_back(v);
+    }
+    int64_t total = 0;
+    for (size_t i = 0; i < weights.size(); ++i) {
+      const int64_t x = integer(weights[i], path + "/weights/" + std::to_string(i), 0, 1'000'000);
+      w.weights.push_back(static_cast<int>(x));
+      total += x;
+    }
+    if (total == 0) fail(path + "/weights", "expected at least one weight > 0");
+    return w;
+  }
+
+  // A weighted list of integers in [lo, hi].
+  Weighted<int32_t> weighted_int(const json& j, const std::string& path, int32_t lo, int32_t hi) const {
+    return weighted<int32_t>(j, path, [&](const json& v, const std::string& p) {
+      return static_cast<int32_t>(integer(v, p, lo, hi));
+    });
+  }
+
+  // A weighted list of enum names, parsed by `from_string` (std::nullopt = unknown name).
+  template <typename E, typename FromString>
+  Weighted<E> weighted_enum(const json& j, const std::string& path, FromString from_string,
+                            const std::string& expected) const {
+    return weighted<E>(j, path, [&](const json& v, const std::string& p) {
+      if (!v.is_string()) fail(p, "expected a string, one of " + expected);
+      const std::optional<E> e = from_string(v.get<std::string>());
+      if (!e) fail(p, "unknown name \"" + v.get<std::string>() + "\"; expected one of " + expected);
+      return *e;
+    });
+  }
+
+ private:
+  std::string file_;
+};
+
+// Every key of a profile file, in the order default.json lists them.
+const std::set<std::string>& profile_keys() {
+  static const std::set<std::string> keys = {
+      "schema", "version", "name", "layouts", "block_sizes", "num_heads", "head_dims", "gqa_ratios",
+      "fused_qkv_percent", "input_dtypes", "cross_dtype_percent", "cache_dtypes", "slot_dtypes",
+      "value_dists", "max_requests", "max_context_len", "max_new_len", "decode_percent",
+      "idle_percent", "max_padding", "max_invalid_slots", "max_extra_input_rows", "max_spare_blocks",
+      "irregular_percent", "max_elements_per_case"};
+  return keys;
+}
+
+Profile profile_from_json(const json& j, const std::string& file) {
+  ProfileReader r(file);
+  if (!j.is_object()) r.fail("", "expected a JSON object (schema \"kvfuzz-config\")");
+  for (const auto& [key, _] : j.items())
+    if (!profile_keys().count(key)) r.fail("/" + key, "unknown key; see configs/default.json for the accepted keys");
+  for (const std::string& key : profile_keys())
+    if (!j.contains(key)) r.fail("", "missing key \"" + key + "\"; see configs/default.json for the full form");
+
+  if (r.string(j.at("schema"), "/schema") != kSchema) r.fail("/schema", "expected \"kvfuzz-config\"");
+  const int64_t version = r.integer(j.at("version"), "/version", 0, std::numeric_limits<int32_t>::max());
+  if (version > kVersion) r.fail("/version", "version " + std::to_string(version) + " was written by a newer kvfuzz; this one reads version 1");
+  if (version != kVersion) r.fail("/version", "expected 1");
+
+  const std::string layouts = "paged_nhd, paged_hnd, contiguous_bshd, contiguous_bhsd, packed_kv_nhd";
+  const std::string dtypes = "f16, bf16, f32";
+  Profile p;
+  p.name = r.string(j.at("name"), "/name");
+  if (p.name.empty()) r.fail("/name", "expected a non-empty name");
+  p.layouts = r.weighted_enum<Layout>(j.at("layouts"), "/layouts", layout_from_string, layouts);
+  p.block_sizes = r.weighted_int(j.at("block_sizes"), "/block_sizes", 1, 4096);
+  p.num_heads = r.weighted_int(j.at("num_heads"), "/num_heads", 1, 1024);
+  p.head_dims = r.weighted_int(j.at("head_dims"), "/head_dims", 1, 4096);
+  p.gqa_ratios = r.weighted_int(j.at("gqa_ratios"), "/gqa_ratios", 1, 64);
+  p.fused_qkv_percent = static_cast<int>(r.integer(j.at("fused_qkv_percent"), "/fused_qkv_percent", 0, 100));
+  p.input_dtypes = r.weighted_enum<DType>(j.at("input_dtypes"), "/input_dtypes", dtype_from_string, dtypes);
+  p.cross_dtype_percent = static_cast<int>(r.integer(j.at("cross_dtype_percent"), "/cross_dtype_percent", 0, 100));
+  p.cache_dtypes = r.weighted_enum<DType>(j.at("cache_dtypes"), "/cache_dtypes", dtype_from_string, dtypes);
+  p.slot_dtypes = r.weighted_enum<IndexType>(j.at("slot_dtypes"), "/slot_dtypes", index_type_from_string, "i32, i64");
+  p.value_dists = r.weighted_enum<ValueDist>(j.at("value_dists"), "/value_dists", value_dist_from_string,
+                                              "finite, special, constant");
+  p.max_requests = static_cast<int32_t>(r.integer(j.at("max_requests"), "/max_requests", 1, 4096));
+  p.max_context_len = static_cast<int32_t>(r.integer(j.at("max_context_len"), "/max_context_len", 0, 1 << 20));
+  p.max_new_len = static_cast<int32_t>(r.integer(j.at("max_new_len"), "/max_new_len", 1, 1 << 20));
+  p.decode_percent = static_cast<int>(r.integer(j.at("decode_percent"), "/decode_percent", 0, 100));
+  p.idle_percent = static_cast<int>(r.integer(j.at("idle_percent"), "/idle_percent", 0, 100));
+  if (p.decode_percent + p.idle_percent > 100)
+    r.fail("/idle_percent", "expected decode_percent + idle_percent <= 100, got " +
+                                std::to_string(p.decode_percent + p.idle_percent));
+  p.max_padding = static_cast<int32_t>(r.integer(j.at("max_padding"), "/max_padding", 0, 1 << 16));
+  p.max_invalid_slots = static_cast<int32_t>(r.integer(j.at("max_invalid_slots"), "/max_invalid_slots", 0, 1 << 16));
+  p.max_extra_input_rows =
+      static_cast<int32_t>(r.integer(j.at("max_extra_input_rows"), "/max_extra_input_rows", 0, 1 << 16));
+  p.max_spare_blocks = static_cast<int32_t>(r.integer(j.at("max_spare_blocks"), "/max_spare_blocks", 0, 1 << 16));
+  p.irregular_percent = static_cast<int>(r.integer(j.at("irregular_percent"), "/irregular_percent", 0, 100));
+  p.max_elements_per_case = r.integer(j.at("max_elements_per_case"), "/max_elements_per_case", 1, int64_t{1} << 34);
+  return p;
+}
+
+}  // namespace
+
+Profile load_profile(const std::filesystem::path& file) {
+  const std::string name = file.string();
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw InputError(name, "", "cannot open the profile file; expected a readable kvfuzz-config JSON file");
+  std::ostringstream text;
+  text << in.rdbuf();
+  json j;
+  try {
+    j = json::parse(text.str());
+  } catch (const json::parse_error& e) {
+    throw InputError(name, "", std::string("not valid JSON: ") + e.what());
+  }
+  return profile_from_json(j, name);
+}
+
+Profile default_profile() {
+  Profile p;
+  p.name = "default";
+  p.layouts = {{Layout::paged_nhd, Layout::paged_hnd, Layout::contiguous_bshd, Layout::contiguous_bhsd,
+                Layout::packed_kv_nhd},
+               {4, 3, 1, 1, 2}};
+  p.block_sizes = {{1, 2, 3, 5, 7, 8, 16, 17, 32, 64, 100, 128, 256},
+                   {2, 2, 3, 3, 3, 4, 6, 3, 4, 3, 2, 2, 2}};
+  p.num_heads = {{1, 2, 3, 4, 8, 13, 16, 32, 64, 128}, {8, 6, 4, 5, 5, 2, 3, 2, 1, 1}};
+  p.head_dims = {{1, 2, 3, 7, 8, 16, 32, 46, 64, 72, 80, 96, 100, 120, 128, 192, 256, 576},
+                 {3, 3, 3, 3, 5, 5, 4, 2, 4, 2, 2, 2, 2, 2, 3, 1, 1, 1}};
+  p.gqa_ratios = {{1, 2, 3, 4, 5, 8, 16}, {6, 3, 1, 3, 1, 2, 1}};
+  p.fused_qkv_percent = 30;
+  p.input_dtypes = {{DType::f16, DType::bf16, DType::f32}, {4, 3, 2}};
+  p.cross_dtype_percent = 15;
+  p.cache_dtypes = {{DType::f16, DType::bf16, DType::f32}, {1, 1, 1}};
+  p.slot_dtypes = {{IndexType::i64, IndexType::i32}, {3, 2}};
+  p.value_dists = {{ValueDist::finite, ValueDist::special, ValueDist::constant}, {5, 3, 1}};
+  p.max_requests = 6;
+  p.max_context_len = 600;
+  p.max_new_len = 64;
+  p.decode_percent = 30;
+  p.idle_percent = 3;
+  p.max_padding = 4;
+  p.max_invalid_slots = 3;
+  p.max_extra_input_rows = 3;
+  p.max_spare_blocks = 4;
+  p.irregular_percent = 50;
+  p.max_elements_per_case = int64_t{1} << 18;
+  return p;
+}
+
+}  // namespace kvf

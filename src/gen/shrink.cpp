@@ -1,0 +1,215 @@
+// shrink.cpp — the one shrinker: simpler candidates of a genotype, and the greedy descent.
+//
+// Termination. Every candidate is strictly below its parent in the product order of the
+// components listed in complexity() (each a well-ordered value: a natural number, or a
+// lexicographic pair of them): no component grows and at least one shrinks. A product of
+// well-orders is well-founded, so every descent ends. simpler_than() exposes the order for tests.
+#include "shrink.h"
+
+#include <algorithm>
+#include <array>
+
+namespace kvf {
+namespace {
+
+// Position of v in the profile's list (simplest first); values.size() for a value not listed.
+template <typename T>
+int64_t rank_of(const Weighted<T>& w, const T& v) {
+  const auto it = std::find(w.values.begin(), w.values.end(), v);
+  return it - w.values.begin();
+}
+
+// A lexicographic pair of naturals, compared as such.
+using Pair = std::array<int64_t, 2>;
+
+// The components of the complexity order; all are minimised at the simplest genotype.
+struct Complexity {
+  Pair requests;          // (number of requests, total context + new tokens)
+  int64_t layout;         // 0 for paged_nhd
+  Pair num_heads;         // (rank in the profile list, value)
+  Pair head_dim;          // (rank, value)
+  Pair block_size;        // (rank, value)
+  int64_t fused_qkv;      // 0 = separate key/value
+  Pair gqa_ratio;         // (rank, value)
+  int64_t input_dtype;    // rank in the profile's input_dtypes
+  int64_t cross_dtype;    // 1 when cache dtype != input dtype
+  int64_t slot_dtype;     // 0 for i64
+  int64_t dist;           // 0 for finite
+  int64_t irregular;      // 0 = regular
+  int64_t tail_padding, interleaved_padding, invalid_slots, extra_input_rows, spare_blocks;  // counts
+};
+
+Complexity complexity(const Genotype& g, const Profile& p) {
+  Complexity c{};
+  int64_t tokens = 0;
+  for (const RequestGene& r : g.requests) tokens += r.context_len + r.new_len;
+  c.requests = {static_cast<int64_t>(g.requests.size()), tokens};
+  c.layout = g.layout != Layout::paged_nhd;
+  c.num_heads = {rank_of(p.num_heads, g.num_heads), g.num_heads};
+  c.head_dim = {rank_of(p.head_dims, g.head_dim), g.head_dim};
+  c.block_size = {rank_of(p.block_sizes, g.block_size), g.block_size};
+  c.fused_qkv = g.fused_qkv;
+  c.gqa_ratio = {rank_of(p.gqa_ratios, g.gqa_ratio), g.gqa_ratio};
+  c.input_dtype = rank_of(p.input_dtypes, g.input_dtype);
+  c.cross_dtype = g.cache_dtype != g.input_dtype;
+  c.slot_dtype = g.slot_dtype != IndexType::i64;
+  c.dist = g.dist != ValueDist::finite;
+  c.irregular = g.irregular;
+  c.tail_padding = g.tail_padding;
+  c.interleaved_padding = g.interleaved_padding;
+  c.invalid_slots = g.invalid_slots;
+  c.extra_input_rows = g.extra_input_rows;
+  c.spare_blocks = g.spare_blocks;
+  return c;
+}
+
+// Compares a with b component by component: sets *less when some component of a is below b's
+// and *greater when some is above.
+template <typename T>
+void compare(const T& a, const T& b, bool* less, bool* greater) {
+  *less = *less || a < b;
+  *greater = *greater || b < a;
+}
+
+// Values simpler than v for a field drawn from w: the listed values before v (simplest first);
+// for a value not in the list, every listed value and then 1, v/2 and v-1 (towards 1).
+std::vector<int32_t> simpler_values(const Weighted<int32_t>& w, int32_t v) {
+  std::vector<int32_t> out;
+  const int64_t r = rank_of(w, v);
+  for (int64_t i = 0; i < r && i < static_cast<int64_t>(w.values.size()); ++i) out.push_back(w.values[i]);
+  if (r == static_cast<int64_t>(w.values.size()))
+    for (int32_t x : {1, v / 2, v - 1})
+      if (x >= 1 && x < v && std::find(out.begin(), out.end(), x) == out.end()) out.push_back(x);
+  return out;
+}
+
+// Smaller counts for a non-negative integer field: 0, half, one less (distinct, each < v).
+template <typename I>
+std::vector<I> smaller_counts(I v) {
+  std::vector<I> out;
+  for (I x : {I{0}, static_cast<I>(v / 2), static_cast<I>(v - 1)})
+    if (x >= 0 && x < v && std::find(out.begin(), out.end(), x) == out.end()) out.push_back(x);
+  return out;
+}
+
+}  // namespace
+
+bool simpler_than(const Genotype& a, const Genotype& b, const Profile& profile) {
+  const Complexity ca = complexity(a, profile), cb = complexity(b, profile);
+  bool less = false, greater = false;
+  compare(ca.requests, cb.requests, &less, &greater);
+  compare(ca.layout, cb.layout, &less, &greater);
+  compare(ca.num_heads, cb.num_heads, &less, &greater);
+  compare(ca.head_dim, cb.head_dim, &less, &greater);
+  compare(ca.block_size, cb.block_size, &less, &greater);
+  compare(ca.fused_qkv, cb.fused_qkv, &less, &greater);
+  compare(ca.gqa_ratio, cb.gqa_ratio, &less, &greater);
+  compare(ca.input_dtype, cb.input_dtype, &less, &greater);
+  compare(ca.cross_dtype, cb.cross_dtype, &less, &greater);
+  compare(ca.slot_dtype, cb.slot_dtype, &less, &greater);
+  compare(ca.dist, cb.dist, &less, &greater);
+  compare(ca.irregular, cb.irregular, &less, &greater);
+  compare(ca.tail_padding, cb.tail_padding, &less, &greater);
+  compare(ca.interleaved_padding, cb.interleaved_padding, &less, &greater);
+  compare(ca.invalid_slots, cb.invalid_slots, &less, &greater);
+  compare(ca.extra_input_rows, cb.extra_input_rows, &less, &greater);
+  compare(ca.spare_blocks, cb.spare_blocks, &less, &greater);
+  return less && !greater;
+}
+
+std::vector<Genotype> shrink_genotype(const Genotype& g, const Profile& profile) {
+  std::vector<Genotype> out;
+  // Adds a candidate unless it equals g or an earlier candidate.
+  auto add = [&](const Genotype& c) {
+    if (c == g || std::find(out.begin(), out.end(), c) != out.end()) return;
+    out.push_back(c);
+  };
+  // A copy of g with one change applied.
+  auto with = [&](auto&& change) {
+    Genotype c = g;
+    change(c);
+    add(c);
+  };
+
+  // 1. Fewer requests: each request alone, then either half, then all but one.
+  const size_t n = g.requests.size();
+  if (n > 1) {
+    for (size_t i = 0; i < n; ++i) with([&](Genotype& c) { c.requests = {g.requests[i]}; });
+    with([&](Genotype& c) { c.requests.erase(c.requests.begin(), c.requests.begin() + n / 2); });
+    with([&](Genotype& c) { c.requests.erase(c.requests.begin() + n / 2, c.requests.end()); });
+    for (size_t i = 0; i < n; ++i) with([&](Genotype& c) { c.requests.erase(c.requests.begin() + i); });
+  }
+
+  // 2. Simpler shape.
+  with([](Genotype& c) { c.layout = Layout::paged_nhd; });
+  for (int32_t v : simpler_values(profile.num_heads, g.num_heads)) with([v](Genotype& c) { c.num_heads = v; });
+  for (int32_t v : simpler_values(profile.head_dims, g.head_dim)) with([v](Genotype& c) { c.head_dim = v; });
+  for (int32_t v : simpler_values(profile.block_sizes, g.block_size)) with([v](Genotype& c) { c.block_size = v; });
+  with([](Genotype& c) { c.fused_qkv = false; });
+  for (int32_t v : simpler_values(profile.gqa_ratios, g.gqa_ratio)) with([v](Genotype& c) { c.gqa_ratio = v; });
+
+  // 3. Plain types and values.
+  const int64_t input_rank = rank_of(profile.input_dtypes, g.input_dtype);
+  if (input_rank > 0) {
+    const DType first = profile.input_dtypes.values[0];
+    with([first](Genotype& c) { c.input_dtype = c.cache_dtype = first; });
+  }
+  with([](Genotype& c) { c.cache_dtype = c.input_dtype; });
+  with([](Genotype& c) { c.slot_dtype = IndexType::i64; });
+  with([](Genotype& c) { c.dist = ValueDist::finite; });
+  with([](Genotype& c) { c.irregular = false; });
+
+  // 4. Shorter requests. context_len also moves down by whole blocks (context % block_size keeps
+  // the position inside the block, which is what block-boundary bugs depend on).
+  for (size_t i = 0; i < n; ++i) {
+    const RequestGene& r = g.requests[i];
+    std::vector<int64_t> news;
+    for (int64_t x : {int64_t{1}, r.new_len / 2, r.new_len - 1})
+      if (x >= 0 && x < r.new_len && std::find(news.begin(), news.end(), x) == news.end()) news.push_back(x);
+    for (int64_t x : news) with([i, x](Genotype& c) { c.requests[i].new_len = x; });
+    std::vector<int64_t> contexts = {0};
+    if (g.block_size > 0) {
+      contexts.push_back(r.context_len % g.block_size);
+      contexts.push_back(r.context_len - g.block_size);
+    }
+    contexts.push_back(r.context_len / 2);
+    contexts.push_back(r.context_len - 1);
+    for (int64_t x : contexts)
+      if (x >= 0 && x < r.context_len) with([i, x](Genotype& c) { c.requests[i].context_len = x; });
+  }
+
+  // 5. Fewer padding rows, invalid slots, extra input rows and spare blocks.
+  for (int32_t x : smaller_counts(g.tail_padding)) with([x](Genotype& c) { c.tail_padding = x; });
+  for (int32_t x : smaller_counts(g.interleaved_padding)) with([x](Genotype& c) { c.interleaved_padding = x; });
+  for (int32_t x : smaller_counts(g.invalid_slots)) with([x](Genotype& c) { c.invalid_slots = x; });
+  for (int32_t x : smaller_counts(g.extra_input_rows)) with([x](Genotype& c) { c.extra_input_rows = x; });
+  for (int32_t x : smaller_counts(g.spare_blocks)) with([x](Genotype& c) { c.spare_blocks = x; });
+
+  // Every step above lowers one component of the complexity order and raises none (a property
+  // test checks simpler_than(candidate, g) for every candidate).
+  return out;
+}
+
+Genotype shrink_to_minimal(const Genotype& failing, const Profile& profile,
+                           const std::function<bool(const Genotype&)>& still_fails, ShrinkStats* stats,
+                           int64_t max_tries) {
+  Genotype current = failing;
+  ShrinkStats local;
+  ShrinkStats& s = stats ? *stats : local;
+  for (bool progressed = true; progressed;) {
+    progressed = false;
+    for (const Genotype& candidate : shrink_genotype(current, profile)) {
+      if (s.tried >= max_tries) return current;
+      ++s.tried;
+      if (still_fails(candidate)) {
+        current = candidate;
+        ++s.accepted;
+        progressed = true;
+        break;
+      }
+    }
+  }
+  return current;
+}
+
+}  // namespace kvf

@@ -1,0 +1,69 @@
+// outcome.h — results of checking cases and running campaigns, as plain values.
+//
+// Rendering (terminal lines, JSON summary) lives in render.h; nothing here prints.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "arena/finding.h"
+#include "gen/genotype.h"
+
+namespace kvf {
+
+// The result of one case on one target. A run that did not finish (crash, timeout, launch error)
+// is a Verdict with a single finding of that kind.
+struct CaseOutcome {
+  Verdict verdict;
+  double seconds = 0;  // wall time of build + run + verify
+  bool pass() const { return verdict.pass(); }
+  // Kind of the most severe finding ("" when the case passed).
+  std::string first_kind() const;
+};
+
+// One failure a campaign found, confirmed and shrunk.
+struct FailureRecord {
+  std::filesystem::path file;   // saved minimal case (<hash>.json)
+  Verdict verdict;              // findings of the minimal case
+  bool flaky = false;           // did not fail on every confirmation run; saved unshrunk
+  int64_t case_index = -1;      // index of the original failing case in the campaign
+  double seconds_to_find = 0;   // campaign time until the original failure
+  int64_t shrink_tries = 0;     // shrink candidates evaluated
+  int64_t shrink_accepted = 0;  // shrink steps taken
+  int64_t requests = 0, tokens = 0, heads = 0, head_dim = 0;  // size of the minimal case
+  std::string replay_command;   // copy-pastable command that reproduces it
+};
+
+struct CampaignResult {
+  std::string target;
+  std::string profile;
+  std::string seed;             // campaign seed as a decimal string
+  int64_t cases = 0;            // cases generated and checked
+  int64_t passed = 0;
+  int64_t failed = 0;           // confirmed failures and flaky cases
+  double seconds = 0;
+  bool interrupted = false;     // stopped by SIGINT/SIGTERM
+  std::vector<FailureRecord> failures;
+  double cases_per_second() const { return seconds > 0 ? cases / seconds : 0; }
+};
+
+// One replayed corpus file.
+struct ReplayItem {
+  std::filesystem::path file;
+  std::string expected;    // "pass" or "fail:<kind>"
+  CaseOutcome outcome;
+  bool as_expected = false;  // outcome agrees with the file's expect
+};
+
+struct ReplayResult {
+  std::string target;
+  std::vector<ReplayItem> items;
+  double seconds = 0;
+  bool interrupted = false;
+  int64_t passed() const;
+  int64_t failed() const;
+};
+
+}  // namespace kvf

@@ -1,0 +1,100 @@
+// render.cpp — see render.h.
+#include "report/render.h"
+
+#include <map>
+#include <sstream>
+
+namespace kvf {
+
+std::string summary_line(int64_t passed, int64_t failed) {
+  return "kvfuzz: " + std::to_string(passed) + " passed, " + std::to_string(failed) + " failed";
+}
+
+std::string render_verdict(const Verdict& v, const std::string& indent) {
+  std::ostringstream s;
+  for (const Finding& f : v.findings) s << indent << to_string(f.kind) << ": " << f.sentence << "\n";
+  if (!v.findings.empty() && !v.findings.front().example.empty())
+    s << indent << "first cell: " << v.findings.front().example << "\n";
+  return s.str();
+}
+
+std::string render_failure(const FailureRecord& r) {
+  std::ostringstream s;
+  s << "kvfuzz: FAIL" << (r.flaky ? " (flaky)" : "") << " case #" << r.case_index << " -> "
+    << (r.verdict.pass() ? std::string("?") : std::string(to_string(r.verdict.findings.front().kind))) << "\n";
+  s << render_verdict(r.verdict);
+  if (!r.flaky)
+    s << "  shrunk: " << r.shrink_accepted << " steps (" << r.shrink_tries << " candidates) to " << r.requests
+      << (r.requests == 1 ? " request, " : " requests, ") << r.tokens << (r.tokens == 1 ? " slot, " : " slots, ")
+      << r.heads << (r.heads == 1 ? " head, " : " heads, ") << "head_dim " << r.head_dim << "\n";
+  s << "  saved: " << r.file.string() << "\n";
+  s << "  reproduce: " << r.replay_command << "\n";
+  return s.str();
+}
+
+std::string render_replay_mismatch(const ReplayItem& item, const std::string& target) {
+  std::ostringstream s;
+  s << "kvfuzz: FAIL " << item.file.string() << ": expected " << item.expected << ", got "
+    << (item.outcome.pass() ? std::string("pass") : "fail:" + item.outcome.first_kind()) << "\n";
+  s << render_verdict(item.outcome.verdict);
+  s << "  reproduce: kvfuzz replay " << item.file.string() << " --target " << target << "\n";
+  return s.str();
+}
+
+namespace {
+
+nlohmann::json findings_by_kind(const std::vector<const Verdict*>& verdicts) {
+  std::map<std::string, int64_t> counts;
+  for (const Verdict* v : verdicts)
+    for (const Finding& f : v->findings) counts[std::string(to_string(f.kind))] += 1;
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& [k, n] : counts) j[k] = n;
+  return j;
+}
+
+nlohmann::json finding_json(const Finding& f) {
+  return {{"kind", std::string(to_string(f.kind))}, {"victim", f.victim}, {"writer", f.writer},
+          {"where", f.where}, {"cells", f.cells}, {"sentence", f.sentence}, {"example", f.example}};
+}
+
+}  // namespace
+
+nlohmann::json campaign_json(const CampaignResult& r, const std::string& command_line) {
+  nlohmann::json failures = nlohmann::json::array();
+  std::vector<const Verdict*> verdicts;
+  for (const FailureRecord& f : r.failures) {
+    verdicts.push_back(&f.verdict);
+    nlohmann::json fs = nlohmann::json::array();
+    for (const Finding& x : f.verdict.findings) fs.push_back(finding_json(x));
+    failures.push_back({{"file", f.file.string()}, {"flaky", f.flaky}, {"case_index", f.case_index},
+                        {"seconds_to_find", f.seconds_to_find}, {"shrink_tries", f.shrink_tries},
+                        {"shrink_steps", f.shrink_accepted},
+                        {"size", {{"requests", f.requests}, {"slots", f.tokens}, {"heads", f.heads}, {"head_dim", f.head_dim}}},
+                        {"findings", fs}, {"replay", f.replay_command}});
+  }
+  return {{"schema", "kvfuzz-summary"}, {"version", 1}, {"tool_version", KVFUZZ_VERSION},
+          {"command", "run"}, {"command_line", command_line}, {"target", r.target}, {"profile", r.profile},
+          {"seed", r.seed}, {"cases", r.cases}, {"passed", r.passed}, {"failed", r.failed},
+          {"seconds", r.seconds}, {"cases_per_second", r.cases_per_second()}, {"interrupted", r.interrupted},
+          {"findings_by_kind", findings_by_kind(verdicts)}, {"failures", failures}};
+}
+
+nlohmann::json replay_json(const ReplayResult& r, const std::string& command_line) {
+  nlohmann::json items = nlohmann::json::array();
+  std::vector<const Verdict*> verdicts;
+  for (const ReplayItem& i : r.items) {
+    verdicts.push_back(&i.outcome.verdict);
+    nlohmann::json fs = nlohmann::json::array();
+    for (const Finding& x : i.outcome.verdict.findings) fs.push_back(finding_json(x));
+    items.push_back({{"file", i.file.string()}, {"expected", i.expected},
+                     {"outcome", i.outcome.pass() ? std::string("pass") : "fail:" + i.outcome.first_kind()},
+                     {"as_expected", i.as_expected}, {"seconds", i.outcome.seconds}, {"findings", fs}});
+  }
+  return {{"schema", "kvfuzz-summary"}, {"version", 1}, {"tool_version", KVFUZZ_VERSION},
+          {"command", "replay"}, {"command_line", command_line}, {"target", r.target},
+          {"cases", static_cast<int64_t>(r.items.size())}, {"passed", r.passed()}, {"failed", r.failed()},
+          {"seconds", r.seconds}, {"interrupted", r.interrupted},
+          {"findings_by_kind", findings_by_kind(verdicts)}, {"items", items}};
+}
+
+}  // namespace kvf

@@ -1,0 +1,29 @@
+// render.h — outcome values as terminal text and as a JSON summary (harness-anchors §5.4).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "report/outcome.h"
+
+namespace kvf {
+
+// "kvfuzz: N passed, N failed" — the last line of every run and replay.
+std::string summary_line(int64_t passed, int64_t failed);
+
+// Multi-line description of a verdict: one line per finding (sentence), then the first example.
+std::string render_verdict(const Verdict& v, const std::string& indent = "  ");
+
+// A campaign failure: findings, shrink statistics, where it was saved, how to reproduce it.
+std::string render_failure(const FailureRecord& r);
+
+// A replayed file whose outcome differs from its expectation.
+std::string render_replay_mismatch(const ReplayItem& item, const std::string& target);
+
+// JSON summaries (schema "kvfuzz-summary", version 1). Seeds are strings.
+nlohmann::json campaign_json(const CampaignResult& r, const std::string& command_line);
+nlohmann::json replay_json(const ReplayResult& r, const std::string& command_line);
+
+}  // namespace kvf

@@ -1,0 +1,71 @@
+// cuda_emu.cpp — the cuda-emu target: kernels/cuda/kv_append.cuh's body run on the CPU by the grid
+// emulator (kv_append_emu.cpp). This is how machines without a GPU exercise the real kernel's index
+// arithmetic, dispatch and conversions.
+#include <string>
+
+#include "kv_append.cuh"
+#include "kv_append.h"
+#include "targets/target.h"
+
+namespace kvf {
+
+KvAppendParams append_params(const Case& c, std::byte* image, const ArenaLayout& layout) {
+  const int64_t in_size = dtype_size(c.input_dtype);
+  const int64_t cache_size = dtype_size(c.cache_dtype);
+  std::byte* input = image + layout.input_begin;
+  std::byte* cache = image + layout.cache_begin;
+  KvAppendParams p;
+  p.key = input + c.key.offset * in_size;
+  p.value = input + c.value.offset * in_size;
+  p.key_stride_token = c.key.stride_token;
+  p.key_stride_head = c.key.stride_head;
+  p.value_stride_token = c.value.stride_token;
+  p.value_stride_head = c.value.stride_head;
+  p.slot_mapping = image + layout.slots_begin;
+  p.slot_type = c.slot_dtype;
+  p.num_slots = c.num_slots();
+  p.num_input_rows = c.num_input_rows;
+  p.k_cache = cache + c.cache_k_offset * cache_size;
+  p.v_cache = cache + c.cache_v_offset * cache_size;
+  p.cache = c.cache;
+  p.num_heads = c.num_heads;
+  p.head_dim = c.head_dim;
+  p.input_dtype = c.input_dtype;
+  p.cache_dtype = c.cache_dtype;
+  p.invalid_slots = reinterpret_cast<unsigned long long*>(image + layout.counter_begin);
+  return p;
+}
+
+namespace {
+
+class CudaEmuTarget final : public Target {
+ public:
+  const TargetInfo& info() const override { return info_; }
+
+  RunResult run(const Case& c, std::byte* image, const ArenaLayout& layout) override {
+    switch (kv_append_emu(append_params(c, image, layout))) {
+      case LaunchStatus::ok: return {};
+      case LaunchStatus::unsupported_dtype:
+        return {RunStatus::launch_error, "kernel has no specialisation for " +
+                                             std::string(to_string(c.input_dtype)) + " -> " +
+                                             std::string(to_string(c.cache_dtype))};
+      case LaunchStatus::launch_error: break;
+    }
+    return {RunStatus::launch_error, "launch failed"};
+  }
+
+ private:
+  TargetInfo info_{
+      "cuda-emu",
+      "kernels/cuda/kv_append.cuh compiled for the host and run by a CPU grid emulator",
+      "all layouts (any strides), f16/bf16/f32 input and cache, i32/i64 slots, any H and D",
+      "exact",
+      false,
+  };
+};
+
+}  // namespace
+
+std::unique_ptr<Target> make_cuda_emu_target() { return std::make_unique<CudaEmuTarget>(); }
+
+}  // namespace kvf

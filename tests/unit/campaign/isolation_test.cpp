@@ -1,0 +1,92 @@
+// isolation_test.cpp — a faulting, hanging or refusing kernel becomes a finding, not a dead kvfuzz.
+#include <gtest/gtest.h>
+
+#include <csignal>
+#include <cstring>
+#include <thread>
+
+#include "campaign/check.h"
+#include "campaign/isolation.h"
+#include "gen/materialize.h"
+#include "golden/golden.h"
+
+namespace kvf {
+namespace {
+
+// A target whose behaviour each test chooses.
+class FakeTarget final : public Target {
+ public:
+  enum class Mode { segfault, hang, refuse, write_guard, golden };
+  explicit FakeTarget(Mode m) : mode_(m) {}
+  const TargetInfo& info() const override { return info_; }
+  RunResult run(const Case& c, std::byte* image, const ArenaLayout& layout) override {
+    switch (mode_) {
+      case Mode::segfault: std::raise(SIGSEGV); break;
+      case Mode::hang: std::this_thread::sleep_for(std::chrono::seconds(60)); break;
+      case Mode::refuse: return {RunStatus::launch_error, "no specialisation"};
+      case Mode::write_guard: image[0] = std::byte{0}; break;  // first byte of the image is guard
+      case Mode::golden: {
+        Arena a(layout);
+        std::memcpy(a.data(), image, layout.total_bytes);
+        golden::golden_append(c, a);
+        std::memcpy(image, a.data(), layout.total_bytes);
+        break;
+      }
+    }
+    return {};
+  }
+
+ private:
+  Mode mode_;
+  TargetInfo info_{"fake", "", "", "exact", false};
+};
+
+Case small_case() {
+  Genotype g;
+  g.requests = {{2, 3}};
+  g.layout_seed = 42;
+  return materialize(g);
+}
+
+TEST(Isolation, reportsASegfaultingKernelAsCrash) {
+  FakeTarget t(FakeTarget::Mode::segfault);
+  const CaseOutcome o = check_case(t, small_case(), CheckOptions{});
+  ASSERT_FALSE(o.pass());
+  EXPECT_EQ(o.first_kind(), "crash");
+  EXPECT_NE(o.verdict.findings.front().sentence.find("signal"), std::string::npos);
+}
+
+TEST(Isolation, killsAHangingKernelAfterTheTimeout) {
+  FakeTarget t(FakeTarget::Mode::hang);
+  CheckOptions opts;
+  opts.isolation.timeout_s = 0.5;
+  const auto start = std::chrono::steady_clock::now();
+  const CaseOutcome o = check_case(t, small_case(), opts);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+  EXPECT_EQ(o.first_kind(), "timeout");
+}
+
+TEST(Isolation, reportsARefusedLaunch) {
+  FakeTarget t(FakeTarget::Mode::refuse);
+  const CaseOutcome o = check_case(t, small_case(), CheckOptions{});
+  EXPECT_EQ(o.first_kind(), "launch_error");
+  EXPECT_NE(o.verdict.findings.front().sentence.find("no specialisation"), std::string::npos);
+}
+
+TEST(Isolation, bringsTheChildsWritesBackForVerification) {
+  FakeTarget t(FakeTarget::Mode::write_guard);
+  const CaseOutcome o = check_case(t, small_case(), CheckOptions{});
+  EXPECT_EQ(o.first_kind(), "oob_write");
+}
+
+TEST(Isolation, aKernelThatDoesWhatTheGoldenModelDoesPasses) {
+  for (bool fork : {true, false}) {
+    FakeTarget t(FakeTarget::Mode::golden);
+    CheckOptions opts;
+    opts.isolation.fork = fork;
+    EXPECT_TRUE(check_case(t, small_case(), opts).pass()) << "fork=" << fork;
+  }
+}
+
+}  // namespace
+}  // namespace kvf

@@ -1,0 +1,161 @@
+// case_json_test.cpp — corpus format v1: exact round trips, the canonical hash, the documented
+// example.
+//   ./build/tests/kvfuzz_case_tests --gtest_filter='CaseJson.*:CaseHash.*'
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "case/case_json.h"
+#include "case/validate.h"
+#include "case_fixture.h"
+
+namespace kvf {
+namespace {
+
+using test::CaseOptions;
+using test::expect_same_case;
+using test::make_case;
+
+Case round_trip(const Case& c) {
+  // Through text, as a corpus file would go: pretty-printed, parsed strictly, validated.
+  return case_from_text(case_to_json(c).dump(2), "round_trip.json");
+}
+
+TEST(CaseJson, handBuiltCasesOfEveryLayoutAreValid) {
+  for (Layout l : {Layout::paged_nhd, Layout::paged_hnd, Layout::contiguous_bshd, Layout::contiguous_bhsd,
+                   Layout::packed_kv_nhd}) {
+    for (bool fused : {false, true}) {
+      const Case c = make_case({.layout = l, .fused_qkv = fused});
+      const auto problems = validate(c);
+      EXPECT_TRUE(problems.empty()) << to_string(l) << ": " << problems.front().json_path << ": "
+                                    << problems.front().message;
+    }
+  }
+}
+
+TEST(CaseJson, roundTripsEveryLayoutExactly) {
+  for (Layout l : {Layout::paged_nhd, Layout::paged_hnd, Layout::contiguous_bshd, Layout::contiguous_bhsd,
+                   Layout::packed_kv_nhd}) {
+    SCOPED_TRACE(std::string(to_string(l)));
+    const bool contiguous = l == Layout::contiguous_bshd || l == Layout::contiguous_bhsd;
+    const Case c = make_case({.layout = l, .block_size = contiguous ? 16 : 4});
+    expect_same_case(round_trip(c), c);
+  }
+}
+
+TEST(CaseJson, roundTripsFusedInputsI32SlotsAndAFailExpectation) {
+  Case c = make_case({.num_heads = 3, .head_dim = 72, .block_size = 5, .fused_qkv = true,
+                      .slot_dtype = IndexType::i32});
+  c.expect = {Expect::fail, "padding_leak"};
+  c.payload_seed = 18446744073709551615ull;  // uint64 max survives as a string
+  c.provenance = {"", -1, "", "kvfuzz \"quoted\" \\ and ünïcode", ""};
+  expect_same_case(round_trip(c), c);
+}
+
+TEST(CaseJson, roundTripsTheGenotype) {
+  Case c = make_case();
+  c.genotype = test::make_genotype();
+  const Case back = round_trip(c);
+  expect_same_case(back, c);
+  ASSERT_TRUE(back.genotype.has_value());
+  EXPECT_EQ(back.genotype->layout_seed, 18446744073709551615ull);
+}
+
+TEST(CaseJson, roundTripsAnEmptyBatch) {
+  Case c = make_case();
+  c.requests.clear();
+  c.slot_mapping = {-1, -1};
+  expect_same_case(round_trip(c), c);
+  c.slot_mapping.clear();
+  c.cache.num_blocks = 0;
+  expect_same_case(round_trip(c), c);
+}
+
+TEST(CaseJson, writesSeedsAsDecimalStrings) {
+  Case c = make_case();
+  c.genotype = test::make_genotype();
+  const nlohmann::json j = case_to_json(c);
+  EXPECT_EQ(j.at("payload").at("seed"), "18364758544493064720");
+  EXPECT_EQ(j.at("genotype").at("layout_seed"), "18446744073709551615");
+  EXPECT_EQ(j.at("schema"), "kvfuzz-case");
+  EXPECT_EQ(j.at("version"), 1);
+  EXPECT_EQ(j.at("expect"), nlohmann::json({{"outcome", "pass"}}));
+}
+
+TEST(CaseJson, readsTheExampleInTheCorpusFormatDocument) {
+  std::ifstream in(std::string(KVFUZZ_SOURCE_DIR) + "/docs/corpus-format.md");
+  ASSERT_TRUE(in) << "docs/corpus-format.md is missing";
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string doc = ss.str();
+  const size_t start = doc.find("```json\n");
+  ASSERT_NE(start, std::string::npos);
+  const size_t end = doc.find("```", start + 8);
+  ASSERT_NE(end, std::string::npos);
+  const Case c = case_from_text(doc.substr(start + 8, end - start - 8), "docs/corpus-format.md");
+  EXPECT_EQ(c.layout, Layout::paged_nhd);
+  EXPECT_TRUE(c.genotype.has_value());
+}
+
+// --- hash ------------------------------------------------------------------------------------
+
+uint64_t fnv1a(const std::string& s) {
+  uint64_t h = 14695981039346656037ull;
+  for (char ch : s) {
+    h ^= static_cast<unsigned char>(ch);
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+TEST(CaseHash, isFnv1aOfTheCanonicalJsonWithoutProvenanceAndExpect) {
+  const Case c = make_case();
+  nlohmann::json j = case_to_json(c);
+  j.erase("provenance");
+  j.erase("expect");
+  char want[17];
+  std::snprintf(want, sizeof want, "%016llx", static_cast<unsigned long long>(fnv1a(j.dump())));
+  EXPECT_EQ(case_hash(c), want);
+}
+
+TEST(CaseHash, isSixteenLowercaseHexDigits) {
+  const std::string h = case_hash(make_case());
+  ASSERT_EQ(h.size(), 16u);
+  for (char ch : h) EXPECT_TRUE((ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f')) << h;
+}
+
+TEST(CaseHash, isPinnedForAFixedCase) {
+  // Changing this value renames every corpus file: only with a schema version bump.
+  EXPECT_EQ(case_hash(make_case()), "f875d6875fff41e0");
+}
+
+TEST(CaseHash, ignoresProvenanceAndExpectation) {
+  const Case a = make_case();
+  Case b = a;
+  b.provenance = {"999", 1, "9.9.9", "other command", "cuda"};
+  b.expect = {Expect::fail, "wrong_value"};
+  EXPECT_EQ(case_hash(a), case_hash(b));
+}
+
+TEST(CaseHash, changesWithTheBatch) {
+  const Case a = make_case();
+  Case b = a;
+  std::swap(b.slot_mapping[0], b.slot_mapping[1]);
+  EXPECT_NE(case_hash(a), case_hash(b));
+  Case c = a;
+  c.payload_seed += 1;
+  EXPECT_NE(case_hash(a), case_hash(c));
+  Case d = a;
+  d.genotype = test::make_genotype();
+  EXPECT_NE(case_hash(a), case_hash(d));
+}
+
+TEST(CaseHash, survivesARoundTrip) {
+  Case c = make_case({.layout = Layout::packed_kv_nhd});
+  c.genotype = test::make_genotype();
+  EXPECT_EQ(case_hash(round_trip(c)), case_hash(c));
+}
+
+}  // namespace
+}  // namespace kvf

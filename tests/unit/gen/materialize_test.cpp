@@ -1,0 +1,221 @@
+// materialize_test.cpp — materialize() on hand-picked genotypes: strides follow each layout's
+// formula, block tables and slot_mapping are what the genotype says, and irregular i64 cases
+// carry the 2^32 + s invalid slots that expose 32-bit slot arithmetic.
+//
+//   ./build/tests/kvfuzz_gen_tests --gtest_filter='Materialize*'
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <set>
+
+#include "case/validate.h"
+#include "gen/materialize.h"
+
+namespace kvf {
+namespace {
+
+// Two requests (a chunked prefill and a decode), 3 heads of 5 dims, blocks of 4 slots.
+Genotype base_genotype(Layout layout) {
+  Genotype g;
+  g.layout = layout;
+  g.block_size = 4;
+  g.num_heads = 3;
+  g.head_dim = 5;
+  g.requests = {{6, 3}, {0, 1}};
+  g.layout_seed = 12345;
+  return g;
+}
+
+std::string problems(const Case& c) {
+  std::string s;
+  for (const ValidationProblem& p : validate(c)) s += p.json_path + ": " + p.message + "\n";
+  return s;
+}
+
+TEST(Materialize, pagedNhdStridesAreDenseNhd) {
+  const Case c = materialize(base_genotype(Layout::paged_nhd));
+  EXPECT_EQ(c.cache.block_size, 4);
+  EXPECT_EQ(c.cache.num_blocks, 3 + 1);  // ceil(9/4) + ceil(1/4)
+  EXPECT_EQ(c.cache.stride_head, 5);
+  EXPECT_EQ(c.cache.stride_pos, 3 * 5);
+  EXPECT_EQ(c.cache.stride_block, 4 * 3 * 5);
+  EXPECT_EQ(c.cache_k_offset, 0);
+  EXPECT_EQ(c.cache_v_offset, 4 * 60);
+  EXPECT_EQ(c.cache_buffer_elems, 2 * 4 * 60);
+  EXPECT_EQ(problems(c), "");
+}
+
+TEST(Materialize, pagedHndStridesAreDenseHnd) {
+  const Case c = materialize(base_genotype(Layout::paged_hnd));
+  EXPECT_EQ(c.cache.stride_pos, 5);
+  EXPECT_EQ(c.cache.stride_head, 4 * 5);
+  EXPECT_EQ(c.cache.stride_block, 3 * 4 * 5);
+  EXPECT_EQ(problems(c), "");
+}
+
+TEST(Materialize, packedKvPutsVRightAfterKInEachBlock) {
+  const Case c = materialize(base_genotype(Layout::packed_kv_nhd));
+  EXPECT_EQ(c.cache.stride_head, 5);
+  EXPECT_EQ(c.cache.stride_pos, 15);
+  EXPECT_EQ(c.cache.stride_block, 2 * 4 * 15);
+  EXPECT_EQ(c.cache_v_offset - c.cache_k_offset, 4 * 15);
+  EXPECT_EQ(c.cache_buffer_elems, c.cache.num_blocks * c.cache.stride_block);
+  EXPECT_EQ(problems(c), "");
+}
+
+TEST(Materialize, contiguousLayoutsUseOneSequencePerRequest) {
+  for (Layout l : {Layout::contiguous_bshd, Layout::contiguous_bhsd}) {
+    const Case c = materialize(base_genotype(l));
+    EXPECT_GE(c.cache.block_size, 9);  // longest sequence: 6 + 3
+    EXPECT_LE(c.cache.block_size, 9 + 3);
+    EXPECT_EQ(c.cache.num_blocks, 2);
+    for (const Request& r : c.requests) EXPECT_EQ(r.blocks.size(), 1u);
+    const int64_t S = c.cache.block_size;
+    if (l == Layout::contiguous_bshd) {
+      EXPECT_EQ(c.cache.stride_pos, 15);
+      EXPECT_EQ(c.cache.stride_block, S * 15);
+    } else {
+      EXPECT_EQ(c.cache.stride_head, S * 5);
+      EXPECT_EQ(c.cache.stride_block, 3 * S * 5);
+    }
+    EXPECT_EQ(problems(c), "");
+  }
+}
+
+TEST(Materialize, irregularStridesAreGappedButNested) {
+  for (uint64_t seed = 0; seed < 50; ++seed) {
+    Genotype g = base_genotype(Layout::paged_nhd);
+    g.irregular = true;
+    g.layout_seed = seed;
+    const Case c = materialize(g);
+    EXPECT_GE(c.cache.stride_head - 5, 0);
+    EXPECT_LE(c.cache.stride_head - 5, 3);
+    EXPECT_GE(c.cache.stride_pos - 3 * c.cache.stride_head, 0);
+    EXPECT_LE(c.cache.stride_pos - 3 * c.cache.stride_head, 3);
+    EXPECT_GE(c.cache.stride_block - 4 * c.cache.stride_pos, 0);
+    EXPECT_LE(c.cache.stride_block - 4 * c.cache.stride_pos, 3);
+    EXPECT_EQ(c.cache_k_offset % 2, 1);  // misaligned base
+    EXPECT_EQ(c.key.offset % 2, 1);
+    EXPECT_EQ(problems(c), "") << "seed " << seed;
+  }
+}
+
+TEST(Materialize, fusedQkvViewsSitInsideOneRow) {
+  Genotype g = base_genotype(Layout::paged_nhd);
+  g.fused_qkv = true;
+  g.gqa_ratio = 4;
+  const Case c = materialize(g);
+  EXPECT_EQ(c.num_q_heads, 12);
+  EXPECT_EQ(c.key.offset, 12 * 5);
+  EXPECT_EQ(c.value.offset, (12 + 3) * 5);
+  EXPECT_EQ(c.key.stride_token, (12 + 6) * 5);
+  EXPECT_EQ(c.value.stride_token, c.key.stride_token);
+  EXPECT_EQ(c.key.stride_head, 5);
+  EXPECT_EQ(c.input_buffer_elems, c.num_input_rows * c.key.stride_token);
+  EXPECT_EQ(problems(c), "");
+}
+
+TEST(Materialize, slotMappingHoldsEveryNewTokenSlotPaddingAndInvalidRows) {
+  Genotype g = base_genotype(Layout::paged_nhd);
+  g.tail_padding = 2;
+  g.interleaved_padding = 3;
+  g.invalid_slots = 2;
+  g.extra_input_rows = 5;
+  const Case c = materialize(g);
+  ASSERT_EQ(c.num_slots(), 4 + 2 + 3 + 2);
+  EXPECT_EQ(c.num_input_rows, c.num_slots() + 5);
+  // Tail padding is last; padding is -1 in regular cases.
+  EXPECT_EQ(c.slot_mapping[c.slot_mapping.size() - 1], -1);
+  EXPECT_EQ(c.slot_mapping[c.slot_mapping.size() - 2], -1);
+  std::vector<int64_t> expected;  // the new tokens' slots in request order
+  for (const Request& r : c.requests)
+    for (int64_t p = r.context_len; p < r.context_len + r.new_len; ++p)
+      expected.push_back(r.blocks[p / 4] * 4 + p % 4);
+  std::vector<int64_t> valid;
+  int padding = 0, invalid = 0;
+  for (int64_t s : c.slot_mapping) {
+    if (s < 0) ++padding;
+    else if (s >= c.capacity()) ++invalid;
+    else valid.push_back(s);
+  }
+  EXPECT_EQ(valid, expected);  // in order, interleaved rows aside
+  EXPECT_EQ(padding, 5);
+  EXPECT_EQ(invalid, 2);
+  EXPECT_EQ(problems(c), "");
+}
+
+TEST(Materialize, irregularI64CasesCarry2To32PlusValidSlot) {
+  for (uint64_t seed = 0; seed < 20; ++seed) {
+    Genotype g = base_genotype(Layout::paged_hnd);
+    g.irregular = true;
+    g.invalid_slots = 2;
+    g.slot_dtype = IndexType::i64;
+    g.layout_seed = seed;
+    const Case c = materialize(g);
+    const int64_t two32 = int64_t{1} << 32;
+    const bool found = std::any_of(c.slot_mapping.begin(), c.slot_mapping.end(),
+                                   [&](int64_t s) { return s >= two32 && s - two32 < c.capacity(); });
+    EXPECT_TRUE(found) << "seed " << seed;
+    EXPECT_EQ(problems(c), "") << "seed " << seed;
+  }
+}
+
+TEST(Materialize, i32InvalidAndPaddingSlotsFitIn32Bits) {
+  for (uint64_t seed = 0; seed < 50; ++seed) {
+    Genotype g = base_genotype(Layout::paged_nhd);
+    g.irregular = true;
+    g.invalid_slots = 3;
+    g.tail_padding = 3;
+    g.slot_dtype = IndexType::i32;
+    g.layout_seed = seed;
+    const Case c = materialize(g);
+    for (int64_t s : c.slot_mapping) {
+      EXPECT_GE(s, INT32_MIN);
+      EXPECT_LE(s, INT32_MAX);
+    }
+    EXPECT_EQ(problems(c), "") << "seed " << seed;
+  }
+}
+
+TEST(Materialize, blocksAreDistinctAndSomeIrregularCasesUseTheLastBlock) {
+  int used_last = 0;
+  for (uint64_t seed = 0; seed < 40; ++seed) {
+    Genotype g = base_genotype(Layout::paged_nhd);
+    g.irregular = true;
+    g.spare_blocks = 6;
+    g.layout_seed = seed;
+    const Case c = materialize(g);
+    std::set<int64_t> seen;
+    for (const Request& r : c.requests)
+      for (int64_t b : r.blocks) {
+        EXPECT_TRUE(seen.insert(b).second) << "block " << b << " owned twice";
+        used_last += b == c.cache.num_blocks - 1;
+      }
+  }
+  EXPECT_GE(used_last, 15);  // half the irregular cases force it, plus chance
+}
+
+TEST(Materialize, emptyBatchesAreValid) {
+  Genotype g = base_genotype(Layout::paged_nhd);
+  g.requests = {{0, 0}};
+  const Case c = materialize(g);
+  EXPECT_EQ(c.num_slots(), 0);
+  EXPECT_GE(c.cache.num_blocks, 1);
+  EXPECT_EQ(problems(c), "");
+}
+
+TEST(Materialize, isAFunctionOfTheGenotypeAndRecordsIt) {
+  Genotype g = base_genotype(Layout::packed_kv_nhd);
+  g.irregular = true;
+  g.invalid_slots = 1;
+  const Case a = materialize(g), b = materialize(g);
+  EXPECT_EQ(a.slot_mapping, b.slot_mapping);
+  EXPECT_EQ(a.payload_seed, b.payload_seed);
+  ASSERT_TRUE(a.genotype.has_value());
+  EXPECT_TRUE(*a.genotype == g);
+  g.layout_seed += 1;
+  EXPECT_NE(materialize(g).payload_seed, a.payload_seed);
+}
+
+}  // namespace
+}  // namespace kvf

@@ -1,0 +1,158 @@
+// profile_test.cpp — the profile loader: configs/*.json load, and every class of bad file is
+// refused with the file, the JSON pointer and what was expected.
+//
+//   ./build/tests/kvfuzz_gen_tests --gtest_filter='Profile*'
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <functional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "case/errors.h"
+#include "gen/profile.h"
+
+namespace kvf {
+namespace {
+
+using nlohmann::json;
+
+const std::string kConfigs = std::string(KVFUZZ_SOURCE_DIR) + "/configs/";
+
+json default_json() {
+  std::ifstream in(kConfigs + "default.json");
+  return json::parse(in);
+}
+
+// Writes `text` to a fresh file under the test temp dir and returns its path.
+std::string write_temp(const std::string& name, const std::string& text) {
+  const std::string path = ::testing::TempDir() + "kvfuzz_profile_" + name + ".json";
+  std::ofstream(path) << text;
+  return path;
+}
+
+// Loads default.json after `edit` and expects an InputError at `path` whose message contains
+// `expected`.
+void expect_refused(const std::string& name, const std::function<void(json&)>& edit, const std::string& path,
+                    const std::string& expected) {
+  json j = default_json();
+  edit(j);
+  const std::string file = write_temp(name, j.dump(2));
+  try {
+    load_profile(file);
+    ADD_FAILURE() << name << ": accepted";
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.file(), file) << name;
+    EXPECT_EQ(e.json_path(), path) << name << ": " << e.what();
+    EXPECT_NE(e.message().find(expected), std::string::npos) << name << ": " << e.what();
+    EXPECT_NE(std::string(e.what()).find(file), std::string::npos) << name;
+  }
+}
+
+TEST(Profile, defaultJsonEqualsTheBuiltInDefault) {
+  EXPECT_TRUE(load_profile(kConfigs + "default.json") == default_profile());
+}
+
+TEST(Profile, smokeJsonLoads) {
+  const Profile p = load_profile(kConfigs + "smoke.json");
+  EXPECT_EQ(p.name, "smoke");
+  EXPECT_LE(p.max_elements_per_case, 4096);
+}
+
+TEST(Profile, defaultCoversTheDesignDimensions) {
+  const Profile p = default_profile();
+  EXPECT_EQ(p.layouts.values.size(), 5u);
+  for (int32_t bs : {1, 2, 3, 5, 7, 8, 16, 17, 32, 64, 100, 128, 256})
+    EXPECT_NE(std::find(p.block_sizes.values.begin(), p.block_sizes.values.end(), bs), p.block_sizes.values.end()) << bs;
+  for (int32_t d : {1, 2, 3, 7, 8, 16, 32, 46, 64, 72, 80, 96, 100, 120, 128, 192, 256, 576})
+    EXPECT_NE(std::find(p.head_dims.values.begin(), p.head_dims.values.end(), d), p.head_dims.values.end()) << d;
+  for (int32_t r : {1, 2, 3, 4, 5, 8, 16})
+    EXPECT_NE(std::find(p.gqa_ratios.values.begin(), p.gqa_ratios.values.end(), r), p.gqa_ratios.values.end()) << r;
+  EXPECT_EQ(p.num_heads.values.back(), 128);
+}
+
+TEST(Profile, refusesUnknownKeys) {
+  expect_refused("unknown_top", [](json& j) { j["max_request"] = 3; }, "/max_request", "unknown key");
+  expect_refused("unknown_nested", [](json& j) { j["layouts"]["weight"] = json::array(); }, "/layouts/weight",
+                 "unknown key");
+}
+
+TEST(Profile, refusesMissingKeys) {
+  expect_refused("missing", [](json& j) { j.erase("max_new_len"); }, "", "missing key \"max_new_len\"");
+  expect_refused("missing_weights", [](json& j) { j["head_dims"].erase("weights"); }, "/head_dims",
+                 "missing key \"weights\"");
+}
+
+TEST(Profile, refusesWrongTypes) {
+  expect_refused("string_for_int", [](json& j) { j["max_requests"] = "6"; }, "/max_requests", "expected an integer");
+  expect_refused("float_for_int", [](json& j) { j["max_requests"] = 6.5; }, "/max_requests", "expected an integer");
+  expect_refused("bool_for_int", [](json& j) { j["decode_percent"] = true; }, "/decode_percent", "expected an integer");
+  expect_refused("list_for_weighted", [](json& j) { j["block_sizes"] = json::array({1, 2}); }, "/block_sizes",
+                 "expected an object");
+  expect_refused("number_for_layout", [](json& j) { j["layouts"]["values"][1] = 3; }, "/layouts/values/1",
+                 "expected a string");
+  expect_refused("name_type", [](json& j) { j["name"] = 1; }, "/name", "expected a string");
+  expect_refused("not_object", [](json& j) { j = json::array(); }, "", "expected a JSON object");
+}
+
+TEST(Profile, refusesMismatchedLengthsAndBadWeights) {
+  expect_refused("lengths", [](json& j) { j["num_heads"]["weights"].erase(0); }, "/num_heads/weights",
+                 "expected 10 weights");
+  expect_refused("negative", [](json& j) { j["gqa_ratios"]["weights"][2] = -1; }, "/gqa_ratios/weights/2",
+                 "expected an integer in [0, ");
+  expect_refused("all_zero", [](json& j) { j["slot_dtypes"]["weights"] = json::array({0, 0}); },
+                 "/slot_dtypes/weights", "at least one weight > 0");
+  expect_refused("empty", [](json& j) { j["value_dists"] = {{"values", json::array()}, {"weights", json::array()}}; },
+                 "/value_dists/values", "non-empty array");
+  expect_refused("duplicate", [](json& j) { j["block_sizes"]["values"][1] = 1; }, "/block_sizes/values/1",
+                 "duplicate value");
+}
+
+TEST(Profile, refusesOutOfRangeValues) {
+  expect_refused("block_zero", [](json& j) { j["block_sizes"]["values"][0] = 0; }, "/block_sizes/values/0",
+                 "[1, 4096]");
+  expect_refused("block_big", [](json& j) { j["block_sizes"]["values"][12] = 4097; }, "/block_sizes/values/12",
+                 "[1, 4096]");
+  expect_refused("heads", [](json& j) { j["num_heads"]["values"][9] = 1025; }, "/num_heads/values/9", "[1, 1024]");
+  expect_refused("head_dim", [](json& j) { j["head_dims"]["values"][0] = 0; }, "/head_dims/values/0", "[1, 4096]");
+  expect_refused("gqa", [](json& j) { j["gqa_ratios"]["values"][6] = 65; }, "/gqa_ratios/values/6", "[1, 64]");
+  expect_refused("percent", [](json& j) { j["fused_qkv_percent"] = 101; }, "/fused_qkv_percent", "[0, 100]");
+  expect_refused("percent_neg", [](json& j) { j["irregular_percent"] = -1; }, "/irregular_percent", "[0, 100]");
+  expect_refused("decode_idle", [](json& j) { j["decode_percent"] = 98; }, "/idle_percent",
+                 "decode_percent + idle_percent <= 100");
+  expect_refused("requests", [](json& j) { j["max_requests"] = 0; }, "/max_requests", "[1, 4096]");
+  expect_refused("elements", [](json& j) { j["max_elements_per_case"] = 0; }, "/max_elements_per_case", "expected an integer in [1, ");
+}
+
+TEST(Profile, refusesUnknownNamesSchemasAndVersions) {
+  expect_refused("layout_name", [](json& j) { j["layouts"]["values"][0] = "paged"; }, "/layouts/values/0",
+                 "unknown name \"paged\"; expected one of paged_nhd");
+  expect_refused("dtype_name", [](json& j) { j["cache_dtypes"]["values"][2] = "fp8"; }, "/cache_dtypes/values/2",
+                 "expected one of f16, bf16, f32");
+  expect_refused("schema", [](json& j) { j["schema"] = "kvfuzz-case"; }, "/schema", "expected \"kvfuzz-config\"");
+  expect_refused("newer", [](json& j) { j["version"] = 2; }, "/version", "newer kvfuzz");
+}
+
+TEST(Profile, refusesInvalidJsonAndMissingFilesNamingTheFile) {
+  const std::string file = write_temp("broken", "{\"schema\": \"kvfuzz-config\",");
+  try {
+    load_profile(file);
+    ADD_FAILURE() << "accepted broken JSON";
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.file(), file);
+    EXPECT_EQ(e.json_path(), "");
+    EXPECT_NE(e.message().find("not valid JSON"), std::string::npos) << e.what();
+  }
+  const std::string missing = ::testing::TempDir() + "kvfuzz_no_such_profile.json";
+  try {
+    load_profile(missing);
+    ADD_FAILURE() << "accepted a missing file";
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.file(), missing);
+    EXPECT_NE(e.message().find("cannot open"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace kvf

@@ -1,0 +1,287 @@
+// payload_test.cpp — canaries, input payloads and context payloads of golden/payload.h.
+//
+//   ctest --test-dir build -R 'Payload\.' --output-on-failure
+//
+// Cases are built by hand (no generator): a batch whose rows cycle through written, padding and
+// invalid slots, plus CUDA-graph rows past T.
+#include <gtest/gtest.h>
+
+#include <set>
+#include <unordered_set>
+#include <vector>
+
+#include "golden/convert.h"
+#include "golden/payload.h"
+
+namespace kvf::golden {
+namespace {
+
+constexpr DType kDTypes[] = {DType::f16, DType::bf16, DType::f32};
+constexpr Canary kTags[] = {Canary::cache_gap,   Canary::free_block,  Canary::block_tail, Canary::guard,
+                            Canary::input_gap,   Canary::padding_row, Canary::invalid_row, Canary::graph_row};
+
+uint32_t all_ones(DType t) { return t == DType::f32 ? 0xFFFFFFFFu : 0xFFFFu; }
+
+// Row r of the batch: slot r (written) unless r % 7 == 3 (padding, -1) or r % 11 == 5 (invalid).
+enum class RowKind { written, padding, invalid, graph };
+RowKind kind_of(const Case& c, int64_t row) {
+  if (row >= c.num_slots()) return RowKind::graph;
+  const int64_t s = c.slot_mapping[static_cast<size_t>(row)];
+  return s < 0 ? RowKind::padding : s >= c.capacity() ? RowKind::invalid : RowKind::written;
+}
+
+Case make_case(DType in, DType cache, ValueDist dist, uint64_t seed = 42, int64_t rows = 2000) {
+  Case c;
+  c.num_heads = 3;
+  c.head_dim = 37;
+  c.input_dtype = in;
+  c.cache_dtype = cache;
+  c.cache.num_blocks = 1000;
+  c.cache.block_size = 8;  // capacity 8000
+  c.num_input_rows = rows + 5;
+  for (int64_t r = 0; r < rows; ++r) {
+    c.slot_mapping.push_back(r % 7 == 3 ? -1 : r % 11 == 5 ? c.capacity() + r : r);
+  }
+  c.requests.resize(4);
+  c.dist = dist;
+  c.payload_seed = seed;
+  return c;
+}
+
+// Calls fn(tensor, row, head, dim, bits) for every element of every input row (including rows >= T).
+template <typename Fn>
+void for_each_input(const Case& c, Fn fn) {
+  for (int64_t row = 0; row < c.num_input_rows; ++row) {
+    for (Tensor t : {Tensor::key, Tensor::value}) {
+      for (int64_t h = 0; h < c.num_heads; ++h) {
+        for (int64_t d = 0; d < c.head_dim; ++d) fn(t, row, h, d, input_bits(c, t, row, h, d));
+      }
+    }
+  }
+}
+
+TEST(Payload, canariesAreDistinctNansOfEveryDtype) {
+  for (DType t : kDTypes) {
+    std::set<uint32_t> seen;
+    for (Canary tag : kTags) {
+      const uint32_t bits = canary_bits(t, tag);
+      EXPECT_TRUE(is_nan_bits(bits, t));
+      EXPECT_NE(bits, canonical_nan_bits(t)) << "a converted NaN must not look like a canary";
+      EXPECT_TRUE(seen.insert(bits).second) << "duplicate canary";
+      ASSERT_TRUE(canary_of(bits, t).has_value());
+      EXPECT_EQ(*canary_of(bits, t), tag);
+    }
+    EXPECT_EQ(canary_bits(t, Canary::guard), all_ones(t));
+    EXPECT_FALSE(canary_of(canonical_nan_bits(t), t).has_value());
+    EXPECT_FALSE(canary_of(0, t).has_value());
+  }
+  EXPECT_EQ(canary_bits(DType::f16, Canary::padding_row), 0x7E06u);
+  EXPECT_EQ(canary_bits(DType::bf16, Canary::invalid_row), 0x7FC7u);
+  EXPECT_EQ(canary_bits(DType::f32, Canary::graph_row), 0x7FC00008u);
+  EXPECT_FALSE(canary_of(0x7E04u, DType::f16).has_value());  // the guard tag's NaN slot is unused
+  EXPECT_FALSE(canary_of(0x7E09u, DType::f16).has_value());
+}
+
+TEST(Payload, rowsThatMustNotBeReadCarryTheirTag) {
+  for (DType in : kDTypes) {
+    const Case c = make_case(in, DType::f16, ValueDist::special, 7, 200);
+    int counts[4] = {};
+    for_each_input(c, [&](Tensor, int64_t row, int64_t, int64_t, uint32_t bits) {
+      const RowKind k = kind_of(c, row);
+      ++counts[static_cast<int>(k)];
+      switch (k) {
+        case RowKind::padding: ASSERT_EQ(bits, canary_bits(in, Canary::padding_row)); break;
+        case RowKind::invalid: ASSERT_EQ(bits, canary_bits(in, Canary::invalid_row)); break;
+        case RowKind::graph: ASSERT_EQ(bits, canary_bits(in, Canary::graph_row)); break;
+        case RowKind::written: ASSERT_FALSE(canary_of(bits, in).has_value()); break;
+      }
+    });
+    for (int n : counts) EXPECT_GT(n, 0) << "fixture must exercise every row kind";
+  }
+}
+
+TEST(Payload, writtenRowsNeverHoldCanaryGuardOrCanonicalNan) {
+  for (DType in : kDTypes) {
+    for (DType cache : kDTypes) {
+      for (ValueDist dist : {ValueDist::finite, ValueDist::special, ValueDist::constant}) {
+        const Case c = make_case(in, cache, dist);
+        for_each_input(c, [&](Tensor, int64_t row, int64_t, int64_t, uint32_t bits) {
+          if (kind_of(c, row) != RowKind::written) return;
+          if (in != DType::f32) {
+            ASSERT_EQ(bits >> 16, 0u) << "16-bit payload uses the low half only";
+          }
+          ASSERT_FALSE(canary_of(bits, in).has_value()) << std::hex << bits;
+          ASSERT_NE(bits, all_ones(in));
+          ASSERT_NE(bits, canonical_nan_bits(in)) << "real NaNs must differ from converted ones";
+          if (in == DType::f16) {
+            ASSERT_FALSE(bits >= 0x7E00u && bits <= 0x7E1Fu) << std::hex << bits;
+          }
+          if (in == DType::bf16) {
+            ASSERT_FALSE(bits >= 0x7FC0u && bits <= 0x7FDFu) << std::hex << bits;
+          }
+          if (in == DType::f32) {
+            ASSERT_FALSE(bits >= 0x7FC00000u && bits <= 0x7FC0001Fu) << std::hex << bits;
+          }
+        });
+      }
+    }
+  }
+}
+
+TEST(Payload, isDeterministicAndDependsOnTheSeed) {
+  const Case a = make_case(DType::f32, DType::f16, ValueDist::special, 1, 300);
+  const Case b = make_case(DType::f32, DType::f16, ValueDist::special, 2, 300);
+  int64_t same_seed_diff = 0, other_seed_same = 0, written = 0;
+  for_each_input(a, [&](Tensor t, int64_t row, int64_t h, int64_t d, uint32_t bits) {
+    if (kind_of(a, row) != RowKind::written) return;
+    ++written;
+    same_seed_diff += bits != input_bits(a, t, row, h, d);
+    other_seed_same += bits == input_bits(b, t, row, h, d);
+  });
+  EXPECT_EQ(same_seed_diff, 0);
+  EXPECT_LT(other_seed_same, written / 20);  // only coinciding specials (+-Inf, +-0, ...)
+  EXPECT_EQ(context_bits(a, Tensor::value, 2, 5, 1, 3), context_bits(a, Tensor::value, 2, 5, 1, 3));
+  EXPECT_NE(context_bits(a, Tensor::value, 2, 5, 1, 3), context_bits(b, Tensor::value, 2, 5, 1, 3));
+}
+
+TEST(Payload, finiteValuesAreNeverNanOrInfAndCoverSignsAndExponents) {
+  for (DType in : kDTypes) {
+    for (DType cache : kDTypes) {
+      const Case c = make_case(in, cache, ValueDist::finite);
+      const int mant_bits = in == DType::f16 ? 10 : in == DType::bf16 ? 7 : 23;
+      const uint32_t exp_mask = in == DType::f16 ? 0x1Fu : 0xFFu;
+      std::set<uint32_t> exponents;
+      int64_t negative = 0, subnormal = 0, written = 0, finite_in_cache = 0;
+      for_each_input(c, [&](Tensor, int64_t row, int64_t, int64_t, uint32_t bits) {
+        if (kind_of(c, row) != RowKind::written) return;
+        ++written;
+        const uint32_t exp = (bits >> mant_bits) & exp_mask;
+        ASSERT_NE(exp, exp_mask) << std::hex << bits << " is Inf or NaN";
+        exponents.insert(exp);
+        negative += (bits >> (mant_bits + (in == DType::f16 ? 5 : 8))) & 1u;
+        subnormal += exp == 0;
+        // Most values survive the conversion into the cache as finite non-zero numbers.
+        const uint32_t stored = convert_bits(bits, in, cache);
+        const uint32_t mag = stored & (cache == DType::f32 ? 0x7FFFFFFFu : 0x7FFFu);
+        const uint32_t inf = cache == DType::f32 ? 0x7F800000u : cache == DType::f16 ? 0x7C00u : 0x7F80u;
+        finite_in_cache += mag != 0 && mag < inf;
+      });
+      EXPECT_GT(negative, written / 3);
+      EXPECT_LT(negative, written * 2 / 3);
+      EXPECT_GT(subnormal, 0) << "subnormals of the input dtype appear";
+      // f16 has 31 finite exponents; bf16/f32 have 255 (the full range is drawn 1/8 of the time).
+      EXPECT_GE(exponents.size(), in == DType::f16 ? 31u : 250u);
+      EXPECT_GT(finite_in_cache, written * 8 / 10);
+    }
+  }
+}
+
+TEST(Payload, f32FiniteValuesAreUniqueWithinACase) {
+  const Case c = make_case(DType::f32, DType::f32, ValueDist::finite, 99, 4000);
+  std::unordered_set<uint32_t> seen;
+  int64_t written = 0;
+  for_each_input(c, [&](Tensor, int64_t row, int64_t, int64_t, uint32_t bits) {
+    if (kind_of(c, row) != RowKind::written) return;
+    ++written;
+    seen.insert(bits);
+  });
+  EXPECT_EQ(static_cast<int64_t>(seen.size()), written);
+}
+
+TEST(Payload, sixteenBitValuesOfOneRowAreDistinct) {
+  // H * D = 111 <= 2^7: the mantissa bijection keeps every element of a row distinct.
+  for (DType in : {DType::f16, DType::bf16}) {
+    const Case c = make_case(in, in, ValueDist::finite, 5, 300);
+    for (int64_t row = 0; row < c.num_slots(); ++row) {
+      if (kind_of(c, row) != RowKind::written) continue;
+      for (Tensor t : {Tensor::key, Tensor::value}) {
+        std::set<uint32_t> seen;
+        for (int64_t h = 0; h < c.num_heads; ++h) {
+          for (int64_t d = 0; d < c.head_dim; ++d) seen.insert(input_bits(c, t, row, h, d));
+        }
+        ASSERT_EQ(seen.size(), static_cast<size_t>(c.num_heads * c.head_dim)) << "row " << row;
+      }
+    }
+  }
+}
+
+TEST(Payload, specialDistributionProducesEverySpecialClass) {
+  for (DType in : kDTypes) {
+    const Case c = make_case(in, DType::f32, ValueDist::special);
+    const bool wide = in == DType::f32;
+    const uint32_t sign = wide ? 0x80000000u : 0x8000u;
+    const uint32_t inf = wide ? 0x7F800000u : in == DType::f16 ? 0x7C00u : 0x7F80u;
+    const uint32_t min_normal = wide ? 0x00800000u : in == DType::f16 ? 0x0400u : 0x0080u;
+    const uint32_t special_values[] = {inf, sign | inf, 0u, sign, 1u, min_normal - 1, min_normal, inf - 1, sign | (inf - 1)};
+    std::vector<int64_t> counts(std::size(special_values), 0);
+    int64_t nans = 0, written = 0;
+    for_each_input(c, [&](Tensor, int64_t row, int64_t, int64_t, uint32_t bits) {
+      if (kind_of(c, row) != RowKind::written) return;
+      ++written;
+      nans += is_nan_bits(bits, in);
+      for (size_t i = 0; i < std::size(special_values); ++i) counts[i] += bits == special_values[i];
+    });
+    EXPECT_GT(nans, written / 100);
+    for (size_t i = 0; i < counts.size(); ++i) EXPECT_GT(counts[i], written / 200) << "class " << i;
+    // About one element in six is special (each class ~1/60).
+    EXPECT_GT(nans, written / 120);
+    EXPECT_LT(nans, written / 30);
+  }
+}
+
+TEST(Payload, constantRowsRepeatOneValuePerRowAndTensor) {
+  for (DType in : kDTypes) {
+    const Case c = make_case(in, in, ValueDist::constant, 11, 200);
+    int64_t key_value_equal = 0, written_rows = 0;
+    for (int64_t row = 0; row < c.num_slots(); ++row) {
+      if (kind_of(c, row) != RowKind::written) continue;
+      ++written_rows;
+      const uint32_t k = input_bits(c, Tensor::key, row, 0, 0);
+      const uint32_t v = input_bits(c, Tensor::value, row, 0, 0);
+      key_value_equal += k == v;
+      for (int64_t h = 0; h < c.num_heads; ++h) {
+        for (int64_t d = 0; d < c.head_dim; ++d) {
+          ASSERT_EQ(input_bits(c, Tensor::key, row, h, d), k);
+          ASSERT_EQ(input_bits(c, Tensor::value, row, h, d), v);
+        }
+      }
+      ASSERT_FALSE(is_nan_bits(k, in));
+    }
+    EXPECT_LT(key_value_equal, written_rows / 10);
+  }
+}
+
+TEST(Payload, contextValuesAreFiniteDistinctAndUnlikeInputs) {
+  for (DType cache : kDTypes) {
+    const Case c = make_case(DType::f32, cache, ValueDist::finite);
+    std::unordered_set<uint32_t> seen;
+    int64_t n = 0, equal_to_input = 0;
+    for (int64_t req = 0; req < 4; ++req) {
+      for (int64_t pos = 0; pos < 50; ++pos) {
+        for (Tensor t : {Tensor::key, Tensor::value}) {
+          for (int64_t h = 0; h < c.num_heads; ++h) {
+            for (int64_t d = 0; d < c.head_dim; ++d) {
+              const uint32_t bits = context_bits(c, t, req, pos, h, d);
+              ASSERT_FALSE(is_nan_bits(bits, cache)) << std::hex << bits;
+              const uint32_t mag = bits & (cache == DType::f32 ? 0x7FFFFFFFu : 0x7FFFu);
+              ASSERT_NE(mag, cache == DType::f32 ? 0x7F800000u : cache == DType::f16 ? 0x7C00u : 0x7F80u);
+              if (cache != DType::f32) {
+                ASSERT_EQ(bits >> 16, 0u);
+              }
+              seen.insert(bits);
+              ++n;
+              equal_to_input += cache == DType::f32 && bits == input_bits(c, t, pos, h, d);
+            }
+          }
+        }
+      }
+    }
+    if (cache == DType::f32) {
+      EXPECT_EQ(static_cast<int64_t>(seen.size()), n) << "f32 context values are unique";
+    }
+    EXPECT_EQ(equal_to_input, 0);
+  }
+}
+
+}  // namespace
+}  // namespace kvf::golden

@@ -1,0 +1,51 @@
+// render_test.cpp — the closing line and the JSON summary other tools read.
+#include <gtest/gtest.h>
+
+#include "report/render.h"
+
+namespace kvf {
+namespace {
+
+TEST(Render, summaryLineIsTheOneCiReads) {
+  EXPECT_EQ(summary_line(3000, 0), "kvfuzz: 3000 passed, 0 failed");
+  EXPECT_EQ(summary_line(36, 1), "kvfuzz: 36 passed, 1 failed");
+}
+
+TEST(Render, campaignJsonKeepsTheSeedAsAStringAndCountsKinds) {
+  CampaignResult r;
+  r.target = "cuda-emu";
+  r.profile = "default";
+  r.seed = "18446744073709551615";  // UINT64_MAX: would lose precision as a JSON number in jq/JS
+  r.cases = 10;
+  r.passed = 9;
+  r.failed = 1;
+  r.seconds = 2;
+  FailureRecord f;
+  Finding x;
+  x.kind = FindingKind::padding_leak;
+  x.sentence = "padding row 1 (slot -1) leaked into free block 2";
+  f.verdict.findings = {x, x};
+  f.file = "out/abc.json";
+  f.replay_command = "kvfuzz replay out/abc.json --target cuda-emu";
+  r.failures.push_back(f);
+  const nlohmann::json j = campaign_json(r, "kvfuzz run");
+  EXPECT_EQ(j.at("seed"), "18446744073709551615");
+  EXPECT_EQ(j.at("cases_per_second"), 5.0);
+  EXPECT_EQ(j.at("findings_by_kind").at("padding_leak"), 2);
+  EXPECT_EQ(j.at("failures").at(0).at("replay"), "kvfuzz replay out/abc.json --target cuda-emu");
+}
+
+TEST(Render, failureTextCarriesTheReproductionCommand) {
+  FailureRecord f;
+  Finding x;
+  x.kind = FindingKind::cross_request_write;
+  x.sentence = "request 3 (tokens 16..19) wrote into request 7's block 12 slots 0..3, heads 0..7";
+  f.verdict.findings = {x};
+  f.replay_command = "kvfuzz replay x.json --target cuda-emu";
+  const std::string text = render_failure(f);
+  EXPECT_NE(text.find("cross_request_write: request 3"), std::string::npos);
+  EXPECT_NE(text.find("reproduce: kvfuzz replay x.json --target cuda-emu"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace kvf
