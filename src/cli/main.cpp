@@ -69,7 +69,11 @@ void add_common(CLI::App* app, CommonOptions& o) {
   app->add_option("--timeout", o.timeout_s, "Seconds a single launch may take before it is a timeout")
       ->check(CLI::PositiveNumber);
   app->add_flag("--no-fork", o.no_fork, "Run launches in the kvfuzz process (a faulting kernel kills kvfuzz)");
-  app->add_option("--max-case-mib", o.max_case_mib, "Refuse cases whose buffers exceed this many MiB")
+}
+
+// For subcommands that read case files.
+void add_case_limits(CLI::App* app, CommonOptions& o) {
+  app->add_option("--max-case-mib", o.max_case_mib, "Refuse case files whose buffers exceed this many MiB")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
 }
 
@@ -167,6 +171,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> replay_paths;
   CLI::App* replay = app.add_subcommand("replay", "Re-run case files or corpus directories (never shrinks)");
   add_common(replay, common);
+  add_case_limits(replay, common);
   replay->add_option("paths", replay_paths, "Case files and directories of *.json cases")->required();
   replay->add_option("--json", json_file, "Write a JSON summary to FILE (- for stdout)");
 
@@ -175,6 +180,7 @@ int main(int argc, char** argv) {
   std::string shrink_file;
   CLI::App* shrink = app.add_subcommand("shrink", "Minimise a failing case (written by `kvfuzz run`)");
   add_common(shrink, common);
+  add_case_limits(shrink, common);
   shrink->add_option("case", shrink_file, "The failing case file")->required();
   shrink->add_option("--config", shrink_opts.config, "Profile whose value lists guide shrinking")
       ->check(CLI::ExistingFile);
