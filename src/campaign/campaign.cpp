@@ -49,23 +49,23 @@ Profile profile_for(const std::filesystem::path& config) {
 }
 
 // Confirms a failure by re-running; true when every re-run fails with the same first kind.
-bool confirm(Target& target, const Case& c, const std::string& kind, const CampaignOptions& o) {
-  for (int i = 0; i < o.confirm_runs; ++i) {
-    const CaseOutcome again = check_case(target, c, o.check);
+bool confirm(Isolator& isolator, const Case& c, const std::string& kind, int runs) {
+  for (int i = 0; i < runs; ++i) {
+    const CaseOutcome again = check_case(isolator, c);
     if (again.pass() || again.first_kind() != kind) return false;
   }
   return true;
 }
 
 // Shrinks a failing genotype to a minimal one failing with the same first finding kind.
-Genotype shrink_failure(Target& target, const Genotype& g, const Profile& profile, const std::string& kind,
-                        const CheckOptions& check, int64_t max_tries, ShrinkStats& stats, Progress& progress) {
+Genotype shrink_failure(Isolator& isolator, const Genotype& g, const Profile& profile, const std::string& kind,
+                        int64_t max_tries, ShrinkStats& stats, Progress& progress) {
   return shrink_to_minimal(
       g, profile,
       [&](const Genotype& candidate) {
         if (stop_requested()) return false;
         progress.update(0, 0, 0, "shrinking");
-        const CaseOutcome o = check_case(target, materialize(candidate), check);
+        const CaseOutcome o = check_case(isolator, materialize(candidate));
         return !o.pass() && o.first_kind() == kind;
       },
       &stats, max_tries);
@@ -86,6 +86,7 @@ bool stop_requested() { return g_stop.load(); }
 CampaignResult run_campaign(const CampaignOptions& o, Progress& progress) {
   const Profile profile = profile_for(o.config);
   std::unique_ptr<Target> target = make_target(o.target);
+  Isolator isolator(*target, o.check.isolation);
 
   CampaignResult result;
   result.target = o.target;
@@ -103,7 +104,7 @@ CampaignResult run_campaign(const CampaignOptions& o, Progress& progress) {
 
     const Genotype g = generate_case(profile, o.seed, i);
     Case c = materialize(g);
-    const CaseOutcome outcome = check_case(*target, c, o.check);
+    const CaseOutcome outcome = check_case(isolator, c);
     ++result.cases;
     if (outcome.pass()) {
       ++result.passed;
@@ -125,16 +126,16 @@ CampaignResult run_campaign(const CampaignOptions& o, Progress& progress) {
 
     Case minimal = c;
     Verdict verdict = outcome.verdict;
-    rec.flaky = !confirm(*target, c, kind, o);
+    rec.flaky = !confirm(isolator, c, kind, o.confirm_runs);
     if (rec.flaky) {
       progress.event("kvfuzz: case #" + std::to_string(i) + " did not fail on every re-run: flaky, not shrunk");
     } else {
       ShrinkStats stats;
-      const Genotype g_min = shrink_failure(*target, g, profile, kind, o.check, o.max_shrink_tries, stats, progress);
+      const Genotype g_min = shrink_failure(isolator, g, profile, kind, o.max_shrink_tries, stats, progress);
       rec.shrink_tries = stats.tried;
       rec.shrink_accepted = stats.accepted;
       minimal = materialize(g_min);
-      verdict = check_case(*target, minimal, o.check).verdict;
+      verdict = check_case(isolator, minimal).verdict;
       if (verdict.pass()) {  // cannot happen for a deterministic target; keep the original then
         minimal = c;
         verdict = outcome.verdict;
@@ -191,6 +192,7 @@ bool matches_expectation(const Expectation& e, const CaseOutcome& o) {
 
 ReplayResult replay_cases(const ReplayOptions& o, Progress& progress) {
   std::unique_ptr<Target> target = make_target(o.target);
+  Isolator isolator(*target, o.check.isolation);
   std::vector<std::filesystem::path> files;
   for (const auto& p : o.paths) collect_json_files(p, files);
   if (files.empty()) throw InputError("", "", "no case files (*.json) found in the given paths");
@@ -210,7 +212,7 @@ ReplayResult replay_cases(const ReplayOptions& o, Progress& progress) {
     ReplayItem item;
     item.file = files[i];
     item.expected = expected_text(cases[i].expect);
-    item.outcome = check_case(*target, cases[i], o.check);
+    item.outcome = check_case(isolator, cases[i]);
     item.as_expected = matches_expectation(cases[i].expect, item.outcome);
     result.items.push_back(std::move(item));
     progress.update(static_cast<int64_t>(result.items.size()), result.passed(), result.failed(), "replaying");
@@ -246,18 +248,19 @@ ShrinkResult shrink_case(const ShrinkOptions& o, Progress& progress) {
   }
   const Profile profile = profile_for(o.config);
   std::unique_ptr<Target> target = make_target(o.target);
+  Isolator isolator(*target, o.check.isolation);
 
   ShrinkResult result;
-  const CaseOutcome first = check_case(*target, input, o.check);
+  const CaseOutcome first = check_case(isolator, input);
   if (first.pass()) return result;
   result.failed = true;
 
   const std::string kind = first.first_kind();
   ShrinkStats stats;
-  const Genotype g_min = shrink_failure(*target, *input.genotype, profile, kind, o.check, o.max_shrink_tries, stats, progress);
+  const Genotype g_min = shrink_failure(isolator, *input.genotype, profile, kind, o.max_shrink_tries, stats, progress);
   Case minimal = materialize(g_min);
   FailureRecord& rec = result.record;
-  rec.verdict = check_case(*target, minimal, o.check).verdict;
+  rec.verdict = check_case(isolator, minimal).verdict;
   rec.shrink_tries = stats.tried;
   rec.shrink_accepted = stats.accepted;
   minimal.expect = Expectation{Expect::fail, std::string(to_string(rec.verdict.findings.front().kind))};

@@ -24,6 +24,11 @@ Verdict single_finding(FindingKind kind, const std::string& what) {
 }  // namespace
 
 CaseOutcome check_case(Target& target, const Case& c, const CheckOptions& options) {
+  Isolator isolator(target, options.isolation);
+  return check_case(isolator, c);
+}
+
+CaseOutcome check_case(Isolator& isolator, const Case& c) {
   const auto start = std::chrono::steady_clock::now();
   const Arena initial = make_initial_arena(c);
   Arena expected = initial;
@@ -31,7 +36,7 @@ CaseOutcome check_case(Target& target, const Case& c, const CheckOptions& option
   Arena actual = initial;
 
   CaseOutcome out;
-  const IsolatedRun run = run_isolated(target, c, actual, options.isolation);
+  const IsolatedRun run = isolator.run(c, actual);
   switch (run.status) {
     case IsolatedStatus::ok: out.verdict = compare_arenas(c, initial, expected, actual); break;
     case IsolatedStatus::launch_error:

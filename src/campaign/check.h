@@ -13,7 +13,11 @@ struct CheckOptions {
 };
 
 // Builds the initial arena, derives the expected arena with the golden model, runs the target on a
-// copy and compares the whole image. Crashes, timeouts and launch errors become single findings.
+// copy through `isolator` and compares the whole image. Crashes, timeouts and launch errors become
+// single findings.
+CaseOutcome check_case(Isolator& isolator, const Case& c);
+
+// The same with a fresh worker for this one case.
 CaseOutcome check_case(Target& target, const Case& c, const CheckOptions& options);
 
 }  // namespace kvf

@@ -1,118 +1,249 @@
-// isolation.cpp — fork-per-launch worker (see isolation.h).
+// isolation.cpp — the persistent worker process (see isolation.h).
+//
+// Wire protocol on a SOCK_STREAM socketpair, native byte order:
+//   request  = u64 json_bytes, u64 image_bytes, json_bytes of case JSON (case_json.h)
+//   response = u8 IsolatedStatus, u32 message_bytes, message
+// The image occupies the first image_bytes of the shared memfd.
 #include "campaign/isolation.h"
 
 #include <poll.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
 
+#include "case/case_json.h"
 #include "case/errors.h"
 
 namespace kvf {
 
 namespace {
 
-// Wire format of the child's report: one status byte, then the message text.
-void report_and_exit(int fd, IsolatedStatus status, const std::string& message) {
-  std::string wire(1, static_cast<char>(status));
-  wire += message.substr(0, 4000);
-  const char* p = wire.data();
-  size_t left = wire.size();
-  while (left > 0) {
-    const ssize_t n = write(fd, p, left);
-    if (n <= 0) break;
-    p += n;
-    left -= static_cast<size_t>(n);
+std::string errno_text(const char* what) { return std::string(what) + ": " + std::strerror(errno); }
+
+// Writes all of buf; false if the peer is gone.
+bool write_all(int fd, const void* buf, size_t n) {
+  const char* p = static_cast<const char*>(buf);
+  while (n > 0) {
+    const ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return false;
+    p += w;
+    n -= static_cast<size_t>(w);
   }
-  _exit(0);
+  return true;
 }
 
-IsolatedRun run_in_process(Target& target, const Case& c, Arena& image) {
-  const RunResult r = target.run(c, image.data(), image.layout());
-  if (r.status == RunStatus::ok) return {};
-  return {IsolatedStatus::launch_error, r.message};
+// Reads exactly n bytes; false on EOF or error.
+bool read_all(int fd, void* buf, size_t n) {
+  char* p = static_cast<char*>(buf);
+  while (n > 0) {
+    const ssize_t r = read(fd, p, n);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return false;
+    p += r;
+    n -= static_cast<size_t>(r);
+  }
+  return true;
+}
+
+// Like read_all, but gives up at `deadline`. Returns 1 done, 0 EOF/error, -1 timed out.
+int read_until(int fd, void* buf, size_t n, std::chrono::steady_clock::time_point deadline) {
+  char* p = static_cast<char*>(buf);
+  while (n > 0) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return -1;
+    pollfd pfd{fd, POLLIN, 0};
+    const int ready = poll(&pfd, 1, static_cast<int>(std::min<int64_t>(left.count(), 1 << 30)));
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready < 0) return 0;
+    if (ready == 0) return -1;
+    const ssize_t r = read(fd, p, n);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return 0;
+    p += r;
+    n -= static_cast<size_t>(r);
+  }
+  return 1;
 }
 
 std::string describe_exit(int wstatus) {
   if (WIFSIGNALED(wstatus)) {
     const int sig = WTERMSIG(wstatus);
-    return std::string("worker killed by signal ") + std::to_string(sig) + " (" + strsignal(sig) + ")";
+    return "worker killed by signal " + std::to_string(sig) + " (" + strsignal(sig) + ")";
   }
-  if (WIFEXITED(wstatus)) return "worker exited with status " + std::to_string(WEXITSTATUS(wstatus)) + " before reporting";
+  if (WIFEXITED(wstatus)) return "worker exited with status " + std::to_string(WEXITSTATUS(wstatus)) + " before answering";
   return "worker ended abnormally";
+}
+
+// The worker's main loop: never returns.
+[[noreturn]] void worker_main(Target& target, int sock, int memfd, int64_t capacity) {
+  signal(SIGINT, SIG_IGN);  // the parent decides when to stop; a ^C must not look like a crash
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  void* shared = mmap(nullptr, static_cast<size_t>(capacity), PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
+  if (shared == MAP_FAILED) _exit(3);
+  for (;;) {
+    uint64_t header[2];
+    if (!read_all(sock, header, sizeof header)) _exit(0);  // parent closed: done
+    std::string json(header[0], '\0');
+    if (!read_all(sock, json.data(), json.size())) _exit(0);
+    IsolatedStatus status = IsolatedStatus::ok;
+    std::string message;
+    try {
+      const Case c = case_from_text(json, "<worker>");
+      const ArenaLayout layout = plan_arena(c);
+      if (layout.total_bytes != static_cast<int64_t>(header[1]) || layout.total_bytes > capacity) {
+        status = IsolatedStatus::launch_error;
+        message = "worker: image size mismatch";
+      } else {
+        const RunResult r = target.run(c, static_cast<std::byte*>(shared), layout);
+        if (r.status != RunStatus::ok) {
+          status = IsolatedStatus::launch_error;
+          message = r.message;
+        }
+      }
+    } catch (const std::exception& e) {
+      status = IsolatedStatus::launch_error;
+      message = std::string("worker: ") + e.what();
+    }
+    const uint8_t s = static_cast<uint8_t>(status);
+    const uint32_t len = static_cast<uint32_t>(std::min<size_t>(message.size(), 1 << 16));
+    if (!write_all(sock, &s, 1) || !write_all(sock, &len, sizeof len) || !write_all(sock, message.data(), len)) _exit(0);
+  }
 }
 
 }  // namespace
 
-IsolatedRun run_isolated(Target& target, const Case& c, Arena& image, const IsolationOptions& options) {
-  if (!options.fork) return run_in_process(target, c, image);
+struct Isolator::Worker {
+  pid_t pid = -1;
+  int sock = -1;
+  int memfd = -1;
+  void* shared = nullptr;
+  int64_t capacity = 0;
+};
 
-  const size_t bytes = static_cast<size_t>(image.size());
-  void* shared = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  if (shared == MAP_FAILED) throw InfraError(std::string("mmap of the arena failed: ") + strerror(errno));
-  std::memcpy(shared, image.data(), bytes);
+Isolator::Isolator(Target& target, const IsolationOptions& options) : target_(target), options_(options) {}
 
-  int fds[2];
-  if (pipe(fds) != 0) {
-    munmap(shared, bytes);
-    throw InfraError(std::string("pipe() failed: ") + strerror(errno));
+Isolator::~Isolator() { stop(); }
+
+void Isolator::start(int64_t capacity) {
+  stop();
+  auto w = std::make_unique<Worker>();
+  w->capacity = capacity;
+  w->memfd = memfd_create("kvfuzz-arena", MFD_CLOEXEC);
+  if (w->memfd < 0) throw InfraError(errno_text("memfd_create for the arena"));
+  if (ftruncate(w->memfd, capacity) != 0) {
+    close(w->memfd);
+    throw InfraError(errno_text("sizing the shared arena"));
   }
-  const pid_t pid = fork();
-  if (pid < 0) {
+  w->shared = mmap(nullptr, static_cast<size_t>(capacity), PROT_READ | PROT_WRITE, MAP_SHARED, w->memfd, 0);
+  if (w->shared == MAP_FAILED) {
+    close(w->memfd);
+    throw InfraError(errno_text("mapping the shared arena"));
+  }
+  int fds[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) {
+    munmap(w->shared, static_cast<size_t>(capacity));
+    close(w->memfd);
+    throw InfraError(errno_text("socketpair for the worker"));
+  }
+  std::fflush(nullptr);  // nothing buffered may be written twice
+  w->pid = fork();
+  if (w->pid < 0) {
     close(fds[0]);
     close(fds[1]);
-    munmap(shared, bytes);
-    throw InfraError(std::string("fork() failed: ") + strerror(errno));
+    munmap(w->shared, static_cast<size_t>(capacity));
+    close(w->memfd);
+    throw InfraError(errno_text("fork of the worker"));
   }
-  if (pid == 0) {  // worker
+  if (w->pid == 0) {
     close(fds[0]);
-    signal(SIGINT, SIG_IGN);  // the parent decides when to stop; a ^C must not look like a crash
-    const RunResult r = target.run(c, static_cast<std::byte*>(shared), image.layout());
-    report_and_exit(fds[1], r.status == RunStatus::ok ? IsolatedStatus::ok : IsolatedStatus::launch_error,
-                    r.message);
+    worker_main(target_, fds[1], w->memfd, capacity);
   }
   close(fds[1]);
+  w->sock = fds[0];
+  worker_ = std::move(w);
+  ++workers_started_;
+}
 
-  // Read the report until EOF or the deadline.
-  std::string wire;
-  bool timed_out = false;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(options.timeout_s);
-  for (;;) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) {
-      timed_out = true;
-      break;
-    }
-    pollfd pfd{fds[0], POLLIN, 0};
-    const int ready = poll(&pfd, 1, static_cast<int>(left.count()));
-    if (ready < 0 && errno == EINTR) continue;
-    if (ready == 0) {
-      timed_out = true;
-      break;
-    }
-    char buf[4096];
-    const ssize_t n = read(fds[0], buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;  // EOF: the worker is done (or dead)
-    wire.append(buf, static_cast<size_t>(n));
-  }
-  close(fds[0]);
-  if (timed_out) kill(pid, SIGKILL);
+void Isolator::stop() {
+  if (!worker_) return;
+  Worker& w = *worker_;
+  close(w.sock);  // a healthy worker exits on EOF
   int wstatus = 0;
-  while (waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
+  bool reaped = false;
+  for (int i = 0; i < 200 && !reaped; ++i) {  // up to ~1 s, then force
+    const pid_t r = waitpid(w.pid, &wstatus, WNOHANG);
+    reaped = r == w.pid || (r < 0 && errno != EINTR);
+    if (!reaped) usleep(5000);
+  }
+  if (!reaped) {
+    kill(w.pid, SIGKILL);
+    while (waitpid(w.pid, &wstatus, 0) < 0 && errno == EINTR) {
+    }
+  }
+  munmap(w.shared, static_cast<size_t>(w.capacity));
+  close(w.memfd);
+  worker_.reset();
+}
+
+IsolatedRun Isolator::run(const Case& c, Arena& image) {
+  if (!options_.fork) {
+    const RunResult r = target_.run(c, image.data(), image.layout());
+    if (r.status == RunStatus::ok) return {};
+    return {IsolatedStatus::launch_error, r.message};
+  }
+  const int64_t bytes = image.size();
+  if (!worker_ || worker_->capacity < bytes) {
+    const int64_t old = worker_ ? worker_->capacity : 0;
+    start(std::max<int64_t>({bytes, 2 * old, int64_t{1} << 20}));
+  }
+  Worker& w = *worker_;
+  std::memcpy(w.shared, image.data(), static_cast<size_t>(bytes));
+
+  const std::string json = case_to_json(c).dump();
+  const uint64_t header[2] = {json.size(), static_cast<uint64_t>(bytes)};
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(options_.timeout_s));
+  int got = write_all(w.sock, header, sizeof header) && write_all(w.sock, json.data(), json.size()) ? 1 : 0;
+  uint8_t status = 0;
+  uint32_t len = 0;
+  std::string message;
+  if (got == 1) got = read_until(w.sock, &status, 1, deadline);
+  if (got == 1) got = read_until(w.sock, &len, sizeof len, deadline);
+  if (got == 1) {
+    message.resize(len);
+    got = read_until(w.sock, message.data(), len, deadline);
   }
 
-  std::memcpy(image.data(), shared, bytes);
-  munmap(shared, bytes);
+  if (got != 1) {  // dead or hung: reap it (killing a hung one), and report what happened
+    if (got < 0) kill(w.pid, SIGKILL);
+    int wstatus = 0;
+    while (waitpid(w.pid, &wstatus, 0) < 0 && errno == EINTR) {
+    }
+    std::memcpy(image.data(), w.shared, static_cast<size_t>(bytes));  // what the kernel wrote before dying
+    w.pid = -1;
+    close(w.sock);
+    munmap(w.shared, static_cast<size_t>(w.capacity));
+    close(w.memfd);
+    worker_.reset();
+    if (got < 0) return {IsolatedStatus::timeout, "no result after " + std::to_string(options_.timeout_s) + " s; worker killed"};
+    return {IsolatedStatus::crash, describe_exit(wstatus)};
+  }
+  std::memcpy(image.data(), w.shared, static_cast<size_t>(bytes));
+  return {static_cast<IsolatedStatus>(status), message};
+}
 
-  if (timed_out) return {IsolatedStatus::timeout, "no result after " + std::to_string(options.timeout_s) + " s; worker killed"};
-  if (wire.empty()) return {IsolatedStatus::crash, describe_exit(wstatus)};
-  return {static_cast<IsolatedStatus>(wire[0]), wire.substr(1)};
+IsolatedRun run_isolated(Target& target, const Case& c, Arena& image, const IsolationOptions& options) {
+  Isolator isolator(target, options);
+  return isolator.run(c, image);
 }
 
 }  // namespace kvf

@@ -1,13 +1,18 @@
-// isolation.h — running one kernel launch in a forked worker so that a faulting or hanging kernel
+// isolation.h — running kernel launches in a worker process so that a faulting or hanging kernel
 // becomes a finding instead of killing or corrupting kvfuzz.
 //
-// The image the kernel writes is a MAP_SHARED mapping created before fork(): the child runs the
-// target on it and reports how the run ended over a pipe; the parent waits with a timeout, then
-// copies the image back. A child that dies on a signal is a `crash`, one that outlives the timeout
-// is killed and is a `timeout`. Wild writes that miss the image only ever touch the child's copy
-// of kvfuzz's memory.
+// An Isolator owns one persistent worker process, forked on first use. The arena image lives in a
+// shared-memory file (memfd) mapped by both processes: for each launch the parent copies the
+// pre-run image in, sends the case (JSON) over a socket, and waits with a timeout; the worker runs
+// the target on the shared image and answers with how the run ended; the parent copies the image
+// back. A worker that dies (signal, abort) is a `crash`, one that outlives the timeout is killed and
+// is a `timeout`; either way the next launch starts a fresh worker. Wild writes that miss the image
+// only ever touch the worker's copy of kvfuzz's memory. GPU targets need exactly this shape: a
+// sticky CUDA error kills the worker's context, never the campaign.
 #pragma once
 
+#include <cstdint>
+#include <memory>
 #include <string>
 
 #include "arena/arena.h"
@@ -17,18 +22,44 @@
 namespace kvf {
 
 struct IsolationOptions {
-  bool fork = true;          // run each launch in a forked child (off: in-process, for debugging)
-  double timeout_s = 30.0;   // per-launch limit when forked
+  bool fork = true;          // run launches in a worker process (off: in-process, for debugging)
+  double timeout_s = 30.0;   // per-launch limit in the worker
 };
 
 enum class IsolatedStatus : uint8_t { ok, launch_error, crash, timeout };
 
 struct IsolatedRun {
   IsolatedStatus status = IsolatedStatus::ok;
-  std::string message;  // launch error text, signal description, or timeout limit
+  std::string message;  // launch error text, how the worker died, or the timeout limit
 };
 
-// Runs `target` on `image` (which holds the pre-run arena and receives the post-run arena).
+class Isolator {
+ public:
+  Isolator(Target& target, const IsolationOptions& options);
+  ~Isolator();
+  Isolator(const Isolator&) = delete;
+  Isolator& operator=(const Isolator&) = delete;
+
+  // Runs the target on `image` (which holds the pre-run arena and receives the post-run arena).
+  // Throws InfraError when the worker cannot be started or talked to.
+  IsolatedRun run(const Case& c, Arena& image);
+
+  Target& target() { return target_; }
+  const IsolationOptions& options() const { return options_; }
+  int64_t workers_started() const { return workers_started_; }
+
+ private:
+  struct Worker;
+  void start(int64_t capacity);
+  void stop();
+
+  Target& target_;
+  IsolationOptions options_;
+  std::unique_ptr<Worker> worker_;
+  int64_t workers_started_ = 0;
+};
+
+// One launch with a short-lived Isolator (a fresh worker): for one-off runs such as reports.
 IsolatedRun run_isolated(Target& target, const Case& c, Arena& image, const IsolationOptions& options);
 
 }  // namespace kvf
