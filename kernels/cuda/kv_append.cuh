@@ -1,21 +1,24 @@
 // kv_append.cuh — the CUDA KV-cache append kernel: parameters, per-thread body, dtype dispatch.
 //
-// Contract (DESIGN.md §1, unquantised part): for every slot entry t in [0, num_slots) with
-// 0 <= slot_mapping[t] < capacity, the rows key[t, :, :] and value[t, :, :] are written to the
-// cache slot converted to the cache dtype (bit copy when the dtypes are equal, round-to-nearest-even
-// otherwise). slot < 0 is padding and is skipped; slot >= capacity is never written and is counted
-// in *invalid_slots. No other byte changes.
+// Contract (DESIGN.md §1): for every slot entry t in [0, num_slots) with 0 <= slot_mapping[t] <
+// capacity, the rows key[t, :, :] and value[t, :, :] are written to the cache slot converted to the
+// cache dtype: a bit copy when the dtypes are equal, round-to-nearest-even between float dtypes,
+// and convert(x / scale) for fp8/int8 caches (ScaleKind below; per_token_head also writes the scale
+// it computed into the scale cache). slot < 0 is padding and is skipped; slot >= capacity is never
+// written and is counted in *invalid_slots. No other byte changes.
 //
 // The body is __host__ __device__: kv_append.cu launches it on the GPU, kv_append_emu.cpp runs the
-// same code on the CPU through a grid emulator (the cuda-emu target). Only the two collective
-// helpers below (vector load/store and the invalid-slot counter) have separate host and device
-// implementations, with identical results.
+// same code on the CPU through a grid emulator (the cuda-emu target). Only the helpers marked below
+// (vector load/store and the invalid-slot counter) have separate host and device implementations,
+// with identical results.
 #pragma once
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
@@ -24,8 +27,21 @@
 
 namespace kvf {
 
-// Element types of inputs and caches.
-enum class DType : uint8_t { f16, bf16, f32 };
+// Element types of inputs and caches. Inputs are f16/bf16/f32; caches may also be quantised
+// (fp8_e4m3, fp8_e5m2, int8), which requires a ScaleKind other than none.
+enum class DType : uint8_t { f16, bf16, f32, fp8_e4m3, fp8_e5m2, int8 };
+
+// Where the scales of a quantised cache come from (DESIGN.md §1). Stored value = convert(x / scale)
+// with IEEE fp32 division; fp8 rounds to nearest even and saturates to ±max finite (NaN -> 0x7F);
+// int8 rounds half to even, saturates to [-128, 127], NaN -> 0.
+enum class ScaleKind : uint8_t {
+  none,            // float cache: no scale (bit copy or round-to-nearest-even conversion)
+  per_tensor,      // k_scale[0], v_scale[0]
+  per_head,        // k_scale[h], [H_kv]
+  per_block,       // k_scale[b * H_kv + h], [num_blocks, H_kv], b = the slot's physical block
+  per_token_head,  // dynamic: scale = max(amax, 1e-6f) / QMAX over the row's D values (NaN ignored),
+                   // written to the scale cache at (block, pos, head)
+};
 // Element type of slot_mapping.
 enum class IndexType : uint8_t { i32, i64 };
 
@@ -49,6 +65,14 @@ struct KvAppendParams {
   DType input_dtype = DType::f16;
   DType cache_dtype = DType::f16;
   unsigned long long* invalid_slots = nullptr;  // optional counter of slots >= capacity
+
+  // Quantisation (cache_dtype fp8_e4m3 / fp8_e5m2 / int8 only).
+  ScaleKind scale_kind = ScaleKind::none;
+  const float* k_scale = nullptr;   // static scales of K: [1], [H_kv] or [num_blocks, H_kv], fp32
+  const float* v_scale = nullptr;   // static scales of V, same shape
+  float* k_scale_cache = nullptr;   // per_token_head: K scale of (block, pos, head) at
+  float* v_scale_cache = nullptr;   //   cache_elem_offset(scale_cache, block, pos, head, 0)
+  CacheGeometry scale_cache;        // strides of the scale caches (in fp32 elements; no dim)
 };
 
 // Grid shape shared by the GPU launcher and the emulator: one thread block per slot entry.
@@ -132,10 +156,94 @@ KVF_HD __nv_bfloat16 from_float<__nv_bfloat16>(float x) {
 template <>
 KVF_HD float from_float<float>(float x) { return x; }
 
+// ---------------------------------------------------------------------------------------------
+// Quantised cache elements: stored = convert(x / scale), IEEE fp32 division (never a reciprocal).
+// fp8 uses CUDA's conversion with __NV_SATFINITE (round to nearest even, saturate to ±max finite,
+// NaN -> 0x7F); int8 rounds half to even (rintf: cvt.rni on the device, the default rounding mode on
+// the host), saturates to [-128, 127] and maps NaN to 0.
+
+struct Fp8E4M3 {
+  uint8_t bits;
+};
+struct Fp8E5M2 {
+  uint8_t bits;
+};
+struct Int8 {
+  int8_t value;
+};
+
+template <typename QT>
+struct QuantTraits;
+template <>
+struct QuantTraits<Fp8E4M3> {
+  static constexpr float kMax = 448.0f;
+};
+template <>
+struct QuantTraits<Fp8E5M2> {
+  static constexpr float kMax = 57344.0f;
+};
+template <>
+struct QuantTraits<Int8> {
+  static constexpr float kMax = 127.0f;
+};
+
+template <typename T>
+inline constexpr bool kIsQuantized = std::is_same_v<T, Fp8E4M3> || std::is_same_v<T, Fp8E5M2> || std::is_same_v<T, Int8>;
+
+// x / scale in IEEE fp32 (nvcc's default -prec-div=true; never a reciprocal multiply).
+KVF_HD float divide_by_scale(float x, float scale) { return x / scale; }
+
+template <typename QT>
+KVF_HD QT quantize(float x, float scale);
+template <>
+KVF_HD Fp8E4M3 quantize<Fp8E4M3>(float x, float scale) {
+  const float q = divide_by_scale(x, scale);
+  return Fp8E4M3{static_cast<uint8_t>(__nv_cvt_float_to_fp8(q, __NV_SATFINITE, __NV_E4M3))};
+}
+template <>
+KVF_HD Fp8E5M2 quantize<Fp8E5M2>(float x, float scale) {
+  const float q = divide_by_scale(x, scale);
+  return Fp8E5M2{static_cast<uint8_t>(__nv_cvt_float_to_fp8(q, __NV_SATFINITE, __NV_E5M2))};
+}
+template <>
+KVF_HD Int8 quantize<Int8>(float x, float scale) {
+  const float q = divide_by_scale(x, scale);
+  if (q != q) return Int8{0};
+  const float r = rintf(q);
+  const float clamped = r < -128.0f ? -128.0f : (r > 127.0f ? 127.0f : r);
+  return Int8{static_cast<int8_t>(clamped)};
+}
+
+// Static scale of (tensor, block, head) for per_tensor / per_head / per_block; `block` is the
+// slot's physical block.
+KVF_HD float static_scale(const KvAppendParams& p, bool is_value, int64_t block, int64_t head) {
+  const float* scale = is_value ? p.v_scale : p.k_scale;
+  switch (p.scale_kind) {
+    case ScaleKind::per_tensor: return scale[0];
+    case ScaleKind::per_head: return scale[head];
+    case ScaleKind::per_block: return scale[block * p.num_heads + head];
+    default: return 1.0f;
+  }
+}
+
 // Reads slot_mapping[t] widened to 64 bits.
 template <typename SlotT>
 KVF_HD int64_t load_slot(const void* slot_mapping, int64_t t) {
   return static_cast<int64_t>(static_cast<const SlotT*>(slot_mapping)[t]);
+}
+
+// Row pointers of (token, head) in the input and of (block, pos, head) in the caches.
+template <typename InT>
+KVF_HD const InT* input_row(const KvAppendParams& p, bool is_value, int64_t token, int64_t head) {
+  return is_value ? static_cast<const InT*>(p.value) + input_elem_offset(p.value_stride_token, p.value_stride_head, token, head, 0)
+                  : static_cast<const InT*>(p.key) + input_elem_offset(p.key_stride_token, p.key_stride_head, token, head, 0);
+}
+template <typename CacheT>
+KVF_HD CacheT* cache_row(const KvAppendParams& p, bool is_value, int64_t block, int64_t pos, int64_t head) {
+  return static_cast<CacheT*>(is_value ? p.v_cache : p.k_cache) + cache_elem_offset(p.cache, block, pos, head, 0);
+}
+KVF_HD float* scale_cell(const KvAppendParams& p, bool is_value, int64_t block, int64_t pos, int64_t head) {
+  return (is_value ? p.v_scale_cache : p.k_scale_cache) + cache_elem_offset(p.scale_cache, block, pos, head, 0);
 }
 
 // Copies elements [lo, hi) of one row. Equal dtypes are bit copies (NaN payloads survive), 16 bytes
@@ -155,7 +263,9 @@ KVF_HD void copy_chunk(const InT* src, CacheT* dst, int64_t lo, int64_t hi, int6
 
 // ---------------------------------------------------------------------------------------------
 // Per-thread body. Thread block `cta` handles slot entry `cta`; its threads stride over
-// (K or V) x heads x 16-byte chunks of head_dim, so any head count and head_dim are covered.
+// (K or V) x heads x 16-byte chunks of head_dim, so any head count and head_dim are covered. With a
+// dynamic per-token-head scale a work item is a whole (K or V, head) row instead: the row's amax
+// must be known before any element is stored.
 
 template <typename InT, typename CacheT, typename SlotT>
 KVF_HD void kv_append_thread(const KvAppendParams& p, int64_t cta, int thread, int threads) {
@@ -168,9 +278,26 @@ KVF_HD void kv_append_thread(const KvAppendParams& p, int64_t cta, int thread, i
   }
   const int64_t block = slot / p.cache.block_size;
   const int64_t pos = slot % p.cache.block_size;
+  const int64_t head_dim = p.head_dim;
+
+  if constexpr (kIsQuantized<CacheT>) {
+    if (p.scale_kind == ScaleKind::per_token_head) {
+      for (int64_t work = thread; work < 2 * int64_t{p.num_heads}; work += threads) {
+        const bool is_value = work >= p.num_heads;
+        const int64_t head = work % p.num_heads;
+        const InT* src = input_row<InT>(p, is_value, token, head);
+        CacheT* dst = cache_row<CacheT>(p, is_value, block, pos, head);
+        float amax = 0.0f;
+        for (int64_t d = 0; d < head_dim; ++d) amax = fmaxf(amax, fabsf(to_float(src[d])));  // NaN ignored
+        const float scale = fmaxf(amax, 1e-6f) / QuantTraits<CacheT>::kMax;
+        *scale_cell(p, is_value, block, pos, head) = scale;
+        for (int64_t d = 0; d < head_dim; ++d) dst[d] = quantize<CacheT>(to_float(src[d]), scale);
+      }
+      return;
+    }
+  }
 
   constexpr int64_t kVec = 16 / sizeof(InT);  // elements per chunk
-  const int64_t head_dim = p.head_dim;
   const int64_t chunks = (head_dim + kVec - 1) / kVec;
   const int64_t per_tensor = static_cast<int64_t>(p.num_heads) * chunks;
 
@@ -179,13 +306,14 @@ KVF_HD void kv_append_thread(const KvAppendParams& p, int64_t cta, int thread, i
     const int64_t head = (work % per_tensor) / chunks;
     const int64_t lo = (work % chunks) * kVec;
     const int64_t hi = lo + kVec < head_dim ? lo + kVec : head_dim;
-
-    const InT* src = static_cast<const InT*>(is_value ? p.value : p.key) +
-                     (is_value ? input_elem_offset(p.value_stride_token, p.value_stride_head, token, head, 0)
-                               : input_elem_offset(p.key_stride_token, p.key_stride_head, token, head, 0));
-    CacheT* dst = static_cast<CacheT*>(is_value ? p.v_cache : p.k_cache) +
-                  cache_elem_offset(p.cache, block, pos, head, 0);
-    copy_chunk<InT, CacheT>(src, dst, lo, hi, kVec);
+    const InT* src = input_row<InT>(p, is_value, token, head);
+    CacheT* dst = cache_row<CacheT>(p, is_value, block, pos, head);
+    if constexpr (kIsQuantized<CacheT>) {
+      const float scale = static_scale(p, is_value, block, head);
+      for (int64_t e = lo; e < hi; ++e) dst[e] = quantize<CacheT>(to_float(src[e]), scale);
+    } else {
+      copy_chunk<InT, CacheT>(src, dst, lo, hi, kVec);
+    }
   }
 }
 
@@ -207,12 +335,18 @@ bool dispatch_slot(const KvAppendParams& p, Fn& fn) {
   return false;
 }
 
+// A quantised cache needs a scale kind and a float cache must have none; other combinations are
+// refused rather than guessed (bug pattern B28).
 template <typename InT, typename Fn>
 bool dispatch_cache(const KvAppendParams& p, Fn& fn) {
+  const bool scaled = p.scale_kind != ScaleKind::none;
   switch (p.cache_dtype) {
-    case DType::f16: return dispatch_slot<InT, __half>(p, fn);
-    case DType::bf16: return dispatch_slot<InT, __nv_bfloat16>(p, fn);
-    case DType::f32: return dispatch_slot<InT, float>(p, fn);
+    case DType::f16: return !scaled && dispatch_slot<InT, __half>(p, fn);
+    case DType::bf16: return !scaled && dispatch_slot<InT, __nv_bfloat16>(p, fn);
+    case DType::f32: return !scaled && dispatch_slot<InT, float>(p, fn);
+    case DType::fp8_e4m3: return scaled && dispatch_slot<InT, Fp8E4M3>(p, fn);
+    case DType::fp8_e5m2: return scaled && dispatch_slot<InT, Fp8E5M2>(p, fn);
+    case DType::int8: return scaled && dispatch_slot<InT, Int8>(p, fn);
   }
   return false;
 }
@@ -223,8 +357,8 @@ bool dispatch_kv_append(const KvAppendParams& p, Fn fn) {
     case DType::f16: return dispatch_cache<__half>(p, fn);
     case DType::bf16: return dispatch_cache<__nv_bfloat16>(p, fn);
     case DType::f32: return dispatch_cache<float>(p, fn);
+    default: return false;  // quantised dtypes are cache-only
   }
-  return false;
 }
 
 }  // namespace kvf

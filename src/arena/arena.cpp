@@ -57,6 +57,9 @@ ArenaLayout plan_arena(const Case& c) {
   l.input_bytes = checked_mul(require_non_negative(c.input_buffer_elems, "input_buffer_elems"), in_size, "input buffer");
   l.slots_bytes = checked_mul(c.num_slots(), slot_size, "slot_mapping");
   l.cache_bytes = checked_mul(require_non_negative(c.cache_buffer_elems, "cache_buffer_elems"), cache_size, "cache buffer");
+  const int64_t scale_count = static_scale_count(c.scale_kind, c.num_heads, c.cache.num_blocks);
+  l.scales_bytes = checked_mul(checked_mul(require_non_negative(scale_count, "static scale count"), 2, "static scales"), 4, "static scales");
+  l.scale_cache_bytes = checked_mul(require_non_negative(c.scale_cache_elems, "scale_cache_elems"), 4, "scale cache buffer");
   constexpr int64_t counter_bytes = sizeof(unsigned long long);
 
   // Each section starts at the next 256-byte boundary after the previous section's end plus a guard
@@ -64,8 +67,10 @@ ArenaLayout plan_arena(const Case& c) {
   auto next_begin = [&](int64_t prev_end) { return checked_add(round_up(prev_end, kAlign, "layout"), l.guard_bytes, "layout"); };
   l.input_begin = next_begin(0);
   l.slots_begin = next_begin(checked_add(l.input_begin, l.input_bytes, "layout"));
-  l.cache_begin = next_begin(checked_add(l.slots_begin, l.slots_bytes, "layout"));
-  l.counter_begin = next_begin(checked_add(l.cache_begin, l.cache_bytes, "layout"));
+  l.scales_begin = next_begin(checked_add(l.slots_begin, l.slots_bytes, "layout"));
+  l.cache_begin = next_begin(checked_add(l.scales_begin, l.scales_bytes, "layout"));
+  l.scale_cache_begin = next_begin(checked_add(l.cache_begin, l.cache_bytes, "layout"));
+  l.counter_begin = next_begin(checked_add(l.scale_cache_begin, l.scale_cache_bytes, "layout"));
   l.total_bytes = next_begin(checked_add(l.counter_begin, counter_bytes, "layout"));
   return l;
 }
@@ -132,18 +137,25 @@ void store_elem(std::byte* base, int64_t index, int size, uint64_t bits) {
 // ---------------------------------------------------------------------------------------------
 // Cache cell location
 
-CacheLocator::CacheLocator(const Case& c) : c_(c), owners_(static_cast<size_t>(std::max<int64_t>(c.cache.num_blocks, 0))) {
+CacheLocator::CacheLocator(const Case& c) : CacheLocator(c, c.cache, c.cache_k_offset, c.cache_v_offset, c.head_dim) {}
+
+CacheLocator CacheLocator::scale_cache(const Case& c) {
+  return CacheLocator(c, c.scale_cache, c.scale_k_offset, c.scale_v_offset, 1);
+}
+
+CacheLocator::CacheLocator(const Case& c, const CacheGeometry& g, int64_t k_offset, int64_t v_offset, int64_t head_dim)
+    : c_(c), g_(g), k_offset_(k_offset), v_offset_(v_offset), owners_(static_cast<size_t>(std::max<int64_t>(g.num_blocks, 0))) {
   for (size_t r = 0; r < c.requests.size(); ++r) {
     const auto& blocks = c.requests[r].blocks;
     for (size_t li = 0; li < blocks.size(); ++li) {
       const int64_t b = blocks[li];
-      if (b >= 0 && b < c.cache.num_blocks) owners_[static_cast<size_t>(b)] = Owner{static_cast<int64_t>(r), static_cast<int64_t>(li)};
+      if (b >= 0 && b < g.num_blocks) owners_[static_cast<size_t>(b)] = Owner{static_cast<int64_t>(r), static_cast<int64_t>(li)};
     }
   }
-  const Dim all[4] = {{c.cache.stride_block, c.cache.num_blocks, 0},
-                      {c.cache.stride_pos, c.cache.block_size, 1},
-                      {c.cache.stride_head, c.num_heads, 2},
-                      {1, c.head_dim, 3}};
+  const Dim all[4] = {{g.stride_block, g.num_blocks, 0},
+                      {g.stride_pos, g.block_size, 1},
+                      {g.stride_head, c.num_heads, 2},
+                      {1, head_dim, 3}};
   for (const Dim& d : all) {
     if (d.extent <= 0) invertible_ = false;  // no cell at all: every element is a gap
     if (d.extent <= 1) continue;  // index is always 0; its stride does not matter
@@ -167,7 +179,7 @@ CacheCell CacheLocator::cell(bool is_value, int64_t block, int64_t pos, int64_t 
   }
   const Request& r = c_.requests[static_cast<size_t>(o.request)];
   cell.request = o.request;
-  cell.token = o.logical * c_.cache.block_size + pos;
+  cell.token = o.logical * g_.block_size + pos;
   if (cell.token < r.context_len) {
     cell.role = CacheCell::Role::context;
   } else if (cell.token < r.context_len + r.new_len) {
@@ -181,7 +193,8 @@ CacheCell CacheLocator::cell(bool is_value, int64_t block, int64_t pos, int64_t 
 CacheCell CacheLocator::locate(int64_t elem) const {
   if (!invertible_) return CacheCell{};
   for (const bool is_value : {false, true}) {
-    int64_t rest = elem - (is_value ? c_.cache_v_offset : c_.cache_k_offset);
+    const int64_t base = is_value ? v_offset_ : k_offset_;
+    int64_t rest = elem - base;
     if (rest < 0) continue;
     int64_t index[4] = {0, 0, 0, 0};  // block, pos, head, dim
     bool fits = true;
@@ -194,8 +207,7 @@ CacheCell CacheLocator::locate(int64_t elem) const {
     if (!fits || rest != 0) continue;
     // The greedy decomposition is unique under the nested-strides rule; check it against the one
     // addressing formula anyway, so an invalid case can only make us say "gap", never lie.
-    const int64_t base = is_value ? c_.cache_v_offset : c_.cache_k_offset;
-    if (base + cache_elem_offset(c_.cache, index[0], index[1], index[2], index[3]) != elem) continue;
+    if (base + cache_elem_offset(g_, index[0], index[1], index[2], index[3]) != elem) continue;
     return cell(is_value, index[0], index[1], index[2], index[3]);
   }
   return CacheCell{};
@@ -240,7 +252,14 @@ Arena make_initial_arena(const Case& c) {
   // kernel that reads slot_mapping past its end (grid sized by key rows, bug B8) then writes a
   // CUDA-graph padding row into slot 0, which the diff sees, instead of silently skipping it.
   const int64_t slots_end = l.slots_begin + l.slots_bytes;
-  std::memset(a.data() + slots_end, 0x00, static_cast<size_t>((l.cache_begin - slots_end) / 2));
+  std::memset(a.data() + slots_end, 0x00, static_cast<size_t>((l.scales_begin - slots_end) / 2));
+
+  // Static scales: K's then V's, from the case's scale distribution.
+  const int64_t scale_count = static_scale_count(c.scale_kind, c.num_heads, c.cache.num_blocks);
+  for (int64_t i = 0; i < scale_count; ++i) {
+    store_elem(a.scales(), i, 4, golden::scale_bits(c, Tensor::key, i));
+    store_elem(a.scales(), scale_count + i, 4, golden::scale_bits(c, Tensor::value, i));
+  }
 
   // Cache buffer: gap canary everywhere, then every (tensor, block, pos, head, dim) cell by role.
   const int cache_size = dtype_size(c.cache_dtype);
@@ -264,6 +283,35 @@ Arena make_initial_arena(const Case& c) {
               default: bits = tail; break;  // new-token cells (not yet written) and block tails
             }
             store_elem(a.cache(), base + cache_elem_offset(c.cache, b, p, h, d), cache_size, bits);
+          }
+        }
+      }
+    }
+  }
+
+  // Scale cache buffer (per_token_head): fp32 gap canary everywhere, then every (tensor, block, pos,
+  // head) cell by the role of its KV cache cell: context cells hold earlier tokens' scales,
+  // new-token cells and block tails the tail canary, free blocks the free-block canary.
+  const uint32_t scale_gap = golden::canary_bits(DType::f32, Canary::cache_gap);
+  const uint32_t scale_free = golden::canary_bits(DType::f32, Canary::free_block);
+  const uint32_t scale_tail = golden::canary_bits(DType::f32, Canary::block_tail);
+  for (int64_t e = 0; e < c.scale_cache_elems; ++e) store_elem(a.scale_cache(), e, 4, scale_gap);
+  if (c.scale_kind == ScaleKind::per_token_head) {
+    const CacheLocator scale_loc = CacheLocator::scale_cache(c);
+    for (const Tensor t : {Tensor::key, Tensor::value}) {
+      const bool is_value = t == Tensor::value;
+      const int64_t base = is_value ? c.scale_v_offset : c.scale_k_offset;
+      for (int64_t b = 0; b < c.scale_cache.num_blocks; ++b) {
+        for (int64_t p = 0; p < c.scale_cache.block_size; ++p) {
+          const CacheCell role = scale_loc.cell(is_value, b, p, 0, 0);
+          for (int64_t h = 0; h < c.num_heads; ++h) {
+            uint32_t bits;
+            switch (role.role) {
+              case CacheCell::Role::context: bits = golden::context_scale_bits(c, t, role.request, role.token, h); break;
+              case CacheCell::Role::free_block: bits = scale_free; break;
+              default: bits = scale_tail; break;  // new-token cells (not yet written) and block tails
+            }
+            store_elem(a.scale_cache(), base + cache_elem_offset(c.scale_cache, b, p, h, 0), 4, bits);
           }
         }
       }

@@ -1,9 +1,13 @@
 // arena.h — the guarded memory image one append runs on.
 //
 // One byte image, 256-byte aligned like cudaMalloc, laid out as
-//   [guard][input buffer][guard][slot_mapping][guard][cache buffer][guard][invalid counter][guard]
-// Each section starts 256-byte aligned; every byte outside the four sections is guard (0xFF, a NaN
-// in every float dtype), except the first half of the band after slot_mapping, which is 0x00 so
+//   [guard][input buffer][guard][slot_mapping][guard][static scales][guard][cache buffer][guard]
+//   [scale cache buffer][guard][invalid counter][guard]
+// The static scales section holds static_scale_count() fp32 K scales then as many V scales (empty
+// unless per_tensor / per_head / per_block); the scale cache section holds case.scale_cache_elems
+// fp32 elements (empty unless per_token_head). Empty sections take no bytes but keep their guard.
+// Each section starts 256-byte aligned; every byte outside the six sections is guard (0xFF, a NaN
+// in every float and fp8 dtype, -1 in int8), except the first half of the band after slot_mapping, which is 0x00 so
 // that an over-read of slot_mapping yields slot 0, a real slot, rather than -1, which is skipped. guard_bytes = round_up(clamp(one cache block's span in bytes, 4 KiB,
 // 1 MiB), 256), so an off-by-one-block write from either end of the cache lands in a guard band.
 // Every byte has a known value before the run (make_initial_arena): payload rows, tagged-NaN padding rows,
@@ -28,8 +32,12 @@ struct ArenaLayout {
   int64_t input_bytes = 0;
   int64_t slots_begin = 0;    // slot_mapping: num_slots elements of slot_dtype
   int64_t slots_bytes = 0;
+  int64_t scales_begin = 0;   // static scales: 2 * static_scale_count() fp32 (K then V); read-only
+  int64_t scales_bytes = 0;
   int64_t cache_begin = 0;    // cache buffer: cache_buffer_elems elements of cache_dtype
   int64_t cache_bytes = 0;
+  int64_t scale_cache_begin = 0;  // scale cache buffer: scale_cache_elems fp32 (per_token_head)
+  int64_t scale_cache_bytes = 0;
   int64_t counter_begin = 0;  // one unsigned long long: the invalid-slot counter
   int64_t total_bytes = 0;
 };
@@ -53,6 +61,10 @@ class Arena {
   std::byte* input() { return data() + layout_.input_begin; }
   std::byte* slots() { return data() + layout_.slots_begin; }
   std::byte* cache() { return data() + layout_.cache_begin; }
+  std::byte* scales() { return data() + layout_.scales_begin; }
+  std::byte* scale_cache() { return data() + layout_.scale_cache_begin; }
+  const std::byte* scales() const { return data() + layout_.scales_begin; }
+  const std::byte* scale_cache() const { return data() + layout_.scale_cache_begin; }
   unsigned long long* counter() { return reinterpret_cast<unsigned long long*>(data() + layout_.counter_begin); }
   const std::byte* input() const { return data() + layout_.input_begin; }
   const std::byte* slots() const { return data() + layout_.slots_begin; }
@@ -89,6 +101,11 @@ class CacheLocator {
  public:
   explicit CacheLocator(const Case& c);
 
+  // The locator of a case's scale cache buffer (per_token_head): geometry c.scale_cache, K at
+  // c.scale_k_offset, V at c.scale_v_offset, one fp32 element per (block, pos, head), so every
+  // located cell has dim 0. Roles and owners are those of the KV cache cell (block, pos, head).
+  static CacheLocator scale_cache(const Case& c);
+
   // The cell at cache buffer element `elem`; role gap if no (tensor, block, pos, head, dim) of K or
   // V addresses it (stride gaps, bytes before K/V, past the end).
   CacheCell locate(int64_t elem) const;
@@ -110,7 +127,10 @@ class CacheLocator {
     int64_t stride = 0, extent = 1;
     int which = 0;  // 0 block, 1 pos, 2 head, 3 dim
   };
+  CacheLocator(const Case& c, const CacheGeometry& g, int64_t k_offset, int64_t v_offset, int64_t head_dim);
   const Case& c_;
+  CacheGeometry g_;             // geometry of the located buffer's K and V tensors
+  int64_t k_offset_ = 0, v_offset_ = 0;  // element offsets of K and V in the buffer
   Dim dims_[4];    // dims of extent > 1, by descending stride
   int num_dims_ = 0;
   bool invertible_ = true;      // false if a dim is empty, or has extent > 1 and a stride <= 0 (invalid case)
@@ -122,7 +142,7 @@ class CacheLocator {
 // many elements should build one CacheLocator and reuse it.
 CacheCell locate_cache_elem(const Case& c, int64_t elem);
 
-// Raw element access on an image: element `index` of `size` bytes (2 or 4 for float dtypes, 4 or 8
+// Raw element access on an image: element `index` of `size` bytes (1, 2 or 4 for cache dtypes, 4 or 8
 // for slot dtypes) starting at `base`, as the low bits of the result (little-endian host).
 uint64_t load_elem(const std::byte* base, int64_t index, int size);
 void store_elem(std::byte* base, int64_t index, int size, uint64_t bits);

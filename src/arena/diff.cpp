@@ -15,10 +15,30 @@
 //      -> cross_request_write; own context, free block, block tail, stride gap -> stray_write.
 // Writers are decoded by value: the converted bits of every input element (tensor, row, head, dim)
 // are indexed once, lazily, when the first cache difference needs it.
+//
+// Quantised caches (fp8_e4m3, fp8_e5m2, int8) are classified by location only: with 256 codes per
+// element, a value matches many input elements (and every canary is also a value a correct
+// quantisation can produce, see payload.cpp), so a match would be coincidence, not evidence. Even a
+// unique match is not trusted: no writer decoding, no padding_leak, no oob_read_suspected. A
+// differing new-token cell is missing_write if it still holds its pre-run value, else
+// wrong_value; another request's or the own context is cross_request_write (unknown writer); free
+// blocks, block tails and stride gaps are stray_write.
+// The static scales section is an input: any change is input_modified. The scale cache (per
+// token-head) is classified like a quantised KV cache, except that a differing new-token cell is
+// scale_mismatch (also when it was not written at all; the example says so).
+// Tolerance (TolerancePolicy) applies to expected-write cells only (KV cache and scale cache
+// new-token cells) whose value differs: ulp:N judges the value alone and accepts a distance of at
+// most N in the stored format (golden::ulp_distance; NaN against a number is never accepted), even
+// when that value equals the cell's pre-run value (in 1-byte formats the pre-run pattern is a real
+// value, and a 1-ulp-off kernel can legitimately store it); written-any-value accepts any value
+// except the pre-run one. Every other location is exact under every policy. Tolerated cells still
+// count in differing_cells.
 #include "arena/diff.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <optional>
 #include <stdexcept>
@@ -48,6 +68,7 @@ enum class Victim : uint8_t {
   value_view,    // input buffer cell of the value view
   input_other,   // input buffer cell outside both views
   slot_mapping,  // a slot_mapping entry
+  static_scales, // an element of the static scales section
   counter,       // the invalid-slot counter
   context,       // id: request owning the earlier-context cell
   new_token,     // id: request owning the expected-write cell
@@ -77,6 +98,7 @@ struct GroupKey {
   Writer writer = Writer::kernel;
   int64_t victim_id = -1;
   int64_t writer_id = -1;
+  bool scale_cache = false;  // the victim cell is in the scale cache buffer (else the KV cache, if a cache cell)
   bool operator==(const GroupKey&) const = default;
 };
 
@@ -84,7 +106,7 @@ struct GroupKeyHash {
   size_t operator()(const GroupKey& k) const {
     uint64_t h = mix64((static_cast<uint64_t>(k.kind) << 16) | (static_cast<uint64_t>(k.victim) << 8) |
                        static_cast<uint64_t>(k.writer));
-    h = mix64(h ^ static_cast<uint64_t>(k.victim_id));
+    h = mix64(h ^ static_cast<uint64_t>(k.victim_id) ^ (k.scale_cache ? 0x5ca1eull : 0));
     return static_cast<size_t>(mix64(h ^ static_cast<uint64_t>(k.writer_id)));
   }
 };
@@ -132,7 +154,9 @@ struct Group {
   std::unordered_set<int64_t> victim_tokens;  // missing_write / wrong_value: distinct victim tokens
   Range victim_token;
   std::string example;          // first cell, rendered once
-  std::string first_clause;     // wrong_value: what the first cell holds, for the sentence
+  std::string first_clause;     // wrong_value / scale_mismatch: what the first cell holds, for the sentence
+  int64_t max_ulp = -1;         // wrong_value: largest ulp distance of a comparable cell, -1 if none
+  bool incomparable = false;    // wrong_value: some cell holds NaN where a number is expected, or vice versa
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -146,6 +170,14 @@ std::string hex(uint64_t bits, int bytes) {
 }
 
 std::string num(int64_t v) { return std::to_string(v); }
+
+// A stored value as a decimal ("1.625", "nan", "-inf"): %.9g is exact for every format's values
+// that matter here (fp8 and int8 exactly, f16/bf16 exactly, f32 to round-trip precision).
+std::string value_text(uint32_t bits, DType t) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.9g", static_cast<double>(golden::bits_to_f32(bits, t)));
+  return buf;
+}
 
 // "slot 2" or "slots 0..3".
 std::string span(const char* singular, const char* plural, const Range& r) {
@@ -176,7 +208,8 @@ std::string cells_phrase(const Group& g) {
   return block_list(g.blocks) + " " + span("slot", "slots", g.pos) + ", " + span("head", "heads", g.head);
 }
 
-const char* kSectionNames[4] = {"input buffer", "slot_mapping", "cache buffer", "invalid-slot counter"};
+const char* kSectionNames[6] = {"input buffer", "slot_mapping",       "static scales",
+                                "cache buffer", "scale cache buffer", "invalid-slot counter"};
 
 std::string band_name(int64_t band) {
   return std::string("guard band ") + (band % 2 ? "after" : "before") + " the " + kSectionNames[band / 2];
@@ -384,25 +417,40 @@ std::optional<ViewCell> locate_in_view(const Case& c, const InputView& v, int64_
 
 class Differ {
  public:
-  Differ(const Case& c, const Arena& initial, const Arena& expected, const Arena& actual)
-      : c_(c), initial_(initial), expected_(expected), actual_(actual), layout_(expected.layout()), loc_(c) {}
+  Differ(const Case& c, const Arena& initial, const Arena& expected, const Arena& actual, const TolerancePolicy& policy)
+      : c_(c),
+        initial_(initial),
+        expected_(expected),
+        actual_(actual),
+        layout_(expected.layout()),
+        policy_(policy),
+        loc_(c),
+        scale_loc_(CacheLocator::scale_cache(c)),
+        quantized_(is_quantized(c.cache_dtype)),
+        scale_count_(static_scale_count(c.scale_kind, c.num_heads, c.cache.num_blocks)) {}
 
   Verdict run() {
     const ArenaLayout& l = layout_;
     const int64_t input_end = l.input_begin + l.input_bytes;
     const int64_t slots_end = l.slots_begin + l.slots_bytes;
+    const int64_t scales_end = l.scales_begin + l.scales_bytes;
     const int64_t cache_end = l.cache_begin + l.cache_bytes;
+    const int64_t scale_cache_end = l.scale_cache_begin + l.scale_cache_bytes;
     const int64_t counter_end = l.counter_begin + static_cast<int64_t>(sizeof(unsigned long long));
 
     guard(0, l.input_begin, -1, 0);
     scan(l.input_begin, input_end, dtype_size(c_.input_dtype), [&](int64_t i) { input_elem(i); });
     guard(input_end, l.slots_begin, 0, 1);
     scan(l.slots_begin, slots_end, index_type_size(c_.slot_dtype), [&](int64_t i) { slot_elem(i); });
-    guard(slots_end, l.cache_begin, 1, 2);
+    guard(slots_end, l.scales_begin, 1, 2);
+    scan(l.scales_begin, scales_end, 4, [&](int64_t i) { scales_elem(i); });
+    guard(scales_end, l.cache_begin, 2, 3);
     scan(l.cache_begin, cache_end, dtype_size(c_.cache_dtype), [&](int64_t i) { cache_elem(i); });
-    guard(cache_end, l.counter_begin, 2, 3);
+    guard(cache_end, l.scale_cache_begin, 3, 4);
+    scan(l.scale_cache_begin, scale_cache_end, 4, [&](int64_t i) { scale_cache_elem(i); });
+    guard(scale_cache_end, l.counter_begin, 4, 5);
     scan(l.counter_begin, counter_end, 8, [&](int64_t) { counter(); });
-    guard(counter_end, l.total_bytes, 3, -1);
+    guard(counter_end, l.total_bytes, 5, -1);
 
     // Most severe kind first, then by victim (requests in order, free blocks by number), then writer.
     std::vector<const Group*> order;
@@ -410,8 +458,8 @@ class Differ {
     std::sort(order.begin(), order.end(), [](const Group* a, const Group* b) {
       const GroupKey& x = a->key;
       const GroupKey& y = b->key;
-      return std::make_tuple(severity(x.kind), x.victim, x.victim_id, x.writer, x.writer_id) <
-             std::make_tuple(severity(y.kind), y.victim, y.victim_id, y.writer, y.writer_id);
+      return std::make_tuple(severity(x.kind), x.scale_cache, x.victim, x.victim_id, x.writer, x.writer_id) <
+             std::make_tuple(severity(y.kind), y.scale_cache, y.victim, y.victim_id, y.writer, y.writer_id);
     });
     Verdict verdict;
     verdict.differing_cells = differing_;
@@ -429,9 +477,10 @@ class Differ {
       case FindingKind::input_modified: return 4;
       case FindingKind::oob_read_suspected: return 5;
       case FindingKind::wrong_value: return 6;
-      case FindingKind::missing_write: return 7;
-      case FindingKind::invalid_slot_miscount: return 8;
-      default: return 9;
+      case FindingKind::scale_mismatch: return 7;
+      case FindingKind::missing_write: return 8;
+      case FindingKind::invalid_slot_miscount: return 9;
+      default: return 10;
     }
   }
 
@@ -503,6 +552,68 @@ class Differ {
     g.elem.add(i);
   }
 
+  // Element i of the static scales section: K scales [0, n), V scales [n, 2n).
+  void scales_elem(int64_t i) {
+    const bool is_value = i >= scale_count_;
+    const int64_t index = is_value ? i - scale_count_ : i;
+    Group& g = group(GroupKey{FindingKind::input_modified, Victim::static_scales, Writer::kernel, -1, -1}, [&](Group& ng) {
+      const auto exp = static_cast<uint32_t>(load_elem(expected_.scales(), i, 4));
+      const auto act = static_cast<uint32_t>(load_elem(actual_.scales(), i, 4));
+      ng.example = std::string("static ") + (is_value ? "V" : "K") + " scale " + num(index) + " (scales element " + num(i) + "): expected " +
+                   hex(exp, 4) + " (" + value_text(exp, DType::f32) + "), found " + hex(act, 4) + " (" + value_text(act, DType::f32) + ")";
+    });
+    (is_value ? g.v : g.k) = true;
+    g.elem.add(index);
+  }
+
+  // True when the policy accepts `act` in an expected-write cell that should hold `exp` and held
+  // `ini` before the run (act != exp). See the file comment for why ulp:N ignores `ini`.
+  bool tolerated(uint32_t exp, uint32_t act, uint32_t ini, DType t) const {
+    switch (policy_.kind) {
+      case TolerancePolicy::Kind::exact: return false;
+      case TolerancePolicy::Kind::ulp: {
+        const int64_t u = golden::ulp_distance(exp, act, t);
+        return u >= 0 && u <= policy_.ulps;
+      }
+      case TolerancePolicy::Kind::written_any_value: return act != ini;
+    }
+    return false;
+  }
+
+  // Element e of the scale cache buffer (per_token_head), classified by location.
+  void scale_cache_elem(int64_t e) {
+    const auto exp = static_cast<uint32_t>(load_elem(expected_.scale_cache(), e, 4));
+    const auto act = static_cast<uint32_t>(load_elem(actual_.scale_cache(), e, 4));
+    const auto ini = static_cast<uint32_t>(load_elem(initial_.scale_cache(), e, 4));
+    const CacheCell cell = scale_loc_.locate(e);
+    if (cell.role == CacheCell::Role::new_token && tolerated(exp, act, ini, DType::f32)) return;
+    const auto [victim, victim_id] = victim_of(cell);
+    GroupKey key{FindingKind::scale_mismatch, victim, Writer::unknown, victim_id, -1, true};
+    if (cell.role == CacheCell::Role::new_token) {
+      key.writer = Writer::kernel;
+    } else {
+      key.kind = cell.role == CacheCell::Role::context ? FindingKind::cross_request_write : FindingKind::stray_write;
+    }
+    const bool unwritten = act == ini;
+    Group& g = group(key, [&](Group& ng) {
+      ng.example = cell_name(cell, e, true) + ": expected " + hex(exp, 4) + " (" + meaning_expected(cell, true) + ", " + value_text(exp, DType::f32) +
+                   "), found " + hex(act, 4) + " (" + (unwritten ? "its pre-run value: not written" : value_text(act, DType::f32)) + ")";
+      ng.first_clause = std::string(cell.is_value ? "V" : "K") + " head " + num(cell.head) +
+                        (unwritten ? " was not written" : " holds " + value_text(act, DType::f32)) + ", expected " + value_text(exp, DType::f32);
+    });
+    g.elem.add(e);
+    if (cell.role != CacheCell::Role::gap) {
+      (cell.is_value ? g.v : g.k) = true;
+      g.blocks.add(cell.block);
+      g.pos.add(cell.pos);
+      g.head.add(cell.head);
+    }
+    if (key.kind == FindingKind::scale_mismatch) {
+      g.victim_tokens.insert(cell.token);
+      g.victim_token.add(cell.token);
+    }
+  }
+
   void counter() {
     group(GroupKey{FindingKind::invalid_slot_miscount, Victim::counter, Writer::kernel, -1, -1}, [&](Group& g) {
       g.example = "invalid-slot counter: expected " + num(static_cast<int64_t>(expected_.counter_value())) + ", found " +
@@ -529,13 +640,23 @@ class Differ {
     const auto ini = static_cast<uint32_t>(load_elem(initial_.cache(), e, size));
     const uint32_t all_ones = size == 4 ? 0xFFFFFFFFu : 0xFFFFu;
     const CacheCell cell = loc_.locate(e);
+    if (cell.role == CacheCell::Role::new_token && tolerated(exp, act, ini, c_.cache_dtype)) return;
     const auto [victim, victim_id] = victim_of(cell);
-    const std::optional<Canary> tag = golden::canary_of(act, c_.cache_dtype);
+    // 1-byte caches: canaries are real values (payload.cpp), so no value-based classification.
+    const std::optional<Canary> tag = quantized_ ? std::nullopt : golden::canary_of(act, c_.cache_dtype);
 
     GroupKey key{FindingKind::wrong_value, victim, Writer::kernel, victim_id, -1};
     Decoded d;
     d.writer = Writer::kernel;
-    if (act == all_ones || tag == Canary::guard || tag == Canary::input_gap) {
+    if (quantized_) {
+      // By location only (see the file comment).
+      if (cell.role == CacheCell::Role::new_token) {
+        key.kind = act == ini ? FindingKind::missing_write : FindingKind::wrong_value;
+      } else {
+        d.writer = key.writer = Writer::unknown;
+        key.kind = cell.role == CacheCell::Role::context ? FindingKind::cross_request_write : FindingKind::stray_write;
+      }
+    } else if (act == all_ones || tag == Canary::guard || tag == Canary::input_gap) {
       key.kind = FindingKind::oob_read_suspected;
       key.writer = tag == Canary::input_gap ? Writer::input_gap : Writer::guard_pattern;
     } else if (cell.role == CacheCell::Role::new_token && act == ini) {
@@ -563,11 +684,28 @@ class Differ {
     }
 
     Group& g = group(key, [&](Group& ng) {
-      ng.example = cell_name(cell, e) + ": expected " + hex(exp, size) + " (" + meaning_expected(cell) + "), found " + hex(act, size) +
-                  " (" + meaning_found(key, d, act, tag) + ")";
-      ng.first_clause = std::string(cell.is_value ? "V" : "K") + " head " + num(cell.head) + " dim " + num(cell.dim) + " holds " +
-                       (d.writer == Writer::request ? value_name(d) : meaning_found(key, d, act, tag));
+      const std::string where = std::string(cell.is_value ? "V" : "K") + " head " + num(cell.head) + " dim " + num(cell.dim);
+      if (quantized_) {
+        // Stored codes with their decoded values, and the distance for expected writes.
+        const std::string found = key.kind == FindingKind::missing_write ? "its pre-run value" : value_text(act, c_.cache_dtype);
+        ng.example = cell_name(cell, e) + ": expected " + hex(exp, size) + " (" + meaning_expected(cell) + ", " + value_text(exp, c_.cache_dtype) +
+                     "), found " + hex(act, size) + " (" + found + ")";
+        ng.first_clause = where + " holds " + hex(act, size) + " (" + value_text(act, c_.cache_dtype) + ") instead of " + hex(exp, size) + " (" +
+                          value_text(exp, c_.cache_dtype) + ")";
+      } else {
+        ng.example = cell_name(cell, e) + ": expected " + hex(exp, size) + " (" + meaning_expected(cell) + "), found " + hex(act, size) +
+                     " (" + meaning_found(key, d, act, tag) + ")";
+        ng.first_clause = where + " holds " + (d.writer == Writer::request ? value_name(d) : meaning_found(key, d, act, tag));
+      }
     });
+    if (key.kind == FindingKind::wrong_value) {
+      const int64_t u = golden::ulp_distance(exp, act, c_.cache_dtype);
+      if (u < 0) {
+        g.incomparable = true;
+      } else {
+        g.max_ulp = std::max(g.max_ulp, u);
+      }
+    }
     g.elem.add(e);
     if (cell.role != CacheCell::Role::gap) {
       (cell.is_value ? g.v : g.k) = true;
@@ -588,11 +726,13 @@ class Differ {
     return *index_;
   }
 
-  // "K block 12 slot 3 head 0 dim 5 (cache element 1234; request 7 context token 195)".
-  std::string cell_name(const CacheCell& cell, int64_t e) const {
-    if (cell.role == CacheCell::Role::gap) return "cache element " + num(e) + " (stride gap)";
-    std::string s = std::string(cell.is_value ? "V" : "K") + " block " + num(cell.block) + " slot " + num(cell.pos) + " head " +
-                    num(cell.head) + " dim " + num(cell.dim) + " (cache element " + num(e) + "; ";
+  // "K block 12 slot 3 head 0 dim 5 (cache element 1234; request 7 context token 195)"; for the
+  // scale cache "K scale block 12 slot 3 head 0 (scale cache element 77; ...)".
+  std::string cell_name(const CacheCell& cell, int64_t e, bool scale = false) const {
+    const std::string buffer = scale ? "scale cache element " : "cache element ";
+    if (cell.role == CacheCell::Role::gap) return buffer + num(e) + " (stride gap)";
+    std::string s = std::string(cell.is_value ? "V" : "K") + (scale ? " scale" : "") + " block " + num(cell.block) + " slot " + num(cell.pos) +
+                    " head " + num(cell.head) + (scale ? "" : " dim " + num(cell.dim)) + " (" + buffer + num(e) + "; ";
     switch (cell.role) {
       case CacheCell::Role::context: s += "request " + num(cell.request) + "'s context token " + num(cell.token); break;
       case CacheCell::Role::new_token: s += "request " + num(cell.request) + "'s new token " + num(cell.token); break;
@@ -602,10 +742,11 @@ class Differ {
     return s + ")";
   }
 
-  static std::string meaning_expected(const CacheCell& cell) {
+  static std::string meaning_expected(const CacheCell& cell, bool scale = false) {
     switch (cell.role) {
       case CacheCell::Role::context: return "request " + num(cell.request) + "'s context token " + num(cell.token);
-      case CacheCell::Role::new_token: return "request " + num(cell.request) + " token " + num(cell.token) + "'s new value";
+      case CacheCell::Role::new_token:
+        return "request " + num(cell.request) + " token " + num(cell.token) + (scale ? "'s new scale" : "'s new value");
       case CacheCell::Role::tail: return "the block-tail canary";
       case CacheCell::Role::free_block: return "the free-block canary";
       case CacheCell::Role::gap: return "the stride-gap canary";
@@ -689,12 +830,13 @@ class Differ {
       case Victim::value_view: return "value view";
       case Victim::input_other: return "input buffer outside the key/value views";
       case Victim::slot_mapping: return "slot_mapping";
+      case Victim::static_scales: return "static scales";
       case Victim::counter: return "invalid-slot counter";
       case Victim::context:
       case Victim::new_token: return "request " + num(k.victim_id);
       case Victim::tail: return "request " + num(k.victim_id) + "'s block tail";
       case Victim::free_block: return "free block " + num(k.victim_id);
-      case Victim::gap: return "cache stride gaps";
+      case Victim::gap: return k.scale_cache ? "scale cache stride gaps" : "cache stride gaps";
       case Victim::many: return "further cells";
     }
     return "?";
@@ -702,22 +844,33 @@ class Differ {
 
   // "request 7's block 12 slots 0..3, heads 0..7" — what a cache finding hit, for sentences.
   std::string victim_phrase(const Group& g, bool own_context) const {
-    const std::string cells = cells_phrase(g);
+    const std::string cells = (g.key.scale_cache ? "scale cache " : "") + cells_phrase(g);
     switch (g.key.victim) {
       case Victim::context:
         return own_context ? "its own earlier context at " + cells : "request " + num(g.key.victim_id) + "'s " + cells;
       case Victim::new_token: return "request " + num(g.key.victim_id) + "'s new-token cells at " + cells;
       case Victim::tail: return "the unused tail of request " + num(g.key.victim_id) + "'s " + cells;
       case Victim::free_block: return "free " + cells;
-      case Victim::gap: return "the cache's stride gaps at " + span("element", "elements", g.elem);
+      case Victim::gap:
+        return std::string(g.key.scale_cache ? "the scale cache's" : "the cache's") + " stride gaps at " + span("element", "elements", g.elem);
       default: return "further cache cells at " + span("element", "elements", g.elem);
     }
   }
 
   std::string cache_where(const Group& g) const {
-    if (g.key.victim == Victim::gap) return "cache buffer " + span("element", "elements", g.elem) + " (stride gaps)";
-    if (g.blocks.ids.empty()) return "cache buffer " + span("element", "elements", g.elem);
+    const std::string buffer = g.key.scale_cache ? "scale cache buffer " : "cache buffer ";
+    if (g.key.victim == Victim::gap) return buffer + span("element", "elements", g.elem) + " (stride gaps)";
+    if (g.blocks.ids.empty()) return buffer + span("element", "elements", g.elem);
+    if (g.key.scale_cache) return tensors(g) + " scale cache " + cells_phrase(g);
     return tensors(g) + " " + cells_phrase(g) + ", " + span("dim", "dims", g.dim);
+  }
+
+  // "max 3 ulp in fp8_e4m3" (and NaN against a number) for a wrong_value group.
+  std::string ulp_phrase(const Group& g) const {
+    std::string s;
+    if (g.max_ulp >= 0) s = "max " + num(g.max_ulp) + " ulp in " + std::string(to_string(c_.cache_dtype));
+    if (g.incomparable) s += std::string(s.empty() ? "" : ", and ") + "NaN against a number in " + std::string(to_string(c_.cache_dtype));
+    return s;
   }
 
   // "request 0's token 5 (block 3 slot 1)" / "request 0's tokens 5..9 (3 tokens)".
@@ -777,13 +930,23 @@ class Differ {
                        " cells still hold their pre-run value";
         } else {
           f.sentence = victim_tokens_phrase(g) + (one ? " was" : " were") + " written with wrong values in " + num(g.cells) + " of " +
-                       num(expected_cells) + " cells (first: " + g.first_clause + ")";
+                       num(expected_cells) + " cells, " + ulp_phrase(g) + " (first: " + g.first_clause + ")";
         }
+        break;
+      }
+      case FindingKind::scale_mismatch: {
+        f.where = cache_where(g);
+        const int64_t expected_cells = static_cast<int64_t>(g.victim_tokens.size()) * 2 * c_.num_heads;
+        f.sentence = victim_tokens_phrase(g) + " got wrong scales in " + num(g.cells) + " of " + num(expected_cells) + " scale cache cells (first: " +
+                     g.first_clause + ")";
         break;
       }
       case FindingKind::input_modified: {
         const std::string elems = count_of(g.cells, "element", "elements");
-        if (k.victim == Victim::slot_mapping) {
+        if (k.victim == Victim::static_scales) {
+          f.where = "static " + tensors(g) + " " + span("scale", "scales", g.elem);
+          f.sentence = f.where + " changed (" + elems + ")";
+        } else if (k.victim == Victim::slot_mapping) {
           f.where = "slot_mapping " + span("entry", "entries", g.elem);
           f.sentence = "the kernel modified " + f.where + " (" + count_of(g.cells, "entry", "entries") + ")";
         } else if (k.victim == Victim::input_other) {
@@ -812,7 +975,11 @@ class Differ {
   const Arena& expected_;
   const Arena& actual_;
   const ArenaLayout& layout_;
-  const CacheLocator loc_;
+  const TolerancePolicy policy_;
+  const CacheLocator loc_;        // the KV cache buffer
+  const CacheLocator scale_loc_;  // the scale cache buffer
+  const bool quantized_;          // 1-byte cache dtype: classification by location only
+  const int64_t scale_count_;     // static scales per tensor
   std::optional<ValueIndex> index_;  // built on the first cache difference that needs decoding
   std::vector<Group> groups_;
   std::unordered_map<GroupKey, size_t, GroupKeyHash> index_of_;
@@ -822,19 +989,43 @@ class Differ {
 
 bool same_layout(const ArenaLayout& a, const ArenaLayout& b) {
   return a.guard_bytes == b.guard_bytes && a.input_begin == b.input_begin && a.input_bytes == b.input_bytes &&
-         a.slots_begin == b.slots_begin && a.slots_bytes == b.slots_bytes && a.cache_begin == b.cache_begin &&
-         a.cache_bytes == b.cache_bytes && a.counter_begin == b.counter_begin && a.total_bytes == b.total_bytes;
+         a.slots_begin == b.slots_begin && a.slots_bytes == b.slots_bytes && a.scales_begin == b.scales_begin &&
+         a.scales_bytes == b.scales_bytes && a.cache_begin == b.cache_begin && a.cache_bytes == b.cache_bytes &&
+         a.scale_cache_begin == b.scale_cache_begin && a.scale_cache_bytes == b.scale_cache_bytes &&
+         a.counter_begin == b.counter_begin && a.total_bytes == b.total_bytes;
 }
 
 }  // namespace
 
-Verdict compare_arenas(const Case& c, const Arena& initial, const Arena& expected, const Arena& actual) {
+std::optional<TolerancePolicy> parse_tolerance(std::string_view text) {
+  if (text == "exact") return TolerancePolicy{};
+  if (text == "written-any-value") return TolerancePolicy{TolerancePolicy::Kind::written_any_value, 0};
+  constexpr std::string_view kUlp = "ulp:";
+  if (text.substr(0, kUlp.size()) != kUlp) return std::nullopt;
+  const std::string_view digits = text.substr(kUlp.size());
+  if (digits.empty() || digits.find_first_not_of("0123456789") != std::string_view::npos) return std::nullopt;
+  int64_t n = 0;
+  const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), n);
+  if (ec != std::errc{} || end != digits.data() + digits.size()) return std::nullopt;  // out of range
+  return TolerancePolicy{TolerancePolicy::Kind::ulp, n};
+}
+
+std::string to_string(const TolerancePolicy& p) {
+  switch (p.kind) {
+    case TolerancePolicy::Kind::exact: return "exact";
+    case TolerancePolicy::Kind::ulp: return "ulp:" + std::to_string(p.ulps);
+    case TolerancePolicy::Kind::written_any_value: return "written-any-value";
+  }
+  return "exact";
+}
+
+Verdict compare_arenas(const Case& c, const Arena& initial, const Arena& expected, const Arena& actual, const TolerancePolicy& policy) {
   if (!same_layout(initial.layout(), expected.layout()) || !same_layout(expected.layout(), actual.layout())) {
     throw std::invalid_argument("compare_arenas: the three arenas have different layouts");
   }
   // The common case: nothing differs.
   if (std::memcmp(expected.data(), actual.data(), static_cast<size_t>(expected.size())) == 0) return Verdict{};
-  return Differ(c, initial, expected, actual).run();
+  return Differ(c, initial, expected, actual, policy).run();
 }
 
 }  // namespace kvf

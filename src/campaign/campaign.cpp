@@ -5,7 +5,9 @@
 #include <atomic>
 #include <chrono>
 #include <csignal>
+#include <mutex>
 #include <set>
+#include <thread>
 
 #include "case/case_json.h"
 #include "case/errors.h"
@@ -49,9 +51,9 @@ Profile profile_for(const std::filesystem::path& config) {
 }
 
 // Confirms a failure by re-running; true when every re-run fails with the same first kind.
-bool confirm(Isolator& isolator, const Case& c, const std::string& kind, int runs) {
+bool confirm(Isolator& isolator, const Case& c, const std::string& kind, int runs, const TolerancePolicy& tolerance) {
   for (int i = 0; i < runs; ++i) {
-    const CaseOutcome again = check_case(isolator, c);
+    const CaseOutcome again = check_case(isolator, c, tolerance);
     if (again.pass() || again.first_kind() != kind) return false;
   }
   return true;
@@ -59,13 +61,12 @@ bool confirm(Isolator& isolator, const Case& c, const std::string& kind, int run
 
 // Shrinks a failing genotype to a minimal one failing with the same first finding kind.
 Genotype shrink_failure(Isolator& isolator, const Genotype& g, const Profile& profile, const std::string& kind,
-                        int64_t max_tries, ShrinkStats& stats, Progress& progress) {
+                        const TolerancePolicy& tolerance, int64_t max_tries, ShrinkStats& stats, Progress& progress) {
   return shrink_to_minimal(
       g, profile,
       [&](const Genotype& candidate) {
         if (stop_requested()) return false;
-        progress.update(0, 0, 0, "shrinking");
-        const CaseOutcome o = check_case(isolator, materialize(candidate));
+        const CaseOutcome o = check_case(isolator, materialize(candidate), tolerance);
         return !o.pass() && o.first_kind() == kind;
       },
       &stats, max_tries);
@@ -83,79 +84,160 @@ void install_stop_handlers() {
 
 bool stop_requested() { return g_stop.load(); }
 
+namespace {
+
+// Serialises a Progress shared by campaign threads.
+class LockedProgress final : public Progress {
+ public:
+  LockedProgress(Progress& inner, std::mutex& mutex) : inner_(inner), mutex_(mutex) {}
+  void update(int64_t cases, int64_t passed, int64_t failed, const std::string& phase) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    inner_.update(cases, passed, failed, phase);
+  }
+  void event(const std::string& line) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    inner_.event(line);
+  }
+  void finish() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    inner_.finish();
+  }
+
+ private:
+  Progress& inner_;
+  std::mutex& mutex_;
+};
+
+// What the campaign threads share; every field is guarded by `mutex`.
+struct CampaignState {
+  std::mutex mutex;
+  std::mutex progress_mutex;
+  int64_t next = 0;   // next case index to check
+  bool stop = false;  // a failure (without --keep-going), ^C, or the budget ends the campaign
+  CampaignResult result;
+  std::set<std::string> saved;  // files already reported (with --keep-going)
+};
+
+// Confirms a failing case, shrinks it unless it is flaky, and saves the minimal case.
+FailureRecord handle_failure(Isolator& isolator, const CampaignOptions& o, const Profile& profile,
+                             const Genotype& g, const Case& c, const CaseOutcome& outcome, int64_t index,
+                             double elapsed, Progress& progress) {
+  const std::string kind = outcome.first_kind();
+  FailureRecord rec;
+  rec.case_index = index;
+  rec.seconds_to_find = elapsed;
+  progress.event("kvfuzz: NEW-FAIL case #" + std::to_string(index) + " (" + kind + "): " +
+                 outcome.verdict.findings.front().sentence);
+
+  Case minimal = c;
+  Verdict verdict = outcome.verdict;
+  rec.flaky = !confirm(isolator, c, kind, o.confirm_runs, o.check.tolerance);
+  if (rec.flaky) {
+    progress.event("kvfuzz: case #" + std::to_string(index) + " did not fail on every re-run: flaky, not shrunk");
+  } else {
+    ShrinkStats stats;
+    const Genotype g_min = shrink_failure(isolator, g, profile, kind, o.check.tolerance, o.max_shrink_tries, stats, progress);
+    rec.shrink_tries = stats.tried;
+    rec.shrink_accepted = stats.accepted;
+    minimal = materialize(g_min);
+    verdict = check_case(isolator, minimal, o.check.tolerance).verdict;
+    if (verdict.pass()) {  // cannot happen for a deterministic target; keep the original then
+      minimal = c;
+      verdict = outcome.verdict;
+    }
+  }
+  minimal.expect = Expectation{Expect::fail, verdict.pass() ? "" : std::string(to_string(verdict.findings.front().kind))};
+  minimal.provenance = Provenance{std::to_string(o.seed), index, KVFUZZ_VERSION, o.command_line, o.target};
+  rec.file = save_case(minimal, rec.flaky ? o.corpus_out / "flaky" : o.corpus_out);
+  rec.verdict = verdict;
+  rec.replay_command = replay_command(rec.file, o.target);
+  describe_size(minimal, rec);
+  return rec;
+}
+
+// One campaign thread: takes the next case index until the campaign stops. Each thread has its own
+// target object and worker process.
+void campaign_thread(CampaignState& st, const CampaignOptions& o, const Profile& profile, Progress& progress,
+                     Clock::time_point start) {
+  std::unique_ptr<Target> target = make_target(o.target, o.target_options);
+  Isolator isolator(*target, o.check.isolation);
+  for (;;) {
+    int64_t i = 0;
+    {
+      std::lock_guard<std::mutex> lock(st.mutex);
+      if (stop_requested()) {
+        st.result.interrupted = true;
+        st.stop = true;
+      }
+      if (st.stop || (o.cases != 0 && st.next >= o.cases) || (o.seconds > 0 && seconds_since(start) >= o.seconds))
+        return;
+      i = st.next++;
+    }
+    const Genotype g = generate_case(profile, o.seed, i);
+    const Case c = materialize(g);
+    const CaseOutcome outcome = check_case(isolator, c, o.check.tolerance);
+    {
+      std::lock_guard<std::mutex> lock(st.mutex);
+      if (outcome.pass()) {
+        ++st.result.cases;
+        ++st.result.passed;
+        progress.update(st.result.cases, st.result.passed, st.result.failed, "fuzzing");
+        continue;
+      }
+      if (stop_requested()) {  // a ^C that raced the case: do not report it as a failure
+        st.result.interrupted = true;
+        st.stop = true;
+        return;
+      }
+      if (st.stop) return;  // another thread's failure ended the campaign first
+      ++st.result.cases;
+      if (!o.keep_going) st.stop = true;
+    }
+    const FailureRecord rec = handle_failure(isolator, o, profile, g, c, outcome, i, seconds_since(start), progress);
+    std::lock_guard<std::mutex> lock(st.mutex);
+    ++st.result.failed;
+    if (st.saved.insert(rec.file.string()).second) st.result.failures.push_back(rec);
+    progress.update(st.result.cases, st.result.passed, st.result.failed, "fuzzing");
+  }
+}
+
+}  // namespace
+
 CampaignResult run_campaign(const CampaignOptions& o, Progress& progress) {
   const Profile profile = profile_for(o.config);
-  std::unique_ptr<Target> target = make_target(o.target);
-  Isolator isolator(*target, o.check.isolation);
+  open_target(o.target, o.target_options);  // unknown or unavailable: throw before any thread starts
 
-  CampaignResult result;
-  result.target = o.target;
-  result.profile = profile.name;
-  result.seed = std::to_string(o.seed);
-  std::set<std::string> saved;  // hashes already reported (with --keep-going)
+  CampaignState st;
+  st.result.target = o.target;
+  st.result.profile = profile.name;
+  st.result.seed = std::to_string(o.seed);
+  st.result.tolerance = to_string(o.check.tolerance);
+  LockedProgress locked(progress, st.progress_mutex);
 
   const auto start = Clock::now();
-  for (int64_t i = 0; o.cases == 0 || i < o.cases; ++i) {
-    if (stop_requested()) {
-      result.interrupted = true;
-      break;
-    }
-    if (o.seconds > 0 && seconds_since(start) >= o.seconds) break;
-
-    const Genotype g = generate_case(profile, o.seed, i);
-    Case c = materialize(g);
-    const CaseOutcome outcome = check_case(isolator, c);
-    ++result.cases;
-    if (outcome.pass()) {
-      ++result.passed;
-      progress.update(result.cases, result.passed, result.failed, "fuzzing");
-      continue;
-    }
-    if (stop_requested()) {  // a ^C that raced the case: do not report it as a failure
-      --result.cases;
-      result.interrupted = true;
-      break;
-    }
-
-    const std::string kind = outcome.first_kind();
-    FailureRecord rec;
-    rec.case_index = i;
-    rec.seconds_to_find = seconds_since(start);
-    progress.event("kvfuzz: NEW-FAIL case #" + std::to_string(i) + " (" + kind + "): " +
-                   outcome.verdict.findings.front().sentence);
-
-    Case minimal = c;
-    Verdict verdict = outcome.verdict;
-    rec.flaky = !confirm(isolator, c, kind, o.confirm_runs);
-    if (rec.flaky) {
-      progress.event("kvfuzz: case #" + std::to_string(i) + " did not fail on every re-run: flaky, not shrunk");
-    } else {
-      ShrinkStats stats;
-      const Genotype g_min = shrink_failure(isolator, g, profile, kind, o.max_shrink_tries, stats, progress);
-      rec.shrink_tries = stats.tried;
-      rec.shrink_accepted = stats.accepted;
-      minimal = materialize(g_min);
-      verdict = check_case(isolator, minimal).verdict;
-      if (verdict.pass()) {  // cannot happen for a deterministic target; keep the original then
-        minimal = c;
-        verdict = outcome.verdict;
+  std::vector<std::thread> threads;
+  std::exception_ptr error;
+  std::mutex error_mutex;
+  for (int j = 0; j < std::max(1, o.jobs); ++j) {
+    threads.emplace_back([&] {
+      try {
+        campaign_thread(st, o, profile, locked, start);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(error_mutex);
+        if (!error) error = std::current_exception();
+        std::lock_guard<std::mutex> lock2(st.mutex);
+        st.stop = true;
       }
-    }
-    minimal.expect = Expectation{Expect::fail, verdict.pass() ? "" : std::string(to_string(verdict.findings.front().kind))};
-    minimal.provenance = Provenance{std::to_string(o.seed), i, KVFUZZ_VERSION, o.command_line, o.target};
-    const std::filesystem::path dir = rec.flaky ? o.corpus_out / "flaky" : o.corpus_out;
-    rec.file = save_case(minimal, dir);
-    rec.verdict = verdict;
-    rec.replay_command = replay_command(rec.file, o.target);
-    describe_size(minimal, rec);
-    ++result.failed;
-    if (saved.insert(rec.file.string()).second) result.failures.push_back(rec);
-    progress.update(result.cases, result.passed, result.failed, "fuzzing");
-    if (!o.keep_going) break;
+    });
   }
-  result.seconds = seconds_since(start);
+  for (std::thread& t : threads) t.join();
+  if (error) std::rethrow_exception(error);
+
+  std::sort(st.result.failures.begin(), st.result.failures.end(),
+            [](const FailureRecord& a, const FailureRecord& b) { return a.case_index < b.case_index; });
+  st.result.seconds = seconds_since(start);
   progress.finish();
-  return result;
+  return st.result;
 }
 
 namespace {
@@ -166,6 +248,11 @@ void collect_json_files(const std::filesystem::path& p, std::vector<std::filesys
     std::vector<std::filesystem::path> found;
     for (auto it = std::filesystem::recursive_directory_iterator(p, ec);
          !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+      // Reports written next to saved cases (<hash>.report/report.json) are not cases.
+      if (it->is_directory(ec) && it->path().extension() == ".report") {
+        it.disable_recursion_pending();
+        continue;
+      }
       if (it->is_regular_file(ec) && it->path().extension() == ".json") found.push_back(it->path());
     }
     if (ec) throw InputError(p.string(), "", "cannot list the directory: " + ec.message());
@@ -191,7 +278,7 @@ bool matches_expectation(const Expectation& e, const CaseOutcome& o) {
 }  // namespace
 
 ReplayResult replay_cases(const ReplayOptions& o, Progress& progress) {
-  std::unique_ptr<Target> target = make_target(o.target);
+  std::unique_ptr<Target> target = open_target(o.target, o.target_options);
   Isolator isolator(*target, o.check.isolation);
   std::vector<std::filesystem::path> files;
   for (const auto& p : o.paths) collect_json_files(p, files);
@@ -212,7 +299,7 @@ ReplayResult replay_cases(const ReplayOptions& o, Progress& progress) {
     ReplayItem item;
     item.file = files[i];
     item.expected = expected_text(cases[i].expect);
-    item.outcome = check_case(isolator, cases[i]);
+    item.outcome = check_case(isolator, cases[i], o.check.tolerance);
     item.as_expected = matches_expectation(cases[i].expect, item.outcome);
     result.items.push_back(std::move(item));
     progress.update(static_cast<int64_t>(result.items.size()), result.passed(), result.failed(), "replaying");
@@ -247,20 +334,20 @@ ShrinkResult shrink_case(const ShrinkOptions& o, Progress& progress) {
                      "shrinking works on the genotype and would lose the edit");
   }
   const Profile profile = profile_for(o.config);
-  std::unique_ptr<Target> target = make_target(o.target);
+  std::unique_ptr<Target> target = open_target(o.target, o.target_options);
   Isolator isolator(*target, o.check.isolation);
 
   ShrinkResult result;
-  const CaseOutcome first = check_case(isolator, input);
+  const CaseOutcome first = check_case(isolator, input, o.check.tolerance);
   if (first.pass()) return result;
   result.failed = true;
 
   const std::string kind = first.first_kind();
   ShrinkStats stats;
-  const Genotype g_min = shrink_failure(isolator, *input.genotype, profile, kind, o.max_shrink_tries, stats, progress);
+  const Genotype g_min = shrink_failure(isolator, *input.genotype, profile, kind, o.check.tolerance, o.max_shrink_tries, stats, progress);
   Case minimal = materialize(g_min);
   FailureRecord& rec = result.record;
-  rec.verdict = check_case(isolator, minimal).verdict;
+  rec.verdict = check_case(isolator, minimal, o.check.tolerance).verdict;
   rec.shrink_tries = stats.tried;
   rec.shrink_accepted = stats.accepted;
   minimal.expect = Expectation{Expect::fail, std::string(to_string(rec.verdict.findings.front().kind))};

@@ -16,6 +16,7 @@ namespace kvf {
 
 struct CampaignOptions {
   std::string target = "cuda-emu";         // target name (targets/target.h)
+  TargetOptions target_options;            // device index for GPU targets
   std::filesystem::path config;            // profile file; empty = built-in default profile
   int64_t cases = 1000;                    // stop after this many cases (0 = no case limit)
   double seconds = 0;                      // stop after this much time (0 = no time limit)
@@ -23,6 +24,7 @@ struct CampaignOptions {
   std::filesystem::path corpus_out = "kvfuzz-findings";  // where minimal failing cases are saved
   int confirm_runs = 3;                    // re-runs of a failing case before it counts as confirmed
   bool keep_going = false;                 // continue after the first confirmed failure
+  int jobs = 1;                            // campaign threads, each with its own worker process
   int64_t max_shrink_tries = 2000;         // shrink candidates evaluated per failure at most
   CheckOptions check;                      // isolation of each launch
   std::string command_line;                // recorded in saved cases' provenance
@@ -34,6 +36,7 @@ CampaignResult run_campaign(const CampaignOptions& options, Progress& progress);
 struct ReplayOptions {
   std::vector<std::filesystem::path> paths;  // case files and directories (searched for *.json)
   std::string target = "cuda-emu";
+  TargetOptions target_options;
   CheckOptions check;
   Limits limits;
 };
@@ -45,6 +48,7 @@ ReplayResult replay_cases(const ReplayOptions& options, Progress& progress);
 struct ShrinkOptions {
   std::filesystem::path file;              // a failing case with a genotype
   std::string target = "cuda-emu";
+  TargetOptions target_options;
   std::filesystem::path config;            // profile whose value lists guide shrinking
   std::filesystem::path out_dir;           // where the minimal case goes; empty = beside `file`
   int64_t max_shrink_tries = 2000;

@@ -25,10 +25,10 @@ Verdict single_finding(FindingKind kind, const std::string& what) {
 
 CaseOutcome check_case(Target& target, const Case& c, const CheckOptions& options) {
   Isolator isolator(target, options.isolation);
-  return check_case(isolator, c);
+  return check_case(isolator, c, options.tolerance);
 }
 
-CaseOutcome check_case(Isolator& isolator, const Case& c) {
+CaseOutcome check_case(Isolator& isolator, const Case& c, const TolerancePolicy& tolerance) {
   const auto start = std::chrono::steady_clock::now();
   const Arena initial = make_initial_arena(c);
   Arena expected = initial;
@@ -38,7 +38,7 @@ CaseOutcome check_case(Isolator& isolator, const Case& c) {
   CaseOutcome out;
   const IsolatedRun run = isolator.run(c, actual);
   switch (run.status) {
-    case IsolatedStatus::ok: out.verdict = compare_arenas(c, initial, expected, actual); break;
+    case IsolatedStatus::ok: out.verdict = compare_arenas(c, initial, expected, actual, tolerance); break;
     case IsolatedStatus::launch_error:
       out.verdict = single_finding(FindingKind::launch_error, "launch refused: " + run.message);
       break;

@@ -104,10 +104,9 @@ std::string describe_exit(int wstatus) {
         message = "worker: image size mismatch";
       } else {
         const RunResult r = target.run(c, static_cast<std::byte*>(shared), layout);
-        if (r.status != RunStatus::ok) {
-          status = IsolatedStatus::launch_error;
-          message = r.message;
-        }
+        if (r.status == RunStatus::launch_error) status = IsolatedStatus::launch_error;
+        if (r.status == RunStatus::device_fault) status = IsolatedStatus::crash;  // answered, then exit
+        message = r.message;
       }
     } catch (const std::exception& e) {
       status = IsolatedStatus::launch_error;
@@ -116,6 +115,7 @@ std::string describe_exit(int wstatus) {
     const uint8_t s = static_cast<uint8_t>(status);
     const uint32_t len = static_cast<uint32_t>(std::min<size_t>(message.size(), 1 << 16));
     if (!write_all(sock, &s, 1) || !write_all(sock, &len, sizeof len) || !write_all(sock, message.data(), len)) _exit(0);
+    if (status == IsolatedStatus::crash) _exit(4);  // the device context is dead; the parent starts a new worker
   }
 }
 
@@ -198,7 +198,7 @@ IsolatedRun Isolator::run(const Case& c, Arena& image) {
   if (!options_.fork) {
     const RunResult r = target_.run(c, image.data(), image.layout());
     if (r.status == RunStatus::ok) return {};
-    return {IsolatedStatus::launch_error, r.message};
+    return {r.status == RunStatus::device_fault ? IsolatedStatus::crash : IsolatedStatus::launch_error, r.message};
   }
   const int64_t bytes = image.size();
   if (!worker_ || worker_->capacity < bytes) {
@@ -238,6 +238,7 @@ IsolatedRun Isolator::run(const Case& c, Arena& image) {
     return {IsolatedStatus::crash, describe_exit(wstatus)};
   }
   std::memcpy(image.data(), w.shared, static_cast<size_t>(bytes));
+  if (static_cast<IsolatedStatus>(status) == IsolatedStatus::crash) stop();  // it is exiting
   return {static_cast<IsolatedStatus>(status), message};
 }
 

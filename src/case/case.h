@@ -83,6 +83,18 @@ struct Case {
   // batch
   std::vector<Request> requests;  // blocks owned by no request are free
 
+  // quantisation (cache_dtype fp8_e4m3 / fp8_e5m2 / int8; scale_kind none for float caches)
+  ScaleKind scale_kind = ScaleKind::none;
+  ScaleDist scale_dist = ScaleDist::unit;  // values of static scales (golden/payload.h scale_bits)
+  // Static scales (per_tensor, per_head, per_block) are not stored: static_scale_count() fp32 values
+  // per tensor, K then V, in the arena's scales section, given by scale_bits().
+  // Dynamic scale caches (per_token_head): one fp32 buffer holding the K and V scale caches, laid
+  // out like the KV cache without D. Unused (all zero) for other kinds.
+  CacheGeometry scale_cache;        // num_blocks, block_size as `cache`; strides of (block, pos, head)
+  int64_t scale_k_offset = 0;       // element offset of the K scale cache in its buffer
+  int64_t scale_v_offset = 0;       // element offset of the V scale cache in its buffer
+  int64_t scale_cache_elems = 0;    // size of the scale cache buffer in fp32 elements
+
   // payload
   ValueDist dist = ValueDist::finite;
   uint64_t payload_seed = 0;  // salt of the payload function (golden/payload.h)

@@ -361,11 +361,14 @@ class Reader {
   const std::string& file_;
 };
 
-constexpr std::initializer_list<const char*> kDTypes = {"f16", "bf16", "f32"};
+constexpr std::initializer_list<const char*> kDTypes = {"f16", "bf16", "f32", "fp8_e4m3", "fp8_e5m2", "int8"};
 constexpr std::initializer_list<const char*> kIndexTypes = {"i32", "i64"};
 constexpr std::initializer_list<const char*> kLayouts = {"paged_nhd", "paged_hnd", "contiguous_bshd", "contiguous_bhsd",
                                                           "packed_kv_nhd"};
-constexpr std::initializer_list<const char*> kDists = {"finite", "special", "constant"};
+constexpr std::initializer_list<const char*> kDists = {"finite", "special", "constant", "ties"};
+constexpr std::initializer_list<const char*> kScaleKinds = {"none", "per_tensor", "per_head", "per_block",
+                                                             "per_token_head"};
+constexpr std::initializer_list<const char*> kScaleDists = {"unit", "pow2", "random", "extreme"};
 
 DType read_dtype(const Reader& rd, const json& obj, const std::string& path, const char* key) {
   return rd.enum_field<DType>(obj, path, key, dtype_from_string, kDTypes, "dtype");
@@ -378,6 +381,12 @@ Layout read_layout(const Reader& rd, const json& obj, const std::string& path, c
 }
 ValueDist read_dist(const Reader& rd, const json& obj, const std::string& path, const char* key) {
   return rd.enum_field<ValueDist>(obj, path, key, value_dist_from_string, kDists, "value distribution");
+}
+ScaleKind read_scale_kind(const Reader& rd, const json& obj, const std::string& path, const char* key) {
+  return rd.enum_field<ScaleKind>(obj, path, key, scale_kind_from_string, kScaleKinds, "scale kind");
+}
+ScaleDist read_scale_dist(const Reader& rd, const json& obj, const std::string& path, const char* key) {
+  return rd.enum_field<ScaleDist>(obj, path, key, scale_dist_from_string, kScaleDists, "scale distribution");
 }
 
 void read_schema(const Reader& rd, const json& j) {
@@ -449,6 +458,31 @@ void read_input(const Reader& rd, const json& j, Case& c) {
   c.value = read_view(rd, s, p, "value");
 }
 
+// The scale cache's num_blocks and block_size are not stored: they are the cache's for
+// per_token_head and 0 for every other kind (case.h), so read_cache() must have run.
+void read_quant(const Reader& rd, const json& j, Case& c) {
+  const std::string p = "/quant";
+  const json& s = Reader::at(j, "quant");
+  rd.expect_keys(s, p, {"scale_kind", "scale_dist", "scale_cache", "scale_k_offset", "scale_v_offset",
+                        "scale_cache_elems"});
+  c.scale_kind = read_scale_kind(rd, s, p, "scale_kind");
+  c.scale_dist = read_scale_dist(rd, s, p, "scale_dist");
+  const std::string gp = child(p, "scale_cache");
+  const json& g = Reader::at(s, "scale_cache");
+  rd.expect_keys(g, gp, {"stride_block", "stride_pos", "stride_head"});
+  c.scale_cache = {};
+  if (c.scale_kind == ScaleKind::per_token_head) {
+    c.scale_cache.num_blocks = c.cache.num_blocks;
+    c.scale_cache.block_size = c.cache.block_size;
+  }
+  c.scale_cache.stride_block = rd.int64_field(g, gp, "stride_block");
+  c.scale_cache.stride_pos = rd.int64_field(g, gp, "stride_pos");
+  c.scale_cache.stride_head = rd.int64_field(g, gp, "stride_head");
+  c.scale_k_offset = rd.int64_field(s, p, "scale_k_offset");
+  c.scale_v_offset = rd.int64_field(s, p, "scale_v_offset");
+  c.scale_cache_elems = rd.int64_field(s, p, "scale_cache_elems");
+}
+
 void read_requests(const Reader& rd, const json& j, Case& c) {
   const json& a = rd.array_field(j, "", "requests");
   c.requests.reserve(a.size());
@@ -508,7 +542,8 @@ Genotype read_genotype(const Reader& rd, const json& j) {
   const json& s = Reader::at(j, "genotype");
   rd.expect_keys(s, p, {"layout", "block_size", "num_heads", "head_dim", "gqa_ratio", "fused_qkv", "input_dtype",
                         "cache_dtype", "slot_dtype", "requests", "tail_padding", "interleaved_padding",
-                        "invalid_slots", "extra_input_rows", "spare_blocks", "irregular", "dist", "layout_seed"});
+                        "invalid_slots", "extra_input_rows", "spare_blocks", "irregular", "dist", "scale_kind",
+                        "scale_dist", "layout_seed"});
   Genotype g;
   g.layout = read_layout(rd, s, p, "layout");
   g.block_size = rd.int32_field(s, p, "block_size");
@@ -534,18 +569,21 @@ Genotype read_genotype(const Reader& rd, const json& j) {
   g.spare_blocks = rd.int32_field(s, p, "spare_blocks");
   g.irregular = rd.boolean_field(s, p, "irregular");
   g.dist = read_dist(rd, s, p, "dist");
+  g.scale_kind = read_scale_kind(rd, s, p, "scale_kind");
+  g.scale_dist = read_scale_dist(rd, s, p, "scale_dist");
   g.layout_seed = rd.seed_field(s, p, "layout_seed");
   return g;
 }
 
 Case read_case(const Reader& rd, const json& j) {
   read_schema(rd, j);
-  rd.expect_keys(j, "", {"schema", "version", "shape", "cache", "input", "slot_mapping", "requests", "payload",
-                         "expect", "provenance"},
+  rd.expect_keys(j, "", {"schema", "version", "shape", "cache", "quant", "input", "slot_mapping", "requests",
+                         "payload", "expect", "provenance"},
                  {"genotype"});
   Case c;
   read_shape(rd, j, c);
   read_cache(rd, j, c);
+  read_quant(rd, j, c);
   read_input(rd, j, c);
   c.slot_mapping = rd.int64_array(j, "", "slot_mapping");
   read_requests(rd, j, c);
@@ -614,6 +652,15 @@ json case_to_json(const Case& c) {
                 {"k_offset", c.cache_k_offset},
                 {"v_offset", c.cache_v_offset},
                 {"buffer_elems", c.cache_buffer_elems}};
+  j["quant"] = {{"scale_kind", to_string(c.scale_kind)},
+                {"scale_dist", to_string(c.scale_dist)},
+                {"scale_cache",
+                 {{"stride_block", c.scale_cache.stride_block},
+                  {"stride_pos", c.scale_cache.stride_pos},
+                  {"stride_head", c.scale_cache.stride_head}}},
+                {"scale_k_offset", c.scale_k_offset},
+                {"scale_v_offset", c.scale_v_offset},
+                {"scale_cache_elems", c.scale_cache_elems}};
   j["input"] = {{"num_rows", c.num_input_rows},
                 {"buffer_elems", c.input_buffer_elems},
                 {"key", view_to_json(c.key)},
@@ -656,6 +703,8 @@ json case_to_json(const Case& c) {
                      {"spare_blocks", g.spare_blocks},
                      {"irregular", g.irregular},
                      {"dist", to_string(g.dist)},
+                     {"scale_kind", to_string(g.scale_kind)},
+                     {"scale_dist", to_string(g.scale_dist)},
                      {"layout_seed", std::to_string(g.layout_seed)}};
   }
   return j;

@@ -5,6 +5,8 @@
 #include "types.h"
 
 #include <array>
+#include <cstdint>
+#include <limits>
 #include <utility>
 
 namespace kvf {
@@ -13,10 +15,13 @@ namespace {
 template <typename E, size_t N>
 using NameTable = std::array<std::pair<E, std::string_view>, N>;
 
-constexpr NameTable<DType, 3> kDTypeNames{{
+constexpr NameTable<DType, 6> kDTypeNames{{
     {DType::f16, "f16"},
     {DType::bf16, "bf16"},
     {DType::f32, "f32"},
+    {DType::fp8_e4m3, "fp8_e4m3"},
+    {DType::fp8_e5m2, "fp8_e5m2"},
+    {DType::int8, "int8"},
 }};
 
 constexpr NameTable<IndexType, 2> kIndexTypeNames{{
@@ -32,10 +37,26 @@ constexpr NameTable<Layout, 5> kLayoutNames{{
     {Layout::packed_kv_nhd, "packed_kv_nhd"},
 }};
 
-constexpr NameTable<ValueDist, 3> kValueDistNames{{
+constexpr NameTable<ValueDist, 4> kValueDistNames{{
     {ValueDist::finite, "finite"},
     {ValueDist::special, "special"},
     {ValueDist::constant, "constant"},
+    {ValueDist::ties, "ties"},
+}};
+
+constexpr NameTable<ScaleKind, 5> kScaleKindNames{{
+    {ScaleKind::none, "none"},
+    {ScaleKind::per_tensor, "per_tensor"},
+    {ScaleKind::per_head, "per_head"},
+    {ScaleKind::per_block, "per_block"},
+    {ScaleKind::per_token_head, "per_token_head"},
+}};
+
+constexpr NameTable<ScaleDist, 4> kScaleDistNames{{
+    {ScaleDist::unit, "unit"},
+    {ScaleDist::pow2, "pow2"},
+    {ScaleDist::random, "random"},
+    {ScaleDist::extreme, "extreme"},
 }};
 
 // "?" for a value outside the enumeration (a corrupted or hand-cast value); never crashes.
@@ -61,17 +82,40 @@ std::string_view to_string(DType t) { return name_of(kDTypeNames, t); }
 std::string_view to_string(IndexType t) { return name_of(kIndexTypeNames, t); }
 std::string_view to_string(Layout l) { return name_of(kLayoutNames, l); }
 std::string_view to_string(ValueDist d) { return name_of(kValueDistNames, d); }
+std::string_view to_string(ScaleKind k) { return name_of(kScaleKindNames, k); }
+std::string_view to_string(ScaleDist d) { return name_of(kScaleDistNames, d); }
 
 std::optional<DType> dtype_from_string(std::string_view s) { return value_of(kDTypeNames, s); }
 std::optional<IndexType> index_type_from_string(std::string_view s) { return value_of(kIndexTypeNames, s); }
 std::optional<Layout> layout_from_string(std::string_view s) { return value_of(kLayoutNames, s); }
 std::optional<ValueDist> value_dist_from_string(std::string_view s) { return value_of(kValueDistNames, s); }
+std::optional<ScaleKind> scale_kind_from_string(std::string_view s) { return value_of(kScaleKindNames, s); }
+std::optional<ScaleDist> scale_dist_from_string(std::string_view s) { return value_of(kScaleDistNames, s); }
+
+bool is_quantized(DType t) { return t == DType::fp8_e4m3 || t == DType::fp8_e5m2 || t == DType::int8; }
+
+int64_t static_scale_count(ScaleKind k, int64_t num_heads, int64_t num_blocks) {
+  switch (k) {
+    case ScaleKind::per_tensor: return 1;
+    case ScaleKind::per_head: return num_heads;
+    case ScaleKind::per_block: {
+      int64_t n = 0;  // saturates: validate() refuses such a case before anything is allocated
+      return __builtin_mul_overflow(num_blocks, num_heads, &n) ? std::numeric_limits<int64_t>::max() : n;
+    }
+    case ScaleKind::none:
+    case ScaleKind::per_token_head: return 0;
+  }
+  return 0;  // not a ScaleKind; validate() refuses such a case
+}
 
 int dtype_size(DType t) {
   switch (t) {
     case DType::f16: return 2;
     case DType::bf16: return 2;
     case DType::f32: return 4;
+    case DType::fp8_e4m3: return 1;
+    case DType::fp8_e5m2: return 1;
+    case DType::int8: return 1;
   }
   return 0;  // not a DType; validate() refuses such a case
 }

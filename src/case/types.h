@@ -23,7 +23,18 @@ enum class Layout : uint8_t {
 enum class ValueDist : uint8_t {
   finite,    // finite values of every exponent, both signs
   special,   // finite mixed with NaN, +-Inf, +-0, subnormals, +-max finite
-  constant,  // every row a single repeated value
+  constant,  // every row a single repeated value (zero rows included)
+  ties,      // values whose conversion to the cache format is an exact rounding tie (for quantised
+             // caches: x / scale lands exactly halfway between two stored values), plus values
+             // beyond the saturation limit
+};
+
+// How static scales (per_tensor / per_head / per_block) are chosen (golden/payload.h).
+enum class ScaleDist : uint8_t {
+  unit,     // 1.0 everywhere
+  pow2,     // powers of two in [2^-4, 2^4]: x / scale is exact, so rounding ties survive division
+  random,   // arbitrary fp32 in [2^-6, 2^6], distinct per head/block, K != V
+  extreme,  // tiny (down to 2^-24) and huge (up to 2^24) values mixed
 };
 
 // Names used in JSON, configs and reports ("f16", "paged_nhd", ...), and their inverses
@@ -32,10 +43,19 @@ std::string_view to_string(DType t);
 std::string_view to_string(IndexType t);
 std::string_view to_string(Layout l);
 std::string_view to_string(ValueDist d);
+std::string_view to_string(ScaleKind k);
+std::string_view to_string(ScaleDist d);
 std::optional<DType> dtype_from_string(std::string_view s);
 std::optional<IndexType> index_type_from_string(std::string_view s);
 std::optional<Layout> layout_from_string(std::string_view s);
 std::optional<ValueDist> value_dist_from_string(std::string_view s);
+std::optional<ScaleKind> scale_kind_from_string(std::string_view s);
+std::optional<ScaleDist> scale_dist_from_string(std::string_view s);
+
+// True for fp8_e4m3, fp8_e5m2 and int8 (caches that need a ScaleKind other than none).
+bool is_quantized(DType t);
+// Number of static scales per tensor for a case's kind: 1, H_kv, num_blocks * H_kv; 0 otherwise.
+int64_t static_scale_count(ScaleKind k, int64_t num_heads, int64_t num_blocks);
 
 // Size in bytes of one element.
 int dtype_size(DType t);

@@ -152,6 +152,39 @@ class Checker {
     return false;
   }
 
+  // Inputs are f16, bf16 or f32; the quantised dtypes exist only in caches (DESIGN.md §1).
+  bool float_input(const std::string& path, DType t) {
+    if (!is_quantized(t)) return true;
+    add(path, std::string("expected \"f16\", \"bf16\" or \"f32\", got \"") + std::string(to_string(t)) +
+                  "\"; quantised dtypes are cache-only (key and value are never quantised)");
+    return false;
+  }
+  // Scale kind `none` exactly for float caches; scale_dist matters only for static scales, so it is
+  // `unit` for none and per_token_head (one canonical form per batch, one hash). `base` is "/quant"
+  // or "/genotype"; the kind's key is base + kind_key.
+  void scale_choice(const std::string& base, const char* kind_key, const char* dist_key, DType cache_dtype,
+                    ScaleKind kind, ScaleDist dist) {
+    const bool kind_ok = known(base + "/" + kind_key, kind, "scale kind");
+    const bool dist_ok = known(base + "/" + dist_key, dist, "scale distribution");
+    if (!kind_ok || to_string(cache_dtype) == "?") return;
+    const std::string dtype = "\"" + std::string(to_string(cache_dtype)) + "\"";
+    if (is_quantized(cache_dtype) && kind == ScaleKind::none) {
+      add(base + "/" + kind_key, "cache_dtype " + dtype + " is quantised and needs scales: expected scale_kind "
+                                 "\"per_tensor\", \"per_head\", \"per_block\" or \"per_token_head\", got \"none\"");
+      return;
+    }
+    if (!is_quantized(cache_dtype) && kind != ScaleKind::none) {
+      add(base + "/" + kind_key, "cache_dtype " + dtype + " is not quantised: expected scale_kind \"none\", got \"" +
+                                 std::string(to_string(kind)) + "\" (scales apply to fp8_e4m3, fp8_e5m2 and int8 caches)");
+      return;
+    }
+    if (dist_ok && dist != ScaleDist::unit && (kind == ScaleKind::none || kind == ScaleKind::per_token_head)) {
+      add(base + "/" + dist_key, "scale_kind \"" + std::string(to_string(kind)) +
+                                 "\" has no static scales: expected scale_dist \"unit\", got \"" +
+                                 std::string(to_string(dist)) + "\"");
+    }
+  }
+
   const Limits& limits() const { return limits_; }
   std::vector<ValidationProblem> take() { return std::move(problems_); }
 
@@ -167,7 +200,11 @@ bool check_shape(const Case& c, Checker& ck) {
   bool ok = ck.in_range("/shape/num_heads", c.num_heads, 1, ck.limits().max_heads);
   ok &= ck.in_range("/shape/head_dim", c.head_dim, 1, ck.limits().max_head_dim);
   ck.at_least("/shape/num_q_heads", c.num_q_heads, 0);
-  ok &= ck.known("/shape/input_dtype", c.input_dtype, "dtype");
+  if (ck.known("/shape/input_dtype", c.input_dtype, "dtype")) {
+    ok &= ck.float_input("/shape/input_dtype", c.input_dtype);
+  } else {
+    ok = false;
+  }
   ok &= ck.known("/shape/cache_dtype", c.cache_dtype, "dtype");
   ok &= ck.known("/shape/slot_dtype", c.slot_dtype, "index type");
   return ok;
@@ -218,6 +255,85 @@ bool check_cache(const Case& c, bool shape_ok, Checker& ck) {
     return false;
   }
   return true;
+}
+
+// Scale kind against cache dtype; the static scales' size; the per_token_head scale cache geometry
+// (nested like the K/V cache, without the dim dimension) inside scale_cache_elems, or, for every
+// other kind, an all-zero scale cache.
+void check_quant(const Case& c, bool shape_ok, Checker& ck) {
+  ck.scale_choice("/quant", "scale_kind", "scale_dist", c.cache_dtype, c.scale_kind, c.scale_dist);
+  const CacheGeometry& cache = c.cache;
+  const CacheGeometry& g = c.scale_cache;
+  const bool geometry_ok = shape_ok && cache.num_blocks >= 0 && cache.block_size >= 1;
+  const bool dynamic = c.scale_kind == ScaleKind::per_token_head;
+
+  if (!dynamic) {
+    if (g.num_blocks != 0 || g.block_size != 0) {
+      ck.add("/quant/scale_cache", "an in-memory case with num_blocks " + std::to_string(g.num_blocks) +
+                                       " and block_size " + std::to_string(g.block_size) +
+                                       " in its scale cache; expected 0 and 0 (no scale cache without per_token_head)");
+    }
+    const std::pair<const char*, int64_t> fields[] = {
+        {"/quant/scale_cache/stride_block", g.stride_block}, {"/quant/scale_cache/stride_pos", g.stride_pos},
+        {"/quant/scale_cache/stride_head", g.stride_head},   {"/quant/scale_k_offset", c.scale_k_offset},
+        {"/quant/scale_v_offset", c.scale_v_offset},         {"/quant/scale_cache_elems", c.scale_cache_elems}};
+    for (const auto& [path, v] : fields) {
+      if (v == 0) continue;
+      ck.add(path, "expected 0, got " + std::to_string(v) + ": only scale_kind \"per_token_head\" has a scale cache (" +
+                       "scale_kind is \"" + std::string(to_string(c.scale_kind)) + "\")");
+    }
+    if (geometry_ok && to_string(c.scale_kind) != "?") {
+      // K and V each hold static_scale_count() fp32 values: 1, H or num_blocks * H (the last can be huge).
+      i128 count = 0;
+      if (c.scale_kind == ScaleKind::per_tensor) count = 1;
+      if (c.scale_kind == ScaleKind::per_head) count = c.num_heads;
+      if (c.scale_kind == ScaleKind::per_block) count = sat_mul(cache.num_blocks, c.num_heads);
+      ck.buffer_fits("/quant/scale_kind", "the static scale buffer (K and V)", sat_mul(count, 2 * 4));
+    }
+    return;
+  }
+
+  if (g.num_blocks != cache.num_blocks || g.block_size != cache.block_size) {
+    ck.add("/quant/scale_cache", "an in-memory case whose scale cache has num_blocks " + std::to_string(g.num_blocks) +
+                                     " and block_size " + std::to_string(g.block_size) + "; expected the cache's (" +
+                                     std::to_string(cache.num_blocks) + " and " + std::to_string(cache.block_size) + ")");
+    return;
+  }
+  bool ok = ck.at_least("/quant/scale_cache/stride_block", g.stride_block, 0);
+  ok &= ck.at_least("/quant/scale_cache/stride_pos", g.stride_pos, 0);
+  ok &= ck.at_least("/quant/scale_cache/stride_head", g.stride_head, 0);
+  ok &= ck.at_least("/quant/scale_k_offset", c.scale_k_offset, 0);
+  ok &= ck.at_least("/quant/scale_cache_elems", c.scale_cache_elems, 0);
+  if (c.scale_v_offset <= c.scale_k_offset) {
+    ck.add("/quant/scale_v_offset", "expected scale_v_offset > scale_k_offset (V's scales after K's in the scale "
+                                    "cache buffer), got scale_v_offset " + std::to_string(c.scale_v_offset) +
+                                        " and scale_k_offset " + std::to_string(c.scale_k_offset));
+    ok = false;
+  }
+  if (c.scale_cache_elems >= 0 &&
+      !ck.buffer_fits("/quant/scale_cache_elems", "scale cache buffer", sat_mul(c.scale_cache_elems, 4))) {
+    return;
+  }
+  if (!ok || !geometry_ok) return;
+  if (g.num_blocks == 0) return;  // an empty cache: no scale cells
+
+  const std::vector<Dim> dims = {
+      {"stride_head", "/quant/scale_cache/stride_head", g.stride_head, c.num_heads},
+      {"stride_pos", "/quant/scale_cache/stride_pos", g.stride_pos, g.block_size},
+      {"stride_block", "/quant/scale_cache/stride_block", g.stride_block, g.num_blocks},
+      {"scale_v_offset - scale_k_offset", "/quant/scale_v_offset", c.scale_v_offset - c.scale_k_offset, 2},
+  };
+  const NestResult nest = check_nested(dims);
+  if (nest.bad != nullptr) {
+    ck.add(nest.bad->path, nest_message("K/V scale cache", nest));
+    return;
+  }
+  const i128 end = sat_add(c.scale_k_offset, sat_add(nest.span, 1));
+  if (end > c.scale_cache_elems) {
+    ck.add("/quant/scale_cache_elems", "the K and V scale caches need " + str(end) +
+                                           " elements of the scale cache buffer, which has " +
+                                           std::to_string(c.scale_cache_elems));
+  }
 }
 
 void check_input(const Case& c, bool shape_ok, Checker& ck) {
@@ -467,6 +583,8 @@ void check_genotype(const Genotype& g, Checker& ck) {
   ck.known("/genotype/cache_dtype", g.cache_dtype, "dtype");
   ck.known("/genotype/slot_dtype", g.slot_dtype, "index type");
   ck.known("/genotype/dist", g.dist, "value distribution");
+  if (to_string(g.input_dtype) != "?") ck.float_input("/genotype/input_dtype", g.input_dtype);
+  ck.scale_choice("/genotype", "scale_kind", "scale_dist", g.cache_dtype, g.scale_kind, g.scale_dist);
   bool ok = ck.at_least("/genotype/block_size", g.block_size, 1);
   ok &= ck.in_range("/genotype/num_heads", g.num_heads, 1, lim.max_heads);
   ok &= ck.in_range("/genotype/head_dim", g.head_dim, 1, lim.max_head_dim);
@@ -505,6 +623,10 @@ void check_genotype(const Genotype& g, Checker& ck) {
   const i128 input_bytes = sat_mul(sat_mul(sat_add(slots, g.extra_input_rows), sat_mul(input_row_heads, g.head_dim)),
                                    dtype_size(g.input_dtype));
   ck.buffer_fits("/genotype/requests", "the input buffer of this genotype", input_bytes);
+  if (g.scale_kind == ScaleKind::per_token_head) {
+    const i128 scale_bytes = sat_mul(sat_mul(sat_add(tokens, g.spare_blocks), g.num_heads), 2 * 4);
+    ck.buffer_fits("/genotype/requests", "the scale cache buffer of this genotype", scale_bytes);
+  }
 }
 
 }  // namespace
@@ -513,6 +635,7 @@ std::vector<ValidationProblem> validate(const Case& c, const Limits& limits) {
   Checker ck(limits);
   const bool shape_ok = check_shape(c, ck);
   const bool cache_ok = check_cache(c, shape_ok, ck);
+  check_quant(c, shape_ok, ck);
   check_input(c, shape_ok, ck);
   const RequestsResult requests = check_requests(c, cache_ok, ck);
   check_slots(c, requests, ck);

@@ -1,7 +1,8 @@
 // generate.cpp — the RapidCheck generator of genotypes, and the per-case source of campaigns.
 //
 // Order of choices: head_dim, then num_heads and block_size among the values whose cache
-// footprint fits max_elements_per_case, then the other shape choices, then the number of
+// footprint fits max_elements_per_case, then the other shape choices (dtypes and quantisation in
+// one draw, gen_dtypes: a copy, a float conversion or a quantised cache), then the number of
 // requests, then each request's lengths capped so that the batch fits the element budget. The
 // bound holds by construction (no suchThat, no discards). RapidCheck's own shrinking is switched
 // off (gen::noShrink) and replaced by shrink_genotype(): campaigns and `kvfuzz shrink` use one
@@ -73,6 +74,52 @@ Weighted<int32_t> fitting(const Weighted<int32_t>& w, const std::function<bool(i
 
 bool is_contiguous(Layout l) { return l == Layout::contiguous_bshd || l == Layout::contiguous_bhsd; }
 
+// The entries of w whose value satisfies keep(value), with their weights (possibly none).
+template <typename T, typename Keep>
+Weighted<T> only(const Weighted<T>& w, Keep keep) {
+  Weighted<T> out;
+  for (size_t i = 0; i < w.values.size(); ++i) {
+    if (!keep(w.values[i])) continue;
+    out.values.push_back(w.values[i]);
+    out.weights.push_back(w.weights[i]);
+  }
+  return out;
+}
+
+// Element types and quantisation of one case (profile.h: quant_percent, cross_dtype_percent).
+struct DTypes {
+  DType input = DType::f16;             // key/value element type
+  DType cache = DType::f16;             // = input unless cross-dtype or quantised
+  ScaleKind scale_kind = ScaleKind::none;  // none exactly for float caches
+  ScaleDist scale_dist = ScaleDist::unit;  // unit unless the kind has static scales
+};
+
+rc::Gen<DTypes> gen_dtypes(const ProfilePtr& pp) {
+  const Profile& p = *pp;
+  // 0 = bit-exact copy, 1 = float conversion, 2 = quantised.
+  const int copy_weight = std::max(0, 100 - p.cross_dtype_percent - p.quant_percent);
+  const Weighted<int> kinds{{0, 1, 2}, {copy_weight, p.cross_dtype_percent, p.quant_percent}};
+  return rc::gen::mapcat(weighted(kinds), [pp](int kind) -> rc::Gen<DTypes> {
+    const Profile& p = *pp;
+    if (kind == 0) {
+      return rc::gen::map(weighted(p.input_dtypes), [](DType t) { return DTypes{t, t}; });
+    }
+    if (kind == 1) {
+      const auto floats = only(p.cache_dtypes, [](DType t) { return !is_quantized(t); });
+      return rc::gen::map(rc::gen::tuple(weighted(p.input_dtypes), weighted(floats)),
+                          [](std::tuple<DType, DType> t) { return DTypes{std::get<0>(t), std::get<1>(t)}; });
+    }
+    const auto quantised = only(p.cache_dtypes, [](DType t) { return is_quantized(t); });
+    return rc::gen::map(
+        rc::gen::tuple(weighted(p.input_dtypes), weighted(quantised), weighted(p.scale_kinds), weighted(p.scale_dists)),
+        [](std::tuple<DType, DType, ScaleKind, ScaleDist> t) {
+          DTypes d{std::get<0>(t), std::get<1>(t), std::get<2>(t), std::get<3>(t)};
+          if (d.scale_kind == ScaleKind::per_token_head) d.scale_dist = ScaleDist::unit;  // computed scales
+          return d;
+        });
+  });
+}
+
 // One request whose context + new tokens stay within `max_tokens` (>= 1).
 rc::Gen<RequestGene> gen_request(const ProfilePtr& pp, int64_t max_tokens) {
   const Profile& p = *pp;
@@ -100,8 +147,7 @@ struct Shape {
   int32_t block_size = 1;                 // among values with 4 * bs * H * D <= budget
   int32_t gqa_ratio = 1;                  // H_q / H_kv of a fused QKV input
   bool fused_qkv = false;                 // key/value are views into one QKV buffer
-  DType input_dtype = DType::f16;         // key/value element type
-  DType cache_dtype = DType::f16;         // = input_dtype unless a cross-dtype case
+  DTypes dtypes;                          // element types and quantisation
   IndexType slot_dtype = IndexType::i64;  // slot_mapping element type
   ValueDist dist = ValueDist::finite;     // payload distribution
   bool irregular = false;                 // misaligned bases, gapped strides, odd padding values
@@ -117,22 +163,14 @@ rc::Gen<Shape> gen_shape(const ProfilePtr& pp) {
       const Profile& p = *pp;
       // At least four blocks must fit the budget.
       const auto sizes = fitting(p.block_sizes, [=](int32_t bs) { return int64_t{4} * bs * h * d <= budget; });
-      const auto cross = rc::gen::mapcat(chance(p.cross_dtype_percent), [pp](bool cross_dtype) {
-        return rc::gen::map(rc::gen::tuple(weighted(pp->input_dtypes), weighted(pp->cache_dtypes)),
-                            [cross_dtype](std::tuple<DType, DType> t) {
-                              return std::make_pair(std::get<0>(t), cross_dtype ? std::get<1>(t) : std::get<0>(t));
-                            });
-      });
       return rc::gen::map(
           rc::gen::tuple(weighted(p.layouts), weighted(sizes), weighted(p.gqa_ratios), chance(p.fused_qkv_percent),
-                         cross, weighted(p.slot_dtypes), weighted(p.value_dists), chance(p.irregular_percent)),
-          [d, h](const std::tuple<Layout, int32_t, int32_t, bool, std::pair<DType, DType>, IndexType, ValueDist, bool>& t) {
+                         gen_dtypes(pp), weighted(p.slot_dtypes), weighted(p.value_dists), chance(p.irregular_percent)),
+          [d, h](const std::tuple<Layout, int32_t, int32_t, bool, DTypes, IndexType, ValueDist, bool>& t) {
             Shape s;
             s.head_dim = d;
             s.num_heads = h;
-            std::tie(s.layout, s.block_size, s.gqa_ratio, s.fused_qkv, std::ignore, s.slot_dtype, s.dist, s.irregular) = t;
-            s.input_dtype = std::get<4>(t).first;
-            s.cache_dtype = std::get<4>(t).second;
+            std::tie(s.layout, s.block_size, s.gqa_ratio, s.fused_qkv, s.dtypes, s.slot_dtype, s.dist, s.irregular) = t;
             return s;
           });
     });
@@ -175,8 +213,10 @@ rc::Gen<Genotype> gen_batch(const ProfilePtr& pp, const Shape& s) {
           g.head_dim = s.head_dim;
           g.gqa_ratio = s.gqa_ratio;
           g.fused_qkv = s.fused_qkv;
-          g.input_dtype = s.input_dtype;
-          g.cache_dtype = s.cache_dtype;
+          g.input_dtype = s.dtypes.input;
+          g.cache_dtype = s.dtypes.cache;
+          g.scale_kind = s.dtypes.scale_kind;
+          g.scale_dist = s.dtypes.scale_dist;
           g.slot_dtype = s.slot_dtype;
           g.dist = s.dist;
           g.irregular = s.irregular;

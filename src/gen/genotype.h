@@ -36,6 +36,8 @@ struct Genotype {
   int32_t spare_blocks = 0;         // free blocks beyond those the requests need
   bool irregular = false;           // misaligned base offsets, gapped strides, odd padding values
   ValueDist dist = ValueDist::finite;
+  ScaleKind scale_kind = ScaleKind::none;  // none exactly when cache_dtype is a float dtype
+  ScaleDist scale_dist = ScaleDist::unit;  // static scales' values (ignored for none / per_token_head)
   uint64_t layout_seed = 0;         // not shrunk: block permutation, gaps, offsets, positions, payload salt
 
   bool operator==(const Genotype&) const = default;

@@ -22,6 +22,7 @@ constexpr uint64_t kCacheSalt = 0x6361636865ull;
 constexpr uint64_t kInputSalt = 0x696e707574ull;
 constexpr uint64_t kSlotsSalt = 0x736c6f7473ull;
 constexpr uint64_t kPayloadSalt = 0x7061796c6f6164ull;
+constexpr uint64_t kScalesSalt = 0x7363616c6573ull;
 
 SplitMix64 stream(uint64_t layout_seed, uint64_t salt) { return SplitMix64(mix64(layout_seed ^ mix64(salt))); }
 
@@ -107,6 +108,41 @@ void lay_out_cache(const Genotype& g, Case& c) {
     end = c.cache_v_offset + nb * geo.stride_block;
   }
   c.cache_buffer_elems = end + (g.irregular ? static_cast<int64_t>(rng.below(8)) : 0);
+}
+
+// The per_token_head scale caches: one fp32 per (block, pos, head), laid out like the KV cache
+// without D: [nb, bs, H] for the NHD-like layouts (packed_kv_nhd included; its K and V scale caches
+// are not interleaved), [nb, H, bs] for the HND-like ones. K's scale cache starts at
+// scale_k_offset, V's after it; gaps (0..3), an odd base and a tail only when irregular. Every
+// other kind has no scale cache: all zero.
+void lay_out_scales(const Genotype& g, Case& c) {
+  c.scale_kind = g.scale_kind;
+  c.scale_dist = g.scale_dist;
+  if (g.scale_kind != ScaleKind::per_token_head) return;
+  SplitMix64 rng = stream(g.layout_seed, kScalesSalt);
+  auto gap = [&]() -> int64_t { return g.irregular ? static_cast<int64_t>(rng.below(4)) : 0; };
+  const int64_t H = g.num_heads, bs = c.cache.block_size, nb = c.cache.num_blocks;
+  CacheGeometry& geo = c.scale_cache;
+  geo.num_blocks = nb;
+  geo.block_size = bs;
+  switch (g.layout) {
+    case Layout::paged_nhd:
+    case Layout::contiguous_bshd:
+    case Layout::packed_kv_nhd:  // [nb, bs, H]
+      geo.stride_head = 1 + gap();
+      geo.stride_pos = H * geo.stride_head + gap();
+      geo.stride_block = bs * geo.stride_pos + gap();
+      break;
+    case Layout::paged_hnd:
+    case Layout::contiguous_bhsd:  // [nb, H, bs]
+      geo.stride_pos = 1 + gap();
+      geo.stride_head = bs * geo.stride_pos + gap();
+      geo.stride_block = H * geo.stride_head + gap();
+      break;
+  }
+  c.scale_k_offset = g.irregular ? 1 + 2 * static_cast<int64_t>(rng.below(4)) : 0;  // odd: misaligned base
+  c.scale_v_offset = c.scale_k_offset + nb * geo.stride_block + gap();
+  c.scale_cache_elems = c.scale_v_offset + nb * geo.stride_block + (g.irregular ? static_cast<int64_t>(rng.below(8)) : 0);
 }
 
 // Key/value input views: a fused QKV projection [T_in, (H_q + 2 H) D] or separate [T_in, H, D]
@@ -202,6 +238,7 @@ Case materialize(const Genotype& g) {
 
   assign_blocks(g, c);
   lay_out_cache(g, c);
+  lay_out_scales(g, c);
   c.slot_mapping = map_slots(g, c);
   lay_out_inputs(g, c.num_slots(), c);
 

@@ -111,7 +111,8 @@ class ProfileReader {
 const std::set<std::string>& profile_keys() {
   static const std::set<std::string> keys = {
       "schema", "version", "name", "layouts", "block_sizes", "num_heads", "head_dims", "gqa_ratios",
-      "fused_qkv_percent", "input_dtypes", "cross_dtype_percent", "cache_dtypes", "slot_dtypes",
+      "fused_qkv_percent", "input_dtypes", "cross_dtype_percent", "quant_percent", "cache_dtypes",
+      "scale_kinds", "scale_dists", "slot_dtypes",
       "value_dists", "max_requests", "max_context_len", "max_new_len", "decode_percent",
       "idle_percent", "max_padding", "max_invalid_slots", "max_extra_input_rows", "max_spare_blocks",
       "irregular_percent", "max_elements_per_case"};
@@ -132,7 +133,9 @@ Profile profile_from_json(const json& j, const std::string& file) {
   if (version != kVersion) r.fail("/version", "expected 1");
 
   const std::string layouts = "paged_nhd, paged_hnd, contiguous_bshd, contiguous_bhsd, packed_kv_nhd";
-  const std::string dtypes = "f16, bf16, f32";
+  const std::string float_dtypes = "f16, bf16, f32";
+  const std::string dtypes = "f16, bf16, f32, fp8_e4m3, fp8_e5m2, int8";
+  const std::string scale_kinds = "per_tensor, per_head, per_block, per_token_head";
   Profile p;
   p.name = r.string(j.at("name"), "/name");
   if (p.name.empty()) r.fail("/name", "expected a non-empty name");
@@ -142,12 +145,43 @@ Profile profile_from_json(const json& j, const std::string& file) {
   p.head_dims = r.weighted_int(j.at("head_dims"), "/head_dims", 1, 4096);
   p.gqa_ratios = r.weighted_int(j.at("gqa_ratios"), "/gqa_ratios", 1, 64);
   p.fused_qkv_percent = static_cast<int>(r.integer(j.at("fused_qkv_percent"), "/fused_qkv_percent", 0, 100));
-  p.input_dtypes = r.weighted_enum<DType>(j.at("input_dtypes"), "/input_dtypes", dtype_from_string, dtypes);
+  p.input_dtypes = r.weighted_enum<DType>(j.at("input_dtypes"), "/input_dtypes", dtype_from_string, float_dtypes);
+  for (size_t i = 0; i < p.input_dtypes.values.size(); ++i)
+    if (is_quantized(p.input_dtypes.values[i]))
+      r.fail("/input_dtypes/values/" + std::to_string(i),
+             "\"" + std::string(to_string(p.input_dtypes.values[i])) +
+                 "\" is quantised, and quantised dtypes are cache-only; expected one of " + float_dtypes);
   p.cross_dtype_percent = static_cast<int>(r.integer(j.at("cross_dtype_percent"), "/cross_dtype_percent", 0, 100));
+  p.quant_percent = static_cast<int>(r.integer(j.at("quant_percent"), "/quant_percent", 0, 100));
+  if (p.cross_dtype_percent + p.quant_percent > 100)
+    r.fail("/quant_percent", "expected cross_dtype_percent + quant_percent <= 100, got " +
+                                 std::to_string(p.cross_dtype_percent + p.quant_percent));
   p.cache_dtypes = r.weighted_enum<DType>(j.at("cache_dtypes"), "/cache_dtypes", dtype_from_string, dtypes);
+  bool float_weight = false, quant_weight = false;  // some entry of that class with weight > 0
+  for (size_t i = 0; i < p.cache_dtypes.values.size(); ++i) {
+    if (p.cache_dtypes.weights[i] == 0) continue;
+    if (is_quantized(p.cache_dtypes.values[i])) {
+      quant_weight = true;
+    } else {
+      float_weight = true;
+    }
+  }
+  if (p.quant_percent > 0 && !quant_weight)
+    r.fail("/cache_dtypes", "quant_percent is " + std::to_string(p.quant_percent) +
+                                " but no quantised dtype (fp8_e4m3, fp8_e5m2, int8) has a weight > 0");
+  if (p.cross_dtype_percent > 0 && !float_weight)
+    r.fail("/cache_dtypes", "cross_dtype_percent is " + std::to_string(p.cross_dtype_percent) +
+                                " but no float dtype (f16, bf16, f32) has a weight > 0");
+  p.scale_kinds = r.weighted_enum<ScaleKind>(j.at("scale_kinds"), "/scale_kinds", scale_kind_from_string, scale_kinds);
+  for (size_t i = 0; i < p.scale_kinds.values.size(); ++i)
+    if (p.scale_kinds.values[i] == ScaleKind::none)
+      r.fail("/scale_kinds/values/" + std::to_string(i),
+             "\"none\" is implied for float caches and never drawn for quantised ones; expected one of " + scale_kinds);
+  p.scale_dists = r.weighted_enum<ScaleDist>(j.at("scale_dists"), "/scale_dists", scale_dist_from_string,
+                                             "unit, pow2, random, extreme");
   p.slot_dtypes = r.weighted_enum<IndexType>(j.at("slot_dtypes"), "/slot_dtypes", index_type_from_string, "i32, i64");
   p.value_dists = r.weighted_enum<ValueDist>(j.at("value_dists"), "/value_dists", value_dist_from_string,
-                                              "finite, special, constant");
+                                              "finite, special, constant, ties");
   p.max_requests = static_cast<int32_t>(r.integer(j.at("max_requests"), "/max_requests", 1, 4096));
   p.max_context_len = static_cast<int32_t>(r.integer(j.at("max_context_len"), "/max_context_len", 0, 1 << 20));
   p.max_new_len = static_cast<int32_t>(r.integer(j.at("max_new_len"), "/max_new_len", 1, 1 << 20));
@@ -198,9 +232,14 @@ Profile default_profile() {
   p.fused_qkv_percent = 30;
   p.input_dtypes = {{DType::f16, DType::bf16, DType::f32}, {4, 3, 2}};
   p.cross_dtype_percent = 15;
-  p.cache_dtypes = {{DType::f16, DType::bf16, DType::f32}, {1, 1, 1}};
+  p.quant_percent = 20;
+  p.cache_dtypes = {{DType::f16, DType::bf16, DType::f32, DType::fp8_e4m3, DType::fp8_e5m2, DType::int8},
+                    {1, 1, 1, 1, 1, 1}};
+  p.scale_kinds = {{ScaleKind::per_tensor, ScaleKind::per_head, ScaleKind::per_block, ScaleKind::per_token_head},
+                   {1, 1, 1, 1}};
+  p.scale_dists = {{ScaleDist::unit, ScaleDist::pow2, ScaleDist::random, ScaleDist::extreme}, {2, 2, 3, 1}};
   p.slot_dtypes = {{IndexType::i64, IndexType::i32}, {3, 2}};
-  p.value_dists = {{ValueDist::finite, ValueDist::special, ValueDist::constant}, {5, 3, 1}};
+  p.value_dists = {{ValueDist::finite, ValueDist::special, ValueDist::constant, ValueDist::ties}, {5, 3, 1, 2}};
   p.max_requests = 6;
   p.max_context_len = 600;
   p.max_new_len = 64;

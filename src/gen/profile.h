@@ -34,12 +34,26 @@ struct Profile {
   Weighted<int32_t> head_dims;         // D, 1..576
   Weighted<int32_t> gqa_ratios;        // 1..16 (fused QKV only)
   int fused_qkv_percent = 30;          // share of cases with fused QKV input views
-  Weighted<DType> input_dtypes;        // key/value dtypes (shrink target: the first)
-  int cross_dtype_percent = 15;        // share of cases whose cache dtype is drawn from cache_dtypes
-                                       // (otherwise cache dtype = input dtype: a bit-exact copy)
-  Weighted<DType> cache_dtypes;        // cache dtypes of cross-dtype cases (shrink target: = input)
+  Weighted<DType> input_dtypes;        // key/value dtypes, f16/bf16/f32 only (shrink target: the first)
+  // The cache dtype. Each case is one of three kinds, by these shares (their sum <= 100):
+  //   quant_percent        quantised: cache dtype drawn from the quantised entries of cache_dtypes
+  //                        (fp8_e4m3, fp8_e5m2, int8), scale kind from scale_kinds, static scales'
+  //                        values from scale_dists (per_token_head scales are computed: dist unit);
+  //   cross_dtype_percent  float conversion: cache dtype drawn from the float entries of cache_dtypes
+  //                        (it may happen to equal the input dtype);
+  //   the rest             cache dtype = input dtype: a bit-exact copy.
+  // A quantised cache is always cross-dtype. load_profile() requires an entry with weight > 0 among
+  // the quantised (float) entries when quant_percent (cross_dtype_percent) is > 0. The shrinker never
+  // turns a quantised case into a float one or changes its cache dtype (the failure may live in that
+  // dtype's conversion); it simplifies scale_kind and scale_dist instead.
+  int cross_dtype_percent = 15;
+  int quant_percent = 0;
+  Weighted<DType> cache_dtypes;        // cache dtypes of cross-dtype and quantised cases
+  Weighted<ScaleKind> scale_kinds;     // per_tensor, per_head, per_block, per_token_head (never none;
+                                       // shrink target: per_tensor, whatever the list's order)
+  Weighted<ScaleDist> scale_dists;     // static scales' values (shrink target: unit)
   Weighted<IndexType> slot_dtypes;     // slot_mapping dtypes (shrink target: i64)
-  Weighted<ValueDist> value_dists;     // payload distributions (shrink target: finite)
+  Weighted<ValueDist> value_dists;     // payload distributions, ties included (shrink target: finite)
   int32_t max_requests = 6;            // requests per batch (>= 1)
   int32_t max_context_len = 64;        // tokens of earlier context per request
   int32_t max_new_len = 32;            // tokens appended per request (prefill chunk)

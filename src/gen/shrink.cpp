@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <array>
+#include <iterator>
 
 namespace kvf {
 namespace {
@@ -33,11 +34,34 @@ struct Complexity {
   Pair gqa_ratio;         // (rank, value)
   int64_t input_dtype;    // rank in the profile's input_dtypes
   int64_t cross_dtype;    // 1 when cache dtype != input dtype
+  int64_t scale_kind;     // scale_rank(): 0 for none and per_tensor
+  int64_t scale_dist;     // 0 for unit, then pow2, random, extreme
   int64_t slot_dtype;     // 0 for i64
   int64_t dist;           // 0 for finite
   int64_t irregular;      // 0 = regular
   int64_t tail_padding, interleaved_padding, invalid_slots, extra_input_rows, spare_blocks;  // counts
 };
+
+// Scale kinds simplest first, whatever the profile lists: one scale, one per head, one per block
+// and head, then the dynamic per-token scales (a computed amax, a scale cache written).
+int64_t scale_rank(ScaleKind k) {
+  switch (k) {
+    case ScaleKind::none:
+    case ScaleKind::per_tensor: return 0;
+    case ScaleKind::per_head: return 1;
+    case ScaleKind::per_block: return 2;
+    case ScaleKind::per_token_head: return 3;
+  }
+  return 4;
+}
+constexpr ScaleKind kScaleKindsSimplestFirst[] = {ScaleKind::per_tensor, ScaleKind::per_head, ScaleKind::per_block};
+constexpr ScaleDist kScaleDistsSimplestFirst[] = {ScaleDist::unit, ScaleDist::pow2, ScaleDist::random,
+                                                  ScaleDist::extreme};
+// Static scales' values simplest first: 1.0, exact powers of two, arbitrary values, extremes.
+int64_t scale_dist_rank(ScaleDist d) {
+  const auto* it = std::find(std::begin(kScaleDistsSimplestFirst), std::end(kScaleDistsSimplestFirst), d);
+  return it - std::begin(kScaleDistsSimplestFirst);
+}
 
 Complexity complexity(const Genotype& g, const Profile& p) {
   Complexity c{};
@@ -52,6 +76,8 @@ Complexity complexity(const Genotype& g, const Profile& p) {
   c.gqa_ratio = {rank_of(p.gqa_ratios, g.gqa_ratio), g.gqa_ratio};
   c.input_dtype = rank_of(p.input_dtypes, g.input_dtype);
   c.cross_dtype = g.cache_dtype != g.input_dtype;
+  c.scale_kind = scale_rank(g.scale_kind);
+  c.scale_dist = scale_dist_rank(g.scale_dist);
   c.slot_dtype = g.slot_dtype != IndexType::i64;
   c.dist = g.dist != ValueDist::finite;
   c.irregular = g.irregular;
@@ -106,6 +132,8 @@ bool simpler_than(const Genotype& a, const Genotype& b, const Profile& profile) 
   compare(ca.gqa_ratio, cb.gqa_ratio, &less, &greater);
   compare(ca.input_dtype, cb.input_dtype, &less, &greater);
   compare(ca.cross_dtype, cb.cross_dtype, &less, &greater);
+  compare(ca.scale_kind, cb.scale_kind, &less, &greater);
+  compare(ca.scale_dist, cb.scale_dist, &less, &greater);
   compare(ca.slot_dtype, cb.slot_dtype, &less, &greater);
   compare(ca.dist, cb.dist, &less, &greater);
   compare(ca.irregular, cb.irregular, &less, &greater);
@@ -148,13 +176,27 @@ std::vector<Genotype> shrink_genotype(const Genotype& g, const Profile& profile)
   with([](Genotype& c) { c.fused_qkv = false; });
   for (int32_t v : simpler_values(profile.gqa_ratios, g.gqa_ratio)) with([v](Genotype& c) { c.gqa_ratio = v; });
 
-  // 3. Plain types and values.
+  // 3. Plain types and values. A quantised cache keeps its dtype (a failure may live in that
+  // format's conversion, and a float cache would take the quantised path away): only its input
+  // dtype, scale kind (towards per_tensor) and static scales' values (towards unit) get simpler.
   const int64_t input_rank = rank_of(profile.input_dtypes, g.input_dtype);
+  const bool quantised = is_quantized(g.cache_dtype);
   if (input_rank > 0) {
     const DType first = profile.input_dtypes.values[0];
-    with([first](Genotype& c) { c.input_dtype = c.cache_dtype = first; });
+    if (quantised) {
+      with([first](Genotype& c) { c.input_dtype = first; });
+    } else {
+      with([first](Genotype& c) { c.input_dtype = c.cache_dtype = first; });
+    }
   }
-  with([](Genotype& c) { c.cache_dtype = c.input_dtype; });
+  if (quantised) {
+    for (ScaleKind k : kScaleKindsSimplestFirst)
+      if (scale_rank(k) < scale_rank(g.scale_kind)) with([k](Genotype& c) { c.scale_kind = k; });
+    for (ScaleDist d : kScaleDistsSimplestFirst)
+      if (scale_dist_rank(d) < scale_dist_rank(g.scale_dist)) with([d](Genotype& c) { c.scale_dist = d; });
+  } else {
+    with([](Genotype& c) { c.cache_dtype = c.input_dtype; });
+  }
   with([](Genotype& c) { c.slot_dtype = IndexType::i64; });
   with([](Genotype& c) { c.dist = ValueDist::finite; });
   with([](Genotype& c) { c.irregular = false; });

@@ -1,12 +1,27 @@
-// golden.cpp — the golden model of the append contract (DESIGN.md §1, unquantised part).
+// golden.cpp — the golden model of the append contract (DESIGN.md §1).
 //
-// golden_append() is boring on purpose (STYLE.md rule 3): plain loops over (row, head, dim), one
-// element at a time, no vectorisation and no shortcuts. It consumes the same bytes a kernel does —
-// slot_mapping and key/value elements are read from the arena image, not from the Case — and
-// addresses the cache only through kv_layout.cuh's cache_elem_offset(). Applied to the initial
-// arena it produces the expected arena that diff.h compares a target's result with.
+// golden_append() is boring on purpose (STYLE.md rule 3): plain loops over (row, head, tensor,
+// dim), one element at a time, no vectorisation and no shortcuts. It consumes the same bytes a
+// kernel does — slot_mapping, key/value elements and static scales are read from the arena image,
+// not from the Case — and addresses the cache and the scale cache only through kv_layout.cuh's
+// cache_elem_offset(). Applied to the initial arena it produces the expected arena that diff.h
+// compares a target's result with.
+//
+// Float caches: convert_bits (bit copy for equal dtypes, else RNE, NaN -> canonical NaN).
+// Quantised caches: x = the input element widened to f32 (exact), stored = quantize_bits(x, scale)
+// = convert(x / scale) with IEEE fp32 division, where scale is
+//   per_tensor      static scale 0
+//   per_head        static scale head
+//   per_block       static scale (physical block of the slot) * H + head
+//   per_token_head  max(amax, 1e-6f) / QMAX in fp32, amax = max |x| over the row's D values
+//                   (NaN of any kind ignored, starting at 0; an Inf makes amax and scale Inf, and the
+//                   formula then gives x / Inf = 0 and Inf / Inf = NaN: no special case), written
+//                   to the scale cache cell (block, pos, head) of the tensor.
+// Static scales live in the arena's scales section: K scales [0, n), V scales [n, 2n), n =
+// static_scale_count().
 #include "golden.h"
 
+#include <cmath>
 #include <cstring>
 
 #include "convert.h"
@@ -15,16 +30,22 @@ namespace kvf::golden {
 
 namespace {
 // Raw element access on the arena's bytes (memcpy: sections may be misaligned for the element).
-uint32_t load_elem(const std::byte* base, DType t, int64_t index);           // 16-bit types: low half
+uint32_t load_elem(const std::byte* base, DType t, int64_t index);           // 16/8-bit types: low bits
 void store_elem(std::byte* base, DType t, int64_t index, uint32_t bits);
 int64_t load_slot(const std::byte* slots, IndexType t, int64_t row);         // slot_mapping[row], widened
+float load_f32(const std::byte* base, int64_t index);
+void store_f32(std::byte* base, int64_t index, float f);
 }  // namespace
 
 void golden_append(const Case& c, Arena& arena) {
   const std::byte* input = arena.input();
   const std::byte* slots = arena.slots();
+  const std::byte* scales = arena.scales();
   std::byte* cache = arena.cache();
+  std::byte* scale_cache = arena.scale_cache();
   const int64_t capacity = c.capacity();
+  const bool quantized = is_quantized(c.cache_dtype);
+  const int64_t scale_count = static_scale_count(c.scale_kind, c.num_heads, c.cache.num_blocks);
 
   unsigned long long invalid = 0;
   for (int64_t row = 0; row < c.num_slots(); ++row) {  // rows >= T (graph padding) are never read
@@ -37,17 +58,43 @@ void golden_append(const Case& c, Arena& arena) {
     const int64_t block = slot / c.cache.block_size;
     const int64_t pos = slot % c.cache.block_size;
     for (int64_t head = 0; head < c.num_heads; ++head) {
-      for (int64_t dim = 0; dim < c.head_dim; ++dim) {
-        const int64_t cell = cache_elem_offset(c.cache, block, pos, head, dim);
+      for (const bool is_value : {false, true}) {
+        const InputView& view = is_value ? c.value : c.key;
+        const int64_t in_row = view.offset + input_elem_offset(view.stride_token, view.stride_head, row, head, 0);
+        const int64_t cache_row = (is_value ? c.cache_v_offset : c.cache_k_offset) + cache_elem_offset(c.cache, block, pos, head, 0);
 
-        const int64_t k_in = c.key.offset + input_elem_offset(c.key.stride_token, c.key.stride_head, row, head, dim);
-        const uint32_t k = load_elem(input, c.input_dtype, k_in);
-        store_elem(cache, c.cache_dtype, c.cache_k_offset + cell, convert_bits(k, c.input_dtype, c.cache_dtype));
+        if (!quantized) {
+          for (int64_t dim = 0; dim < c.head_dim; ++dim) {
+            const uint32_t x = load_elem(input, c.input_dtype, in_row + dim);
+            store_elem(cache, c.cache_dtype, cache_row + dim, convert_bits(x, c.input_dtype, c.cache_dtype));
+          }
+          continue;
+        }
 
-        const int64_t v_in =
-            c.value.offset + input_elem_offset(c.value.stride_token, c.value.stride_head, row, head, dim);
-        const uint32_t v = load_elem(input, c.input_dtype, v_in);
-        store_elem(cache, c.cache_dtype, c.cache_v_offset + cell, convert_bits(v, c.input_dtype, c.cache_dtype));
+        float scale = 0.0f;
+        switch (c.scale_kind) {
+          case ScaleKind::per_tensor: scale = load_f32(scales, (is_value ? scale_count : 0) + 0); break;
+          case ScaleKind::per_head: scale = load_f32(scales, (is_value ? scale_count : 0) + head); break;
+          case ScaleKind::per_block: scale = load_f32(scales, (is_value ? scale_count : 0) + block * c.num_heads + head); break;
+          case ScaleKind::per_token_head: {
+            // NaN is skipped explicitly: std::fmax returns NaN for a signalling NaN operand (IEEE
+            // maxNum), and widening keeps an f16/bf16 signalling NaN signalling.
+            float amax = 0.0f;
+            for (int64_t dim = 0; dim < c.head_dim; ++dim) {
+              const float a = std::fabs(bits_to_f32(load_elem(input, c.input_dtype, in_row + dim), c.input_dtype));
+              if (!std::isnan(a) && a > amax) amax = a;
+            }
+            scale = (amax > 1e-6f ? amax : 1e-6f) / quant_max(c.cache_dtype);
+            store_f32(scale_cache, (is_value ? c.scale_v_offset : c.scale_k_offset) + cache_elem_offset(c.scale_cache, block, pos, head, 0),
+                      scale);
+            break;
+          }
+          case ScaleKind::none: break;  // invalid for a quantised cache (validation rejects it): scale 0
+        }
+        for (int64_t dim = 0; dim < c.head_dim; ++dim) {
+          const float x = bits_to_f32(load_elem(input, c.input_dtype, in_row + dim), c.input_dtype);
+          store_elem(cache, c.cache_dtype, cache_row + dim, quantize_bits(x, scale, c.cache_dtype));
+        }
       }
     }
   }
@@ -58,27 +105,50 @@ void golden_append(const Case& c, Arena& arena) {
 
 namespace {
 
-
-// Raw bits of element `index` of an array of `t` (16-bit types in the low half).
+// Raw bits of element `index` of an array of `t` (16- and 8-bit types in the low bits).
 uint32_t load_elem(const std::byte* base, DType t, int64_t index) {
-  if (t == DType::f32) {
-    uint32_t v;
-    std::memcpy(&v, base + index * 4, 4);
-    return v;
+  switch (dtype_size(t)) {
+    case 4: {
+      uint32_t v;
+      std::memcpy(&v, base + index * 4, 4);
+      return v;
+    }
+    case 2: {
+      uint16_t v;
+      std::memcpy(&v, base + index * 2, 2);
+      return v;
+    }
+    default: {
+      uint8_t v;
+      std::memcpy(&v, base + index, 1);
+      return v;
+    }
   }
-  uint16_t v;
-  std::memcpy(&v, base + index * 2, 2);
-  return v;
 }
 
 void store_elem(std::byte* base, DType t, int64_t index, uint32_t bits) {
-  if (t == DType::f32) {
-    std::memcpy(base + index * 4, &bits, 4);
-    return;
+  switch (dtype_size(t)) {
+    case 4: std::memcpy(base + index * 4, &bits, 4); return;
+    case 2: {
+      const auto v = static_cast<uint16_t>(bits);
+      std::memcpy(base + index * 2, &v, 2);
+      return;
+    }
+    default: {
+      const auto v = static_cast<uint8_t>(bits);
+      std::memcpy(base + index, &v, 1);
+      return;
+    }
   }
-  const uint16_t v = static_cast<uint16_t>(bits);
-  std::memcpy(base + index * 2, &v, 2);
 }
+
+float load_f32(const std::byte* base, int64_t index) {
+  float f;
+  std::memcpy(&f, base + index * 4, 4);
+  return f;
+}
+
+void store_f32(std::byte* base, int64_t index, float f) { std::memcpy(base + index * 4, &f, 4); }
 
 // slot_mapping[row] as read by a kernel from the arena's slot section.
 int64_t load_slot(const std::byte* slots, IndexType t, int64_t row) {

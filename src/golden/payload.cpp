@@ -18,9 +18,49 @@
 //   f32  sign | 0x7FA00000..0x7FBFFFFF (signalling) or 0x7FE00000..0x7FFFFFFE (quiet, even)
 // Canaries are quiet NaNs with the tag in the low mantissa bits (0x7E00|tag, 0x7FC0|tag,
 // 0x7FC00000|tag); the guard pattern is all ones.
+//
+// Quantised caches (fp8_e4m3, fp8_e5m2, int8) have 256 codes and few or no NaNs, so their canaries
+// cannot all be values a correct quantisation never produces. The guard stays 0xFF (e4m3 and e5m2
+// NaN; int8 -1). Where a NaN code exists that no correct quantisation produces (every NaN quantises
+// to 0x7F), it is used: e5m2 tail 0x7D, free block 0x7E, stride gap 0xFD, input gap 0xFE. e4m3 has
+// one NaN besides the guard, 0x7F, which is also what a NaN input quantises to; it marks free
+// blocks (a stray write of a NaN element into a free block goes unseen there, but the block tail,
+// which is also the pre-run value of new-token cells, stays a non-NaN code so that a skipped NaN
+// element is a visible missing write). Every other tag is the code 0xA0 | tag (e4m3 about -0.13..
+// -0.2, e5m2 about -0.008, int8 -95..-88): real values that a correct write can produce, so a
+// single cell holding one proves nothing. The diff therefore classifies 1-byte caches by location
+// only (diff.cpp), never by canary_of(). Context cells of 1-byte caches avoid every canary code and
+// every NaN.
+//
+// Static scales (scale_bits) and context scales (context_scale_bits) are positive finite fp32:
+//   unit     1.0
+//   pow2     2^k, k uniform in [-4, 4] (x / scale is exact, so ties survive the division)
+//   random   2^e * (1 + m), e in [-6, 6], m a bijection of (index, tensor) over 23 bits: distinct
+//            per index and between K and V
+//   extreme  as random with e in [-24, -16] or [16, 24]
+//   context  as random with e in [-10, 10], distinct per (request, pos, head, tensor)
+//
+// dist ties (input_bits), per element:
+//   float cache, input dtype != cache dtype: the exact midpoint of two adjacent cache values
+//     (random code, random sign; the top one is the overflow tie max + ulp/2 -> Inf) when the input
+//     dtype holds it exactly (always for f32 input; else often not, then a finite value), 1/8
+//     exact cache values; equal dtypes: finite.
+//   quantised cache, static scales: v / scale for v drawn as 6/8 midpoints of adjacent stored
+//     values (fp8: adjacent codes; int8: k + 0.5), 1/8 values beyond saturation (|v| > QMAX,
+//     including the tie QMAX + ulp/2 for int8 127.5), 1/8 exact stored values; x = v * scale in
+//     fp32, kept if the input dtype holds x exactly and x / scale == v (always for unit and pow2
+//     scales within range), else x rounded to the input dtype (near a tie, not on one).
+//   quantised cache, per_token_head: the row's scale is computed from the row itself, so the row
+//     is built around it: one element (dim chosen per row) is ±QMAX * 2^k, k in [-4, 4] (lowered
+//     until QMAX * 2^k fits the input dtype), making amax = QMAX * 2^k and scale = 2^k exactly;
+//     every other element is a midpoint or an exact stored value times 2^k, all with |v| < QMAX.
+//     These are exact ties; rows never exceed saturation (the amax element sits exactly on it).
 #include "payload.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
 
 #include "../gen/rng.h"
 #include "convert.h"
@@ -38,11 +78,16 @@ struct Format {
   int emax;       // unbiased exponent of the largest finite binade
 };
 
+// For quantised dtypes only emin_sub and emax are meaningful (shared_exponents uses them to keep
+// values within the stored range at unit scale): e4m3 2^-9 .. 448, e5m2 2^-16 .. 57344, int8 1 .. 127.
 Format format_of(DType t) {
   switch (t) {
     case DType::f16: return {5, 10, 15, -24, 15};
     case DType::bf16: return {8, 7, 127, -133, 127};
     case DType::f32: return {8, 23, 127, -149, 127};
+    case DType::fp8_e4m3: return {4, 3, 7, -9, 8};
+    case DType::fp8_e5m2: return {5, 2, 15, -16, 15};
+    case DType::int8: return {0, 7, 0, 0, 6};
   }
   return {8, 23, 127, -149, 127};
 }
@@ -51,6 +96,9 @@ Format format_of(DType t) {
 constexpr uint64_t kSaltInput = 0x1a2b3c4d5e6f7081ull;
 constexpr uint64_t kSaltContext = 0xc0ffee0ddba11ull;
 constexpr uint64_t kSaltConstant = 0x5eed0fc0275a47ull;
+constexpr uint64_t kSaltTies = 0x71e5a11ce0ffull;
+constexpr uint64_t kSaltScale = 0x5ca1e5ca1e5ull;
+constexpr uint64_t kSaltContextScale = 0xc0275ca1eull;
 
 // A bijection on [0, 2^bits): multiply by odd constants and xorshift, all invertible mod 2^bits.
 uint32_t permute_bits(uint64_t x, int bits) {
@@ -117,6 +165,7 @@ uint32_t real_nan_bits(DType t, uint64_t h) {
       const uint32_t v = quiet ? 0x7FE00000u | (r & 0x1FFFFEu) : 0x7FA00000u | (r & 0x1FFFFFu);
       return v | (negative ? 0x80000000u : 0u);
     }
+    default: break;  // quantised dtypes are never inputs
   }
   return 0;
 }
@@ -154,6 +203,155 @@ uint64_t coord_hash(uint64_t seed, uint64_t salt, uint64_t a, uint64_t b, uint64
   return mix64(h ^ e);
 }
 
+
+// ---------------------------------------------------------------------------------------------
+// Exact rounding ties (dist ties)
+
+float f32_of(uint32_t b) {
+  float f;
+  std::memcpy(&f, &b, sizeof f);
+  return f;
+}
+uint32_t bits_of(float f) {
+  uint32_t b;
+  std::memcpy(&b, &f, sizeof b);
+  return b;
+}
+
+// The exact f32 value of a float-dtype element.
+float widen(uint32_t bits, DType t) {
+  switch (t) {
+    case DType::f16: return f16_to_f32(static_cast<uint16_t>(bits));
+    case DType::bf16: return bf16_to_f32(static_cast<uint16_t>(bits));
+    default: return f32_of(bits);
+  }
+}
+
+// Bits of x in float dtype t if t holds x exactly (same value, same sign), else nullopt.
+std::optional<uint32_t> exact_in(float x, DType t) {
+  const uint32_t xb = bits_of(x);
+  if (t == DType::f32) return xb;
+  const uint32_t b = convert_bits(xb, DType::f32, t);
+  if (bits_of(widen(b, t)) != xb) return std::nullopt;
+  return b;
+}
+
+// x rounded to float dtype t (RNE; the value closest to an intended tie).
+uint32_t rounded_in(float x, DType t) { return t == DType::f32 ? bits_of(x) : convert_bits(bits_of(x), DType::f32, t); }
+
+// Largest finite non-negative code of an fp8 format: 0x7E = 448 (e4m3), 0x7B = 57344 (e5m2).
+uint32_t fp8_max_code(DType t) { return t == DType::fp8_e4m3 ? 0x7Eu : 0x7Bu; }
+
+// What a tie element should equal after division by its scale (before conversion), for quantised
+// dtype q: 6/8 a midpoint of two adjacent stored values, 1/8 (only if `beyond`) a value past
+// saturation, else an exact stored value. With !beyond every |v| stays <= QMAX, and < QMAX for
+// midpoints, so the value never raises a per_token_head row's amax.
+float quant_tie_target(DType q, uint64_t h, bool beyond) {
+  const int which = static_cast<int>(h % 8);  // 0..5 midpoint, 6 beyond (or exact), 7 exact
+  const float sign = ((h >> 3) & 1u) != 0 ? -1.0f : 1.0f;
+  const uint64_t r = h >> 8;
+  const float qmax = quant_max(q);
+  if (q == DType::int8) {
+    if (which < 6) {  // k + 0.5: k in [-128, 126] (static), [-127, 126] (dynamic)
+      const int64_t lo = beyond ? -128 : -127;
+      return static_cast<float>(lo + static_cast<int64_t>(r % static_cast<uint64_t>(126 - lo + 1))) + 0.5f;
+    }
+    if (which == 6 && beyond) {  // 127.5 and -128.5 tie into saturation; then clear overflows
+      const float far[4] = {127.5f, -128.5f, 128.0f * static_cast<float>(1 + r % 8), -1000.0f};
+      return far[(r >> 3) % 4];
+    }
+    const int64_t lo = beyond ? -128 : -127;
+    return static_cast<float>(lo + static_cast<int64_t>(r % static_cast<uint64_t>(127 - lo + 1)));
+  }
+  const uint32_t max_code = fp8_max_code(q);
+  if (which < 6) {
+    const auto code = static_cast<uint32_t>(r % max_code);  // midpoint of code and code + 1
+    return sign * ((bits_to_f32(code, q) + bits_to_f32(code + 1, q)) / 2.0f);
+  }
+  if (which == 6 && beyond) {  // max + ulp/2 (the satfinite tie), 2 * max, larger
+    const float top_ulp = qmax - bits_to_f32(max_code - 1, q);
+    const float far[4] = {qmax + top_ulp / 2.0f, 2.0f * qmax, qmax * 1.125f * 16.0f, qmax + top_ulp};
+    return sign * far[(r >> 3) % 4];
+  }
+  return sign * bits_to_f32(static_cast<uint32_t>(r % (max_code + 1)), q);
+}
+
+// Input bits of a ties element of a quantised cache (see the file comment).
+uint32_t quant_tie_bits(const Case& c, Tensor t, int64_t row, int64_t head, int64_t dim) {
+  const DType in = c.input_dtype;
+  const DType q = c.cache_dtype;
+  const uint64_t tensor = t == Tensor::key ? 0 : 1;
+  const uint64_t h = coord_hash(c.payload_seed, kSaltTies, tensor, static_cast<uint64_t>(row),
+                                static_cast<uint64_t>(head), static_cast<uint64_t>(dim), 0);
+  if (c.scale_kind == ScaleKind::per_token_head) {
+    // scale = 2^k exactly: one element of the row is +-QMAX * 2^k, all others are smaller.
+    const uint64_t hr = coord_hash(c.payload_seed, kSaltTies, tensor, static_cast<uint64_t>(row),
+                                   static_cast<uint64_t>(head), 0, 1);
+    int k = static_cast<int>(hr % 9) - 4;
+    while (k > -4 && !exact_in(std::ldexp(quant_max(q), k), in)) --k;
+    const float pow2k = std::ldexp(1.0f, k);
+    const int64_t amax_dim = static_cast<int64_t>((hr >> 8) % static_cast<uint64_t>(c.head_dim));
+    const float v = dim == amax_dim ? (((hr >> 40) & 1u) != 0 ? -quant_max(q) : quant_max(q)) : quant_tie_target(q, h, false);
+    const float x = v * pow2k;  // exact: a power-of-two multiple (no overflow or underflow in f32)
+    if (const auto b = exact_in(x, in)) return *b;
+    return rounded_in(x, in);
+  }
+  int64_t index = 0;
+  if (c.scale_kind == ScaleKind::per_head) index = head;
+  if (c.scale_kind == ScaleKind::per_block) {
+    index = c.slot_mapping[static_cast<size_t>(row)] / c.cache.block_size * c.num_heads + head;
+  }
+  const float scale = f32_of(scale_bits(c, t, index));
+  const float v = quant_tie_target(q, h, true);
+  const float x = v * scale;
+  if (const auto b = exact_in(x, in); b && x / scale == v) return *b;
+  return rounded_in(x, in);
+}
+
+// Input bits of a ties element of a float cache: a midpoint of two adjacent cache values the input
+// dtype holds exactly (7/8) or an exact cache value (1/8), else nullopt.
+std::optional<uint32_t> float_tie_bits(DType in, DType cache, uint64_t h) {
+  if (in == cache || cache == DType::f32) return std::nullopt;  // bit copy or exact widening: no ties
+  const uint32_t max_code = cache == DType::f16 ? 0x7BFFu : 0x7F7Fu;  // largest finite positive code
+  const auto code = static_cast<uint32_t>((h >> 8) % (max_code + 1));
+  const float lo = widen(code, cache);
+  float x = lo;
+  if (h % 8 != 0) {
+    // Above max finite the next value would be max + ulp: the midpoint is the overflow tie (-> Inf).
+    const float hi = code == max_code ? lo + (lo - widen(code - 1, cache)) : widen(code + 1, cache);
+    x = lo + (hi - lo) / 2.0f;  // exact: one bit more than the cache format needs
+  }
+  if (((h >> 4) & 1u) != 0) x = -x;
+  return exact_in(x, in);
+}
+
+// ---------------------------------------------------------------------------------------------
+// 1-byte formats
+
+bool is_byte_dtype(DType t) { return t == DType::fp8_e4m3 || t == DType::fp8_e5m2 || t == DType::int8; }
+
+bool is_byte_nan(uint32_t b, DType t) {
+  if (t == DType::fp8_e4m3) return (b & 0x7Fu) == 0x7Fu;
+  if (t == DType::fp8_e5m2) return (b & 0x7Fu) > 0x7Cu;
+  return false;
+}
+
+std::vector<uint8_t> make_context_codes(DType t) {
+  std::vector<uint8_t> out;
+  for (uint32_t b = 0; b < 256; ++b) {
+    if (!is_byte_nan(b, t) && !canary_of(b, t)) out.push_back(static_cast<uint8_t>(b));
+  }
+  return out;
+}
+
+// Codes of a 1-byte dtype that context cells may hold: neither NaN nor a canary nor the guard.
+const std::vector<uint8_t>& context_codes(DType t) {
+  static const std::vector<uint8_t> e4m3 = make_context_codes(DType::fp8_e4m3);
+  static const std::vector<uint8_t> e5m2 = make_context_codes(DType::fp8_e5m2);
+  static const std::vector<uint8_t> i8 = make_context_codes(DType::int8);
+  return t == DType::fp8_e4m3 ? e4m3 : t == DType::fp8_e5m2 ? e5m2 : i8;
+}
+
 }  // namespace
 
 uint32_t input_bits(const Case& c, Tensor t, int64_t row, int64_t head, int64_t dim) {
@@ -165,6 +363,13 @@ uint32_t input_bits(const Case& c, Tensor t, int64_t row, int64_t head, int64_t 
   if (slot >= c.capacity()) return canary_bits(dt, Canary::invalid_row);
 
   const uint64_t tensor = t == Tensor::key ? 0 : 1;
+  if (c.dist == ValueDist::ties) {
+    if (is_byte_dtype(c.cache_dtype)) return quant_tie_bits(c, t, row, head, dim);
+    const uint64_t h = coord_hash(c.payload_seed, kSaltTies, tensor, static_cast<uint64_t>(row),
+                                  static_cast<uint64_t>(head), static_cast<uint64_t>(dim), 2);
+    if (const auto b = float_tie_bits(dt, c.cache_dtype, h)) return *b;
+    // else a finite value, below
+  }
   if (c.dist == ValueDist::constant) {
     // One value per (row, tensor); occasionally a zero row.
     const uint64_t h = coord_hash(c.payload_seed, kSaltConstant, tensor, static_cast<uint64_t>(row), 0, 0, 0);
@@ -198,18 +403,66 @@ uint32_t context_bits(const Case& c, Tensor t, int64_t request, int64_t pos, int
        static_cast<uint64_t>(head)) *
           static_cast<uint64_t>(c.head_dim) +
       static_cast<uint64_t>(dim);
+  if (is_byte_dtype(dt)) {
+    const std::vector<uint8_t>& codes = context_codes(dt);
+    return codes[(index + mix64(c.payload_seed ^ kSaltContext)) % codes.size()];
+  }
   return finite_bits(dt, dt, h, index + mix64(c.payload_seed ^ kSaltContext));
 }
 
 uint32_t canary_bits(DType t, Canary tag) {
   const uint32_t k = static_cast<uint32_t>(tag);
-  if (tag == Canary::guard) return t == DType::f32 ? 0xFFFFFFFFu : 0xFFFFu;
+  if (tag == Canary::guard) return t == DType::f32 ? 0xFFFFFFFFu : is_byte_dtype(t) ? 0xFFu : 0xFFFFu;
   switch (t) {
     case DType::f16: return 0x7E00u | k;
     case DType::bf16: return 0x7FC0u | k;
     case DType::f32: return 0x7FC00000u | k;
+    case DType::fp8_e4m3: return tag == Canary::free_block ? 0x7Fu : 0xA0u | k;  // see the file comment
+    case DType::fp8_e5m2:
+      switch (tag) {
+        case Canary::block_tail: return 0x7Du;
+        case Canary::free_block: return 0x7Eu;
+        case Canary::cache_gap: return 0xFDu;
+        case Canary::input_gap: return 0xFEu;
+        default: return 0xA0u | k;
+      }
+    case DType::int8: return 0xA0u | k;
   }
   return 0;
+}
+
+uint32_t scale_bits(const Case& c, Tensor t, int64_t index) {
+  const uint64_t tensor = t == Tensor::key ? 0 : 1;
+  const auto i = static_cast<uint64_t>(index);
+  const uint64_t hk = coord_hash(c.payload_seed, kSaltScale, 0, i, 0, 0, 0);
+  const uint64_t h = coord_hash(c.payload_seed, kSaltScale, tensor, i, 0, 0, 0);
+  // A mantissa distinct per (index, tensor) (a bijection over 23 bits).
+  const uint32_t mant = permute_bits(i * 2 + tensor + mix64(c.payload_seed ^ kSaltScale), 23);
+  int e = 0;
+  switch (c.scale_dist) {
+    case ScaleDist::unit: return 0x3F800000u;
+    case ScaleDist::pow2: {
+      // V's exponent differs from K's at the same index.
+      const int ek = static_cast<int>(hk % 9);
+      const int ev = (ek + 1 + static_cast<int>((h >> 8) % 8)) % 9;
+      return static_cast<uint32_t>(127 + (t == Tensor::key ? ek : ev) - 4) << 23;
+    }
+    case ScaleDist::random: e = static_cast<int>(h % 13) - 6; break;
+    case ScaleDist::extreme: e = (h & 1u) != 0 ? 16 + static_cast<int>((h >> 1) % 9) : -24 + static_cast<int>((h >> 1) % 9); break;
+  }
+  return (static_cast<uint32_t>(127 + e) << 23) | mant;
+}
+
+uint32_t context_scale_bits(const Case& c, Tensor t, int64_t request, int64_t pos, int64_t head) {
+  const uint64_t tensor = t == Tensor::key ? 0 : 1;
+  const uint64_t requests = c.requests.empty() ? 1 : c.requests.size();
+  const uint64_t index =
+      ((static_cast<uint64_t>(pos) * requests + static_cast<uint64_t>(request)) * 2 + tensor) * static_cast<uint64_t>(c.num_heads) +
+      static_cast<uint64_t>(head);
+  const uint64_t h = coord_hash(c.payload_seed, kSaltContextScale, tensor, static_cast<uint64_t>(request),
+                                static_cast<uint64_t>(pos), static_cast<uint64_t>(head), 0);
+  const int e = static_cast<int>(h % 21) - 10;
+  return (static_cast<uint32_t>(127 + e) << 23) | permute_bits(index + mix64(c.payload_seed ^ kSaltContextScale), 23);
 }
 
 std::optional<Canary> canary_of(uint32_t bits, DType t) {

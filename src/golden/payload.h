@@ -45,6 +45,13 @@ uint32_t input_bits(const Case& c, Tensor t, int64_t row, int64_t head, int64_t 
 uint32_t context_bits(const Case& c, Tensor t, int64_t request, int64_t pos, int64_t head, int64_t dim);
 uint32_t canary_bits(DType t, Canary tag);
 
+// fp32 bits of static scale `index` (0 <= index < static_scale_count) of tensor t, drawn from
+// c.scale_dist: positive, finite, non-zero; K and V differ; per-head/per-block values distinct.
+uint32_t scale_bits(const Case& c, Tensor t, int64_t index);
+
+// fp32 bits of the dynamic scale an earlier context token holds in the scale cache (per_token_head).
+uint32_t context_scale_bits(const Case& c, Tensor t, int64_t request, int64_t pos, int64_t head);
+
 // The canary tag a value carries, if it is one of canary_bits(t, *) exactly.
 std::optional<Canary> canary_of(uint32_t bits, DType t);
 

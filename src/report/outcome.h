@@ -40,6 +40,7 @@ struct CampaignResult {
   std::string target;
   std::string profile;
   std::string seed;             // campaign seed as a decimal string
+  std::string tolerance;        // value policy the campaign used ("exact", "ulp:N", ...)
   int64_t cases = 0;            // cases generated and checked
   int64_t passed = 0;
   int64_t failed = 0;           // confirmed failures and flaky cases

@@ -74,7 +74,7 @@ nlohmann::json campaign_json(const CampaignResult& r, const std::string& command
   }
   return {{"schema", "kvfuzz-summary"}, {"version", 1}, {"tool_version", KVFUZZ_VERSION},
           {"command", "run"}, {"command_line", command_line}, {"target", r.target}, {"profile", r.profile},
-          {"seed", r.seed}, {"cases", r.cases}, {"passed", r.passed}, {"failed", r.failed},
+          {"seed", r.seed}, {"tolerance", r.tolerance}, {"cases", r.cases}, {"passed", r.passed}, {"failed", r.failed},
           {"seconds", r.seconds}, {"cases_per_second", r.cases_per_second()}, {"interrupted", r.interrupted},
           {"findings_by_kind", findings_by_kind(verdicts)}, {"failures", failures}};
 }

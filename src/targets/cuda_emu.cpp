@@ -33,6 +33,19 @@ KvAppendParams append_params(const Case& c, std::byte* image, const ArenaLayout&
   p.input_dtype = c.input_dtype;
   p.cache_dtype = c.cache_dtype;
   p.invalid_slots = reinterpret_cast<unsigned long long*>(image + layout.counter_begin);
+  p.scale_kind = c.scale_kind;
+  const int64_t num_scales = static_scale_count(c.scale_kind, c.num_heads, c.cache.num_blocks);
+  float* scales = reinterpret_cast<float*>(image + layout.scales_begin);
+  float* scale_cache = reinterpret_cast<float*>(image + layout.scale_cache_begin);
+  if (num_scales > 0) {
+    p.k_scale = scales;
+    p.v_scale = scales + num_scales;
+  }
+  if (c.scale_kind == ScaleKind::per_token_head) {
+    p.k_scale_cache = scale_cache + c.scale_k_offset;
+    p.v_scale_cache = scale_cache + c.scale_v_offset;
+    p.scale_cache = c.scale_cache;
+  }
   return p;
 }
 
@@ -58,7 +71,8 @@ class CudaEmuTarget final : public Target {
   TargetInfo info_{
       "cuda-emu",
       "kernels/cuda/kv_append.cuh compiled for the host and run by a CPU grid emulator",
-      "all layouts (any strides), f16/bf16/f32 input and cache, i32/i64 slots, any H and D",
+      "all layouts (any strides), f16/bf16/f32 inputs, f16/bf16/f32/fp8_e4m3/fp8_e5m2/int8 caches with "
+      "per-tensor, per-head, per-block and per-token-head scales, i32/i64 slots, any H and D",
       "exact",
       false,
   };
@@ -66,6 +80,6 @@ class CudaEmuTarget final : public Target {
 
 }  // namespace
 
-std::unique_ptr<Target> make_cuda_emu_target() { return std::make_unique<CudaEmuTarget>(); }
+std::unique_ptr<Target> make_cuda_emu_target(const TargetOptions&) { return std::make_unique<CudaEmuTarget>(); }
 
 }  // namespace kvf

@@ -7,35 +7,51 @@
 
 namespace kvf {
 
-std::unique_ptr<Target> make_cuda_emu_target();
+std::unique_ptr<Target> make_cuda_emu_target(const TargetOptions& options);
+#if defined(KVFUZZ_HAVE_CUDA)
+std::unique_ptr<Target> make_cuda_target(const TargetOptions& options);
+#endif
 
 namespace {
 
 struct Entry {
   const char* name;
-  std::unique_ptr<Target> (*make)();
+  std::unique_ptr<Target> (*make)(const TargetOptions&);
 };
 
 const Entry kTargets[] = {
     {"cuda-emu", &make_cuda_emu_target},
+#if defined(KVFUZZ_HAVE_CUDA)
+    {"cuda", &make_cuda_target},
+#endif
 };
 
 }  // namespace
 
 std::vector<TargetInfo> list_targets() {
   std::vector<TargetInfo> out;
-  for (const Entry& e : kTargets) out.push_back(e.make()->info());
+  for (const Entry& e : kTargets) out.push_back(e.make({})->info());
   return out;
 }
 
-std::unique_ptr<Target> make_target(const std::string& name) {
+std::unique_ptr<Target> make_target(const std::string& name, const TargetOptions& options) {
   std::string known;
   for (const Entry& e : kTargets) {
-    if (name == e.name) return e.make();
+    if (name == e.name) return e.make(options);
     known += known.empty() ? e.name : std::string(", ") + e.name;
   }
+#if !defined(KVFUZZ_HAVE_CUDA)
+  if (name == "cuda") throw InfraError("target cuda is not available: this kvfuzz was built without a CUDA compiler");
+#endif
   throw InputError("", "", "unknown target \"" + name + "\"; known targets: " + known +
                                " (see `kvfuzz targets`)");
+}
+
+std::unique_ptr<Target> open_target(const std::string& name, const TargetOptions& options) {
+  std::unique_ptr<Target> target = make_target(name, options);
+  if (const std::string why = target->unavailable_reason(); !why.empty())
+    throw InfraError("target " + name + " is not available on this machine: " + why);
+  return target;
 }
 
 }  // namespace kvf

@@ -110,6 +110,13 @@ class Replay(unittest.TestCase):
         layouts = {json.loads(f.read_text())["cache"]["layout"] for f in CORPUS.glob("**/*.json")}
         self.assertEqual(layouts, LAYOUTS)
 
+    def test_corpus_covers_every_quantised_dtype_and_scale_kind(self):
+        kinds = {(c["shape"]["cache_dtype"], c["quant"]["scale_kind"])
+                 for c in (json.loads(f.read_text()) for f in CORPUS.glob("**/*.json"))}
+        for dtype in ("fp8_e4m3", "fp8_e5m2", "int8"):
+            for kind in ("per_tensor", "per_head", "per_block", "per_token_head"):
+                self.assertIn((dtype, kind), kinds)
+
     def test_passing_case_has_nothing_to_shrink(self):
         case = sorted(CORPUS.glob("*.json"))[0]
         with tempfile.TemporaryDirectory() as d:

@@ -40,6 +40,7 @@ def main():
     ap.add_argument("--clean-binary", required=True)
     ap.add_argument("--work-dir", required=True)
     ap.add_argument("--results", required=True)
+    ap.add_argument("--source-dir", required=True)
     a = ap.parse_args()
 
     rule = {m["name"]: m for m in json.loads(pathlib.Path(a.mutants).read_text())["mutants"]}[a.name]
@@ -49,8 +50,9 @@ def main():
     corpus, summary = work / "found", work / "summary.json"
 
     start = time.monotonic()
+    config = ["--config", str(pathlib.Path(a.source_dir) / rule["config"])] if "config" in rule else []
     proc = run([a.mutant_binary, "run", "--target", "cuda-emu", "--cases", str(rule["max_cases"]), "--seed", SEED,
-                "--corpus-out", str(corpus), "--json", str(summary)])
+                "--corpus-out", str(corpus), "--json", str(summary), *config])
     elapsed = time.monotonic() - start
     if proc.returncode != 1:
         fail(f"mutant {a.name} survived {rule['max_cases']} cases (exit {proc.returncode}, expected 1)", proc)
@@ -81,7 +83,7 @@ def main():
         fail("the saved case should fail its expectation on the clean kernel (which passes it)", replay_clean)
 
     result = {
-        "mutant": a.name, "pattern": rule["pattern"], "killed": True, "first_kind": kind,
+        "mutant": a.name, "pattern": rule["pattern"], "config": rule.get("config", "default"), "killed": True, "first_kind": kind,
         "cases_to_kill": f["case_index"] + 1, "seconds_to_find": round(f["seconds_to_find"], 3),
         "campaign_seconds": round(elapsed, 3), "shrink_steps": f["shrink_steps"], "shrink_tries": f["shrink_tries"],
         "shrunk": f["size"], "sentence": f["findings"][0]["sentence"], "file": str(case_file),

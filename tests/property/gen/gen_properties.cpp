@@ -1,12 +1,14 @@
 // gen_properties.cpp — properties of the generator, materialize() and the shrinker over random
-// genotypes of the default and smoke profiles (RapidCheck, 100 cases each by default).
+// genotypes of the default, smoke and quant profiles (RapidCheck, 100 cases each by default).
 //
 //   ./build/tests/kvfuzz_gen_tests --gtest_filter='*RapidCheck*:Generate*:Shrink*:Materialize*'
 //   RC_PARAMS="seed=1 max_success=1000" ./build/tests/kvfuzz_gen_tests
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
 
+#include <set>
 #include <string>
+#include <utility>
 
 #include "case/validate.h"
 #include "gen/generate.h"
@@ -18,6 +20,11 @@ namespace {
 
 const Profile& smoke() {
   static const Profile p = load_profile(std::string(KVFUZZ_SOURCE_DIR) + "/configs/smoke.json");
+  return p;
+}
+
+const Profile& quant() {
+  static const Profile p = load_profile(std::string(KVFUZZ_SOURCE_DIR) + "/configs/quant.json");
   return p;
 }
 
@@ -39,7 +46,14 @@ bool same_case(const Case& a, const Case& b) {
               a.cache.block_size == b.cache.block_size && a.cache.stride_block == b.cache.stride_block &&
               a.cache.stride_pos == b.cache.stride_pos && a.cache.stride_head == b.cache.stride_head &&
               a.cache_k_offset == b.cache_k_offset && a.cache_v_offset == b.cache_v_offset &&
-              a.cache_buffer_elems == b.cache_buffer_elems && a.num_input_rows == b.num_input_rows &&
+              a.cache_buffer_elems == b.cache_buffer_elems && a.scale_kind == b.scale_kind &&
+              a.scale_dist == b.scale_dist && a.scale_cache.num_blocks == b.scale_cache.num_blocks &&
+              a.scale_cache.block_size == b.scale_cache.block_size &&
+              a.scale_cache.stride_block == b.scale_cache.stride_block &&
+              a.scale_cache.stride_pos == b.scale_cache.stride_pos &&
+              a.scale_cache.stride_head == b.scale_cache.stride_head && a.scale_k_offset == b.scale_k_offset &&
+              a.scale_v_offset == b.scale_v_offset && a.scale_cache_elems == b.scale_cache_elems &&
+              a.num_input_rows == b.num_input_rows &&
               a.input_buffer_elems == b.input_buffer_elems && same_view(a.key, b.key) &&
               same_view(a.value, b.value) && a.slot_mapping == b.slot_mapping && a.dist == b.dist &&
               a.payload_seed == b.payload_seed && a.requests.size() == b.requests.size() &&
@@ -62,6 +76,28 @@ RC_GTEST_PROP(Generate, smokeGenotypesMaterialiseToValidCases, ()) {
   RC_ASSERT(problems(materialize(g)) == "");
 }
 
+RC_GTEST_PROP(Generate, quantGenotypesMaterialiseToValidQuantisedCases, ()) {
+  const Genotype g = *gen_genotype(quant());
+  const Case c = materialize(g);
+  RC_ASSERT(problems(c) == "");
+  RC_ASSERT(is_quantized(c.cache_dtype));
+  RC_ASSERT(c.scale_kind != ScaleKind::none);
+  RC_ASSERT((c.scale_cache_elems > 0) == (c.scale_kind == ScaleKind::per_token_head));
+}
+
+// scale_kind is none exactly for float caches, and scale_dist is unit where there are no static
+// scales, in every profile.
+RC_GTEST_PROP(Generate, drawsScalesExactlyForQuantisedCaches, ()) {
+  const Profile d = default_profile();
+  for (const Profile* p : {&d, &smoke(), &quant()}) {
+    const Genotype g = *gen_genotype(*p);
+    RC_ASSERT(!is_quantized(g.input_dtype));
+    RC_ASSERT(is_quantized(g.cache_dtype) == (g.scale_kind != ScaleKind::none));
+    if (g.scale_kind == ScaleKind::none || g.scale_kind == ScaleKind::per_token_head)
+      RC_ASSERT(g.scale_dist == ScaleDist::unit);
+  }
+}
+
 RC_GTEST_PROP(Generate, casesStayWithinTheElementBudget, ()) {
   const Profile& p = default_profile();
   const Genotype g = *gen_genotype(p);
@@ -82,21 +118,83 @@ RC_GTEST_PROP(Generate, generateCaseIsAFunctionOfProfileSeedAndIndex, (uint64_t 
   RC_ASSERT(problems(materialize(a)) == "");
 }
 
+// Coverage of the campaign's case source (deterministic: fixed seed, fixed indices).
+TEST(GenerateCoverage, quantProfileCoversEveryDTypeScaleKindAndScaleDist) {
+  std::set<std::pair<DType, ScaleKind>> pairs;
+  std::set<ScaleDist> static_dists;
+  std::set<ValueDist> dists;
+  for (int64_t i = 0; i < 1000; ++i) {
+    const Genotype g = generate_case(quant(), 7, i);
+    ASSERT_TRUE(is_quantized(g.cache_dtype)) << i;
+    pairs.insert({g.cache_dtype, g.scale_kind});
+    if (g.scale_kind != ScaleKind::per_token_head) static_dists.insert(g.scale_dist);
+    dists.insert(g.dist);
+  }
+  EXPECT_EQ(pairs.size(), 3u * 4u);  // fp8_e4m3, fp8_e5m2, int8 x per_tensor, per_head, per_block, per_token_head
+  EXPECT_EQ(static_dists.size(), 4u);
+  EXPECT_TRUE(dists.count(ValueDist::ties));
+}
+
+TEST(GenerateCoverage, defaultProfileQuantisesAboutItsQuantPercent) {
+  const Profile& p = default_profile();
+  int quantised = 0, ties = 0;
+  std::set<DType> dtypes;
+  std::set<ScaleKind> kinds;
+  for (int64_t i = 0; i < 2000; ++i) {
+    const Genotype g = generate_case(p, 11, i);
+    if (is_quantized(g.cache_dtype)) ++quantised;
+    ties += g.dist == ValueDist::ties;
+    dtypes.insert(g.cache_dtype);
+    kinds.insert(g.scale_kind);
+  }
+  EXPECT_NEAR(quantised / 2000.0, p.quant_percent / 100.0, 0.04);
+  EXPECT_EQ(dtypes.size(), 6u);
+  EXPECT_EQ(kinds.size(), 5u);  // none and the four quantised kinds
+  EXPECT_GT(ties, 100);
+}
+
 RC_GTEST_PROP(Materialize, isDeterministic, ()) {
   const Genotype g = *gen_genotype(default_profile());
   RC_ASSERT(same_case(materialize(g), materialize(g)));
 }
 
 RC_GTEST_PROP(Shrink, everyCandidateIsValidDifferentAndSimpler, ()) {
-  const Profile& p = smoke();
+  for (const Profile* p : {&smoke(), &quant()}) {
+    const Genotype g = *gen_genotype(*p);
+    for (const Genotype& c : shrink_genotype(g, *p)) {
+      RC_ASSERT(!(c == g));
+      RC_ASSERT(simpler_than(c, g, *p));
+      RC_ASSERT(!simpler_than(g, c, *p));
+      RC_ASSERT(!c.requests.empty());
+      RC_ASSERT(problems(materialize(c)) == "");
+    }
+  }
+}
+
+// A quantised case shrinks within its cache dtype: the failure may be in that format's conversion.
+RC_GTEST_PROP(Shrink, keepsTheCacheDTypeOfAQuantisedCase, ()) {
+  const Profile& p = quant();
   const Genotype g = *gen_genotype(p);
   for (const Genotype& c : shrink_genotype(g, p)) {
-    RC_ASSERT(!(c == g));
-    RC_ASSERT(simpler_than(c, g, p));
-    RC_ASSERT(!simpler_than(g, c, p));
-    RC_ASSERT(!c.requests.empty());
-    RC_ASSERT(problems(materialize(c)) == "");
+    RC_ASSERT(c.cache_dtype == g.cache_dtype);
+    RC_ASSERT(c.scale_kind != ScaleKind::none);
   }
+}
+
+// Planted quantisation bug: any int8 cache fails. The descent keeps int8 and reaches per-tensor
+// unit scales with everything else simplest.
+RC_GTEST_PROP(Shrink, reducesAQuantisedFailureToPerTensorUnitScales, ()) {
+  const Profile& p = quant();
+  Genotype g = *gen_genotype(p);
+  g.cache_dtype = DType::int8;
+  auto fails = [](const Genotype& x) { return x.cache_dtype == DType::int8; };
+  const Genotype m = shrink_to_minimal(g, p, fails, nullptr, 1'000'000);
+  RC_ASSERT(m.cache_dtype == DType::int8);
+  RC_ASSERT(m.scale_kind == ScaleKind::per_tensor && m.scale_dist == ScaleDist::unit);
+  RC_ASSERT(m.input_dtype == p.input_dtypes.values[0]);
+  RC_ASSERT(m.requests.size() == 1u && m.requests[0].context_len == 0 && m.requests[0].new_len == 0);
+  RC_ASSERT(m.dist == ValueDist::finite && !m.irregular && m.layout == Layout::paged_nhd);
+  RC_ASSERT(problems(materialize(m)) == "");
 }
 
 // Planted bug: a paged append crossing a block boundary. From any failing genotype the descent
@@ -130,7 +228,13 @@ RC_GTEST_PROP(Shrink, findsTheMinimumOfAPlantedBlockBoundaryBug, ()) {
   RC_ASSERT(m.num_heads == p.num_heads.values[0]);
   RC_ASSERT(m.head_dim == p.head_dims.values[0]);
   RC_ASSERT(!m.fused_qkv && m.gqa_ratio == p.gqa_ratios.values[0]);
-  RC_ASSERT(m.input_dtype == p.input_dtypes.values[0] && m.cache_dtype == m.input_dtype);
+  RC_ASSERT(m.input_dtype == p.input_dtypes.values[0]);
+  if (is_quantized(g.cache_dtype)) {  // kept, with the simplest scales
+    RC_ASSERT(m.cache_dtype == g.cache_dtype);
+    RC_ASSERT(m.scale_kind == ScaleKind::per_tensor && m.scale_dist == ScaleDist::unit);
+  } else {
+    RC_ASSERT(m.cache_dtype == m.input_dtype && m.scale_kind == ScaleKind::none);
+  }
   RC_ASSERT(m.slot_dtype == IndexType::i64 && m.dist == ValueDist::finite && !m.irregular);
   RC_ASSERT(m.tail_padding + m.interleaved_padding + m.invalid_slots + m.extra_input_rows + m.spare_blocks == 0);
   RC_ASSERT(m.layout_seed == g.layout_seed);

@@ -19,7 +19,10 @@ namespace {
 using golden::Canary;
 using golden::Tensor;
 
-std::vector<Case> hand_cases() { return {test::paged_nhd_case(), test::paged_hnd_case(), test::packed_gapped_case()}; }
+std::vector<Case> hand_cases() {
+  return {test::paged_nhd_case(), test::paged_hnd_case(), test::packed_gapped_case(), test::quant_per_token_case(),
+          test::quant_per_block_case()};
+}
 
 // Materialised cases over every layout, regular and irregular.
 std::vector<Case> generated_cases() {
@@ -76,18 +79,49 @@ TEST(PlanArena, alignsSectionsAndSurroundsEachWithGuardBands) {
     EXPECT_GE(l.guard_bytes, 4096);
     EXPECT_LE(l.guard_bytes, (1 << 20) + 256);
     EXPECT_GE(l.guard_bytes, std::min<int64_t>(c.cache.stride_block * dtype_size(c.cache_dtype), 1 << 20));
-    for (const int64_t begin : {l.input_begin, l.slots_begin, l.cache_begin, l.counter_begin, l.total_bytes}) {
+    for (const int64_t begin :
+         {l.input_begin, l.slots_begin, l.scales_begin, l.cache_begin, l.scale_cache_begin, l.counter_begin, l.total_bytes}) {
       EXPECT_EQ(begin % 256, 0);
     }
+    EXPECT_EQ(l.scales_bytes, 2 * 4 * static_scale_count(c.scale_kind, c.num_heads, c.cache.num_blocks));
+    EXPECT_EQ(l.scale_cache_bytes, 4 * c.scale_cache_elems);
     EXPECT_EQ(l.input_bytes, c.input_buffer_elems * dtype_size(c.input_dtype));
     EXPECT_EQ(l.slots_bytes, c.num_slots() * index_type_size(c.slot_dtype));
     EXPECT_EQ(l.cache_bytes, c.cache_buffer_elems * dtype_size(c.cache_dtype));
     EXPECT_GE(l.input_begin, l.guard_bytes);
     EXPECT_GE(l.slots_begin, l.input_begin + l.input_bytes + l.guard_bytes);
-    EXPECT_GE(l.cache_begin, l.slots_begin + l.slots_bytes + l.guard_bytes);
-    EXPECT_GE(l.counter_begin, l.cache_begin + l.cache_bytes + l.guard_bytes);
+    EXPECT_GE(l.scales_begin, l.slots_begin + l.slots_bytes + l.guard_bytes);
+    EXPECT_GE(l.cache_begin, l.scales_begin + l.scales_bytes + l.guard_bytes);
+    EXPECT_GE(l.scale_cache_begin, l.cache_begin + l.cache_bytes + l.guard_bytes);
+    EXPECT_GE(l.counter_begin, l.scale_cache_begin + l.scale_cache_bytes + l.guard_bytes);
     EXPECT_GE(l.total_bytes, l.counter_begin + 8 + l.guard_bytes);
   }
+}
+
+// Float caches have empty scale sections: no bytes, but each keeps its place between guard bands.
+// Quantised ones size them by kind: per_block 2 * nb * H scales, per_token_head the scale cache.
+TEST(PlanArena, sizesTheScaleSectionsByScaleKind) {
+  const ArenaLayout f = plan_arena(test::paged_nhd_case());
+  EXPECT_EQ(f.scales_bytes, 0);
+  EXPECT_EQ(f.scale_cache_bytes, 0);
+  EXPECT_EQ(f.cache_begin - f.scales_begin, f.guard_bytes);
+  EXPECT_EQ(f.counter_begin - (f.scale_cache_begin + 0), f.guard_bytes);
+
+  const ArenaLayout b = plan_arena(test::quant_per_block_case());
+  EXPECT_EQ(b.scales_bytes, 2 * 8 * 2 * 4);  // K and V, 8 blocks x 2 heads, fp32
+  EXPECT_EQ(b.scale_cache_bytes, 0);
+  EXPECT_EQ(b.cache_bytes, 2 * 8 * 2 * 4 * 8);  // int8: one byte per element
+
+  const Case t = test::quant_per_token_case();
+  const ArenaLayout p = plan_arena(t);
+  EXPECT_EQ(p.scales_bytes, 0);
+  EXPECT_EQ(p.scale_cache_bytes, 4 * t.scale_cache_elems);
+  EXPECT_EQ(p.scale_cache_begin % 256, 0);
+  EXPECT_GE(p.scale_cache_begin, p.cache_begin + p.cache_bytes + p.guard_bytes);
+
+  Case big = test::quant_per_token_case();
+  big.scale_cache_elems = INT64_MAX / 2;
+  EXPECT_THROW(plan_arena(big), std::length_error);
 }
 
 TEST(PlanArena, clampsTheGuardBandToOneMebibyte) {
@@ -135,13 +169,15 @@ TEST(FindingKind, namesMatchTheEnumerators) {
 
 bool in_section(const ArenaLayout& l, int64_t at) {
   return (at >= l.input_begin && at < l.input_begin + l.input_bytes) || (at >= l.slots_begin && at < l.slots_begin + l.slots_bytes) ||
-         (at >= l.cache_begin && at < l.cache_begin + l.cache_bytes) || (at >= l.counter_begin && at < l.counter_begin + 8);
+         (at >= l.scales_begin && at < l.scales_begin + l.scales_bytes) || (at >= l.cache_begin && at < l.cache_begin + l.cache_bytes) ||
+         (at >= l.scale_cache_begin && at < l.scale_cache_begin + l.scale_cache_bytes) ||
+         (at >= l.counter_begin && at < l.counter_begin + 8);
 }
 
 // Guard bytes are 0xFF except the first half of the band after slot_mapping, which reads as slot 0.
 bool in_zero_slot_guard(const ArenaLayout& l, int64_t at) {
   const int64_t end = l.slots_begin + l.slots_bytes;
-  return at >= end && at < end + (l.cache_begin - end) / 2;
+  return at >= end && at < end + (l.scales_begin - end) / 2;
 }
 
 TEST(MakeInitialArena, fillsEveryGuardByteWithItsPattern) {
@@ -220,6 +256,32 @@ TEST(MakeInitialArena, holdsTheExpectedPatternInEveryRegion) {
     }
     EXPECT_EQ(free_cells, (c.cache.num_blocks - owned) * c.cache.block_size * c.num_heads * c.head_dim * 2);
     EXPECT_EQ(context_cells, context * c.num_heads * c.head_dim * 2);
+
+    // Static scales: K's then V's, as scale_bits.
+    const int64_t n = static_scale_count(c.scale_kind, c.num_heads, c.cache.num_blocks);
+    for (int64_t i = 0; i < n; ++i) {
+      ASSERT_EQ(load_elem(a.scales(), i, 4), golden::scale_bits(c, Tensor::key, i));
+      ASSERT_EQ(load_elem(a.scales(), n + i, 4), golden::scale_bits(c, Tensor::value, i));
+    }
+
+    // Scale cache: every element by the role of its (block, pos, head), fp32 canaries.
+    const CacheLocator scale_loc = CacheLocator::scale_cache(c);
+    int64_t scale_context = 0;
+    for (int64_t e = 0; e < c.scale_cache_elems; ++e) {
+      const CacheCell cell = scale_loc.locate(e);
+      const auto bits = static_cast<uint32_t>(load_elem(a.scale_cache(), e, 4));
+      switch (cell.role) {
+        case CacheCell::Role::gap: ASSERT_EQ(bits, golden::canary_bits(DType::f32, Canary::cache_gap)) << e; break;
+        case CacheCell::Role::free_block: ASSERT_EQ(bits, golden::canary_bits(DType::f32, Canary::free_block)) << e; break;
+        case CacheCell::Role::context:
+          ++scale_context;
+          ASSERT_EQ(bits, golden::context_scale_bits(c, cell.is_value ? Tensor::value : Tensor::key, cell.request, cell.token, cell.head));
+          break;
+        case CacheCell::Role::new_token:
+        case CacheCell::Role::tail: ASSERT_EQ(bits, golden::canary_bits(DType::f32, Canary::block_tail)) << e; break;
+      }
+    }
+    EXPECT_EQ(scale_context, c.scale_kind == ScaleKind::per_token_head ? context * c.num_heads * 2 : 0);
   }
 }
 
@@ -257,6 +319,35 @@ TEST(LocateCacheElem, invertsCacheElemOffsetForEveryCell) {
       EXPECT_GT(gaps, 0);
     }
   }
+}
+
+// The scale cache locator inverts the scale geometry (no dim) and shares the KV cache's roles.
+TEST(LocateCacheElem, invertsTheScaleCacheGeometry) {
+  const Case c = test::quant_per_token_case();
+  const CacheLocator loc = CacheLocator::scale_cache(c);
+  int64_t cells = 0;
+  for (const bool v : {false, true})
+    for (int64_t b = 0; b < c.scale_cache.num_blocks; ++b)
+      for (int64_t p = 0; p < c.scale_cache.block_size; ++p)
+        for (int64_t h = 0; h < c.num_heads; ++h) {
+          const int64_t e = (v ? c.scale_v_offset : c.scale_k_offset) + cache_elem_offset(c.scale_cache, b, p, h, 0);
+          const CacheCell cell = loc.locate(e);
+          ASSERT_NE(cell.role, CacheCell::Role::gap) << e;
+          EXPECT_EQ(cell.is_value, v);
+          EXPECT_EQ(cell.block, b);
+          EXPECT_EQ(cell.pos, p);
+          EXPECT_EQ(cell.head, h);
+          EXPECT_EQ(cell.dim, 0);
+          EXPECT_EQ(cell.role, CacheLocator(c).cell(v, b, p, h, 0).role);
+          ++cells;
+        }
+  EXPECT_EQ(cells, 2 * 8 * 4 * 2);
+  EXPECT_EQ(loc.locate(64).role, CacheCell::Role::gap);  // the 3-element gap between K and V
+  EXPECT_EQ(loc.locate(c.scale_cache_elems - 1).role, CacheCell::Role::gap);
+  const CacheCell cell = loc.locate(c.scale_k_offset + cache_elem_offset(c.scale_cache, 5, 3, 1, 0));
+  EXPECT_EQ(cell.role, CacheCell::Role::new_token);  // request 0's token 3
+  EXPECT_EQ(cell.request, 0);
+  EXPECT_EQ(cell.token, 3);
 }
 
 TEST(LocateCacheElem, fillsInOwnerRoleAndToken) {

@@ -9,11 +9,13 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <cstdio>
 #include <cstring>
 #include <iostream>
 
 #include "arena/diff.h"
 #include "gen/materialize.h"
+#include "golden/convert.h"
 #include "kv_append.cuh"
 #include "kv_append.h"
 #include "golden/convert.h"
@@ -36,6 +38,12 @@ struct Arenas {
     actual = expected;
   }
   Verdict verdict() const { return compare_arenas(c, initial, expected, actual); }
+  Verdict verdict(const char* policy) const { return compare_arenas(c, initial, expected, actual, *parse_tolerance(policy)); }
+  int64_t scale_elem(bool v, int64_t b, int64_t p, int64_t h) const {
+    return (v ? c.scale_v_offset : c.scale_k_offset) + cache_elem_offset(c.scale_cache, b, p, h, 0);
+  }
+  uint32_t get_scale(const Arena& a, int64_t e) const { return static_cast<uint32_t>(load_elem(a.scale_cache(), e, 4)); }
+  void set_scale(int64_t e, uint32_t bits) { store_elem(actual.scale_cache(), e, 4, bits); }
   int cache_size() const { return dtype_size(c.cache_dtype); }
   int64_t elem(bool v, int64_t b, int64_t p, int64_t h, int64_t d) const {
     return (v ? c.cache_v_offset : c.cache_k_offset) + cache_elem_offset(c.cache, b, p, h, d);
@@ -346,6 +354,185 @@ TEST(CompareArenas, staysBoundedWhenEverythingDiffers) {
   std::cout << "[ timing ] compare_arenas with " << v.differing_cells << " differing cells: " << ms << " ms, " << v.findings.size()
             << " findings\n";
   if (std::getenv("KVF_SHOW")) std::cout << describe(v);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Quantised caches, scales and tolerance policies
+
+TEST(TolerancePolicy, parsesAndPrintsItsThreeForms) {
+  EXPECT_EQ(parse_tolerance("exact")->kind, TolerancePolicy::Kind::exact);
+  EXPECT_EQ(parse_tolerance("written-any-value")->kind, TolerancePolicy::Kind::written_any_value);
+  const auto u = parse_tolerance("ulp:3");
+  ASSERT_TRUE(u.has_value());
+  EXPECT_EQ(u->kind, TolerancePolicy::Kind::ulp);
+  EXPECT_EQ(u->ulps, 3);
+  EXPECT_EQ(parse_tolerance("ulp:0")->ulps, 0);
+  for (const char* bad : {"", "Exact", "ulp", "ulp:", "ulp:-1", "ulp:+1", "ulp:1x", "ulp: 1", "ulp:99999999999999999999", "written"}) {
+    EXPECT_FALSE(parse_tolerance(bad).has_value()) << bad;
+  }
+  for (const char* text : {"exact", "ulp:0", "ulp:17", "written-any-value"}) EXPECT_EQ(to_string(*parse_tolerance(text)), text);
+  EXPECT_EQ(to_string(TolerancePolicy{}), "exact");
+}
+
+TEST(CompareArenas, passesIdenticalQuantisedArenas) {
+  for (const Case& c : {test::quant_per_token_case(), test::quant_per_block_case()}) {
+    Arenas r(c);
+    const Verdict v = r.verdict();
+    EXPECT_TRUE(v.pass()) << describe(v);
+    EXPECT_FALSE(compare_arenas(c, r.initial, r.initial, r.expected).pass());
+  }
+}
+
+// A new-token cell of request 1's token 5 (block 7 slot 1) in a quantised cache whose expected code
+// has a neighbour one ulp away that is neither NaN nor the pre-run value.
+struct QuantCell {
+  int64_t e;
+  uint32_t exp, one_off;
+};
+QuantCell one_ulp_cell(const Arenas& r) {
+  for (int64_t d = 0; d < 8; ++d) {
+    const int64_t e = r.elem(false, 7, 1, 0, d);
+    const auto exp = static_cast<uint32_t>(r.get(r.expected, e));
+    for (const uint32_t cand : {exp + 1, exp - 1}) {
+      const uint32_t b = cand & 0xFFu;
+      if (b != r.get(r.initial, e) && golden::ulp_distance(exp, b, r.c.cache_dtype) == 1) return {e, exp, b};
+    }
+  }
+  ADD_FAILURE() << "no cell with a one-ulp neighbour";
+  return {0, 0, 0};
+}
+
+TEST(CompareArenas, judgesAOneUlpOffQuantisedCellByThePolicy) {
+  Arenas r(test::quant_per_token_case());
+  const QuantCell q = one_ulp_cell(r);
+  r.set(q.e, q.one_off);
+  const Verdict exact = r.verdict("exact");
+  ASSERT_EQ(exact.findings.size(), 1u) << describe(exact);
+  const Finding& f = exact.findings[0];
+  EXPECT_EQ(f.kind, FindingKind::wrong_value);
+  EXPECT_NE(f.sentence.find("request 1's token 5 (block 7 slot 1) was written with wrong values in 1 of 32 cells, max 1 ulp in fp8_e4m3"),
+            std::string::npos)
+      << f.sentence;
+  char codes[64];
+  std::snprintf(codes, sizeof codes, "expected 0x%02x (", q.exp);
+  EXPECT_NE(f.example.find(codes), std::string::npos) << f.example;
+  std::snprintf(codes, sizeof codes, "found 0x%02x (%.9g)", q.one_off, static_cast<double>(golden::bits_to_f32(q.one_off, DType::fp8_e4m3)));
+  EXPECT_NE(f.example.find(codes), std::string::npos) << f.example;
+  EXPECT_FALSE(r.verdict("ulp:0").pass());
+  EXPECT_TRUE(r.verdict("ulp:1").pass()) << describe(r.verdict("ulp:1"));
+  EXPECT_TRUE(r.verdict("written-any-value").pass());
+}
+
+TEST(CompareArenas, acceptsAWrittenButWrongCellOnlyUnderWrittenAnyValue) {
+  Arenas r(test::quant_per_block_case());  // int8
+  const int64_t e = r.elem(true, 4, 2, 1, 3);  // request 2's token 2 (slot 18), V head 1 dim 3
+  const auto exp = static_cast<uint32_t>(r.get(r.expected, e));
+  const uint32_t far = static_cast<uint8_t>(static_cast<int8_t>(exp) > 0 ? -100 : 100);
+  ASSERT_NE(far, r.get(r.initial, e));
+  r.set(e, far);
+  EXPECT_EQ(r.verdict("exact").findings.at(0).kind, FindingKind::wrong_value);
+  EXPECT_NE(r.verdict("exact").findings.at(0).sentence.find("ulp in int8"), std::string::npos) << describe(r.verdict("exact"));
+  EXPECT_FALSE(r.verdict("ulp:1").pass());
+  EXPECT_TRUE(r.verdict("written-any-value").pass());
+}
+
+// An unwritten cell is missing_write under exact and written-any-value. ulp:N judges the value
+// alone, so it accepts the cell exactly when its pre-run value lies within N ulp of the expected one.
+TEST(CompareArenas, reportsAnUnwrittenQuantisedCellUnlessItsPreRunValueIsWithinTheUlpTolerance) {
+  Arenas r(test::quant_per_token_case());
+  const int64_t e = r.elem(true, 4, 1, 0, 2);  // request 2's token 1 (slot 17)
+  const uint32_t exp = r.get(r.expected, e), ini = r.get(r.initial, e);
+  ASSERT_NE(exp, ini);
+  const int64_t dist = golden::ulp_distance(exp, ini, test::quant_per_token_case().cache_dtype);
+  ASSERT_GE(dist, 2);
+  r.set(e, ini);
+  for (const std::string& policy : {std::string("exact"), std::string("written-any-value"), "ulp:" + std::to_string(dist - 1)}) {
+    const Verdict v = r.verdict(policy.c_str());
+    ASSERT_EQ(v.findings.size(), 1u) << policy << describe(v);
+    EXPECT_EQ(v.findings[0].kind, FindingKind::missing_write) << policy;
+  }
+  EXPECT_TRUE(r.verdict(("ulp:" + std::to_string(dist)).c_str()).pass());
+}
+
+// 1-byte caches are classified by location: a free block is stray_write, another request's
+// context cross_request_write, both with an unknown writer, whatever the value.
+TEST(CompareArenas, classifiesQuantisedCacheWritesByLocation) {
+  Arenas r(test::quant_per_token_case());
+  r.set(r.elem(false, 1, 2, 0, 0), r.get(r.expected, r.elem(false, 5, 3, 0, 0)));  // free block 1
+  r.set(r.elem(true, 0, 2, 1, 4), 0x00);                                             // request 1's context token 2
+  const Verdict v = r.verdict();
+  ASSERT_EQ(v.findings.size(), 2u) << describe(v);
+  EXPECT_EQ(v.findings[0].kind, FindingKind::cross_request_write);
+  EXPECT_EQ(v.findings[0].sentence, "an unknown writer wrote into request 1's block 0 slot 2, head 1 (V, 1 cell)");
+  EXPECT_EQ(v.findings[1].kind, FindingKind::stray_write);
+  EXPECT_EQ(v.findings[1].victim, "free block 1");
+}
+
+TEST(CompareArenas, reportsAWrongOrMissingScaleAsScaleMismatch) {
+  Arenas r(test::quant_per_token_case());
+  const int64_t e = r.scale_elem(false, 5, 3, 1);  // request 0's token 3, K head 1
+  const uint32_t exp = r.get_scale(r.expected, e);
+  float f;
+  std::memcpy(&f, &exp, 4);
+  f *= 2;
+  uint32_t doubled;
+  std::memcpy(&doubled, &f, 4);
+  r.set_scale(e, doubled);
+  const Verdict v = r.verdict();
+  ASSERT_EQ(v.findings.size(), 1u) << describe(v);
+  EXPECT_EQ(v.findings[0].kind, FindingKind::scale_mismatch);
+  EXPECT_EQ(v.findings[0].victim_request, 0);
+  EXPECT_NE(v.findings[0].sentence.find("request 0's token 3 (block 5 slot 3) got wrong scales in 1 of 4 scale cache cells (first: K head 1 holds"),
+            std::string::npos)
+      << v.findings[0].sentence;
+  EXPECT_NE(v.findings[0].example.find("K scale block 5 slot 3 head 1"), std::string::npos) << v.findings[0].example;
+  EXPECT_TRUE(r.verdict("written-any-value").pass());
+
+  // Not written at all: still scale_mismatch, and the sentence says so, under every policy.
+  r.set_scale(e, r.get_scale(r.initial, e));
+  for (const char* policy : {"exact", "ulp:5", "written-any-value"}) {
+    const Verdict u = r.verdict(policy);
+    ASSERT_EQ(u.findings.size(), 1u) << describe(u);
+    EXPECT_EQ(u.findings[0].kind, FindingKind::scale_mismatch);
+    EXPECT_NE(u.findings[0].sentence.find("K head 1 was not written"), std::string::npos) << u.findings[0].sentence;
+  }
+
+  // One fp32 ulp off: a finding under exact, accepted under ulp:1.
+  r.set_scale(e, exp + 1);
+  EXPECT_FALSE(r.verdict("exact").pass());
+  EXPECT_TRUE(r.verdict("ulp:1").pass());
+}
+
+TEST(CompareArenas, reportsScaleCacheWritesOutsideNewTokensByLocation) {
+  Arenas r(test::quant_per_token_case());
+  r.set_scale(r.scale_elem(true, 0, 2, 0), 0x3F800000u);  // request 1's context token 2
+  r.set_scale(64, 0x3F800000u);                           // the gap between the K and V scale caches
+  const Verdict v = r.verdict();
+  ASSERT_EQ(v.findings.size(), 2u) << describe(v);
+  EXPECT_EQ(v.findings[0].kind, FindingKind::cross_request_write);
+  EXPECT_EQ(v.findings[0].sentence, "an unknown writer wrote into request 1's scale cache block 0 slot 2, head 0 (V, 1 cell)");
+  EXPECT_EQ(v.findings[1].kind, FindingKind::stray_write);
+  EXPECT_EQ(v.findings[1].sentence, "an unknown writer wrote into the scale cache's stride gaps at element 64 (1 cell)");
+
+  Arenas g(test::quant_per_token_case());
+  const ArenaLayout& l = g.actual.layout();
+  g.actual.data()[l.scale_cache_begin + l.scale_cache_bytes] = std::byte{0};
+  const Verdict vg = g.verdict();
+  ASSERT_EQ(vg.findings.size(), 1u) << describe(vg);
+  EXPECT_EQ(vg.findings[0].kind, FindingKind::oob_write);
+  EXPECT_EQ(vg.findings[0].victim, "guard band after the scale cache buffer");
+}
+
+TEST(CompareArenas, reportsAChangedStaticScaleAsInputModified) {
+  Arenas r(test::quant_per_block_case());
+  const int64_t n = static_scale_count(r.c.scale_kind, r.c.num_heads, r.c.cache.num_blocks);
+  store_elem(r.actual.scales(), n + 3, 4, 0x3F800000u);  // V scale 3
+  const Verdict v = r.verdict();
+  ASSERT_EQ(v.findings.size(), 1u) << describe(v);
+  EXPECT_EQ(v.findings[0].kind, FindingKind::input_modified);
+  EXPECT_EQ(v.findings[0].sentence, "static V scale 3 changed (1 element)");
+  EXPECT_NE(v.findings[0].example.find("found 0x3f800000 (1)"), std::string::npos) << v.findings[0].example;
+  EXPECT_FALSE(r.verdict("written-any-value").pass());  // inputs are exact under every policy
 }
 
 }  // namespace

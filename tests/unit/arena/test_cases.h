@@ -1,6 +1,6 @@
 // test_cases.h — small hand-built valid cases for the arena tests, one per layout family.
 //
-// All share one batch (H = 2, D = 8, 8 blocks of 4 slots):
+// All share one batch (the quantised ones at the end too) (H = 2, D = 8, 8 blocks of 4 slots):
 //   request 0: context 3, new 2, blocks {5, 2}  -> new tokens 3, 4 at slots 23 (block 5 pos 3), 8 (block 2 pos 0)
 //   request 1: context 5, new 1, blocks {0, 7}  -> new token 5 at slot 29 (block 7 pos 1)
 //   request 2: context 0, new 3, blocks {4}     -> new tokens 0..2 at slots 16..18
@@ -70,6 +70,28 @@ inline Case packed_gapped_case() {
   c.cache_k_offset = 5;
   c.cache_v_offset = 5 + kv;
   c.cache_buffer_elems = 5 + 8 * c.cache.stride_block + 7;
+  return c;
+}
+
+// Quantised: f16 rows into an fp8_e4m3 paged NHD cache with per-token-head dynamic scales. The
+// scale cache is [nb, bs, H] with a 3-element gap between K and V and 2 spare elements at the end.
+inline Case quant_per_token_case() {
+  Case c = paged_nhd_case();
+  c.cache_dtype = DType::fp8_e4m3;
+  c.scale_kind = ScaleKind::per_token_head;
+  c.scale_cache = CacheGeometry{8, 4, 4 * 2, 2, 1};
+  c.scale_k_offset = 0;
+  c.scale_v_offset = 8 * 4 * 2 + 3;
+  c.scale_cache_elems = c.scale_v_offset + 8 * 4 * 2 + 2;
+  return c;
+}
+
+// Quantised: f32 rows into an int8 paged HND cache with random per-block static scales.
+inline Case quant_per_block_case() {
+  Case c = paged_hnd_case();
+  c.cache_dtype = DType::int8;
+  c.scale_kind = ScaleKind::per_block;
+  c.scale_dist = ScaleDist::random;
   return c;
 }
 

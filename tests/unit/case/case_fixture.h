@@ -3,6 +3,8 @@
 // make_case() builds a small valid batch for any layout: three requests (chunked prefill on top of
 // context, a fresh prefill, a decode) with shuffled block tables, interleaved and tail padding, one
 // invalid slot, CUDA-graph padding rows, and K/V as separate input tensors or a fused QKV row.
+// With a quantised cache dtype and a scale kind it is a quantised case; per_token_head gets a scale
+// cache laid out like the KV cache without D, at an odd offset, with a gap between K and V.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -24,6 +26,9 @@ struct CaseOptions {
   int64_t block_size = 4;
   bool fused_qkv = false;  // key/value views into one [T_in, (H_q + 2H) D] row, H_q = 2H
   IndexType slot_dtype = IndexType::i64;
+  DType cache_dtype = DType::f16;
+  ScaleKind scale_kind = ScaleKind::none;  // none exactly for a float cache_dtype
+  ScaleDist scale_dist = ScaleDist::unit;  // unit unless the kind has static scales
 };
 
 inline Case make_case(const CaseOptions& o = {}) {
@@ -31,7 +36,7 @@ inline Case make_case(const CaseOptions& o = {}) {
   c.num_heads = o.num_heads;
   c.head_dim = o.head_dim;
   c.input_dtype = DType::bf16;
-  c.cache_dtype = DType::f16;
+  c.cache_dtype = o.cache_dtype;
   c.slot_dtype = o.slot_dtype;
   c.layout = o.layout;
 
@@ -61,6 +66,26 @@ inline Case make_case(const CaseOptions& o = {}) {
       c.cache.stride_head = D;
       c.cache_v_offset = bs * H * D;
       break;
+  }
+
+  c.scale_kind = o.scale_kind;
+  c.scale_dist = o.scale_dist;
+  if (o.scale_kind == ScaleKind::per_token_head) {
+    CacheGeometry& s = c.scale_cache;
+    s.num_blocks = nb;
+    s.block_size = bs;
+    if (o.layout == Layout::paged_hnd || o.layout == Layout::contiguous_bhsd) {  // [nb, H, bs]
+      s.stride_pos = 1;
+      s.stride_head = bs;
+      s.stride_block = H * bs;
+    } else {  // [nb, bs, H]
+      s.stride_head = 1;
+      s.stride_pos = H;
+      s.stride_block = bs * H;
+    }
+    c.scale_k_offset = 3;
+    c.scale_v_offset = c.scale_k_offset + nb * s.stride_block + 2;
+    c.scale_cache_elems = c.scale_v_offset + nb * s.stride_block + 1;
   }
 
   // Requests own shuffled blocks; block 4 (when it exists) stays free.
@@ -133,6 +158,16 @@ inline Genotype make_genotype() {
   return g;
 }
 
+// make_genotype() with an int8 cache and per-block static scales of random values.
+inline Genotype make_quant_genotype() {
+  Genotype g = make_genotype();
+  g.cache_dtype = DType::int8;
+  g.scale_kind = ScaleKind::per_block;
+  g.scale_dist = ScaleDist::random;
+  g.dist = ValueDist::ties;
+  return g;
+}
+
 // Field by field, so a failure names the field.
 inline void expect_same_case(const Case& a, const Case& b) {
   EXPECT_EQ(a.num_heads, b.num_heads);
@@ -150,6 +185,16 @@ inline void expect_same_case(const Case& a, const Case& b) {
   EXPECT_EQ(a.cache_k_offset, b.cache_k_offset);
   EXPECT_EQ(a.cache_v_offset, b.cache_v_offset);
   EXPECT_EQ(a.cache_buffer_elems, b.cache_buffer_elems);
+  EXPECT_EQ(a.scale_kind, b.scale_kind);
+  EXPECT_EQ(a.scale_dist, b.scale_dist);
+  EXPECT_EQ(a.scale_cache.num_blocks, b.scale_cache.num_blocks);
+  EXPECT_EQ(a.scale_cache.block_size, b.scale_cache.block_size);
+  EXPECT_EQ(a.scale_cache.stride_block, b.scale_cache.stride_block);
+  EXPECT_EQ(a.scale_cache.stride_pos, b.scale_cache.stride_pos);
+  EXPECT_EQ(a.scale_cache.stride_head, b.scale_cache.stride_head);
+  EXPECT_EQ(a.scale_k_offset, b.scale_k_offset);
+  EXPECT_EQ(a.scale_v_offset, b.scale_v_offset);
+  EXPECT_EQ(a.scale_cache_elems, b.scale_cache_elems);
   EXPECT_EQ(a.num_input_rows, b.num_input_rows);
   EXPECT_EQ(a.input_buffer_elems, b.input_buffer_elems);
   for (const auto& [x, y] : {std::pair{&a.key, &b.key}, std::pair{&a.value, &b.value}}) {

@@ -264,6 +264,55 @@ TEST(CaseJsonHostile, refusesABadGenotype) {
                  "/genotype/requests", "the cache buffer of this genotype needs");
 }
 
+// --- quantisation ----------------------------------------------------------------------------
+
+TEST(CaseJsonHostile, refusesAFileWithoutTheQuantObject) {
+  // Files written before quantisation existed (the format has no default for it).
+  EXPECT_REFUSED(edited([](json& j) { j.erase("quant"); }), "/quant", "missing key \"quant\"");
+  EXPECT_REFUSED(edited([](json& j) { j["quant"].erase("scale_cache_elems"); }), "/quant/scale_cache_elems",
+                 "missing key");
+  EXPECT_REFUSED(edited([](json& j) { j["quant"]["scale_cache"].erase("stride_pos"); }),
+                 "/quant/scale_cache/stride_pos", "missing key");
+  Case c = make_case();
+  c.genotype = test::make_genotype();
+  EXPECT_REFUSED(edited([](json& j) { j["genotype"].erase("scale_kind"); }, c), "/genotype/scale_kind",
+                 "missing key");
+}
+
+TEST(CaseJsonHostile, refusesUnknownOrMistypedQuantFields) {
+  EXPECT_REFUSED(edited([](json& j) { j["quant"]["scale_cache"]["num_blocks"] = 6; }),
+                 "/quant/scale_cache/num_blocks",
+                 "unknown key \"num_blocks\"; expected one of \"stride_block\", \"stride_pos\", \"stride_head\"");
+  EXPECT_REFUSED(edited([](json& j) { j["quant"]["scale"] = 1.0; }), "/quant/scale", "unknown key");
+  EXPECT_REFUSED(edited([](json& j) { j["quant"]["scale_kind"] = "per_channel"; }), "/quant/scale_kind",
+                 "unknown scale kind \"per_channel\"; expected one of \"none\", \"per_tensor\", \"per_head\", "
+                 "\"per_block\", \"per_token_head\"");
+  EXPECT_REFUSED(edited([](json& j) { j["quant"]["scale_dist"] = 1; }), "/quant/scale_dist",
+                 "expected a string, one of \"unit\", \"pow2\", \"random\", \"extreme\", got the integer 1");
+  EXPECT_REFUSED(edited([](json& j) { j["quant"]["scale_k_offset"] = "0"; }), "/quant/scale_k_offset",
+                 "expected an integer, got the string \"0\"");
+  EXPECT_REFUSED(edited([](json& j) { j["quant"] = json::array(); }), "/quant", "expected an object, got an array");
+}
+
+TEST(CaseJsonHostile, refusesQuantisationTheContractDoesNotDefine) {
+  EXPECT_REFUSED(edited([](json& j) { j["shape"]["input_dtype"] = "fp8_e5m2"; }), "/shape/input_dtype",
+                 "quantised dtypes are cache-only");
+  EXPECT_REFUSED(edited([](json& j) { j["shape"]["cache_dtype"] = "fp8_e4m3"; }), "/quant/scale_kind",
+                 "cache_dtype \"fp8_e4m3\" is quantised and needs scales");
+  EXPECT_REFUSED(edited([](json& j) { j["quant"]["scale_kind"] = "per_head"; }), "/quant/scale_kind",
+                 "cache_dtype \"f16\" is not quantised: expected scale_kind \"none\", got \"per_head\"");
+  const Case q = make_case({.cache_dtype = DType::int8, .scale_kind = ScaleKind::per_head});
+  EXPECT_REFUSED(edited([](json& j) { j["quant"]["scale_cache"]["stride_pos"] = 2; }, q),
+                 "/quant/scale_cache/stride_pos", "expected 0, got 2: only scale_kind \"per_token_head\" has a scale cache");
+  const Case d = make_case({.cache_dtype = DType::int8, .scale_kind = ScaleKind::per_token_head});
+  EXPECT_REFUSED(edited([](json& j) { j["quant"]["scale_cache"]["stride_pos"] = 1; }, d),
+                 "/quant/scale_cache/stride_pos", "K/V scale cache cells overlap");
+  EXPECT_REFUSED(edited([](json& j) { j["quant"]["scale_cache_elems"] = 1LL << 62; }, d), "/quant/scale_cache_elems",
+                 "scale cache buffer needs 16 EiB; the limit is 1 GiB (--max-case-mib)");
+  EXPECT_REFUSED(edited([](json& j) { j["quant"]["scale_dist"] = "random"; }, d), "/quant/scale_dist",
+                 "has no static scales");
+}
+
 // --- absurd sizes ----------------------------------------------------------------------------
 
 TEST(CaseJsonHostile, refusesTerabyteBuffersWithoutAllocatingForThem) {

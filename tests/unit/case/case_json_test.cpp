@@ -44,6 +44,50 @@ TEST(CaseJson, roundTripsEveryLayoutExactly) {
   }
 }
 
+constexpr Layout kLayouts[] = {Layout::paged_nhd, Layout::paged_hnd, Layout::contiguous_bshd,
+                               Layout::contiguous_bhsd, Layout::packed_kv_nhd};
+
+TEST(CaseJson, roundTripsQuantisedCasesOfEveryKindDTypeAndLayout) {
+  for (DType t : {DType::fp8_e4m3, DType::fp8_e5m2, DType::int8}) {
+    for (ScaleKind k : {ScaleKind::per_tensor, ScaleKind::per_head, ScaleKind::per_block, ScaleKind::per_token_head}) {
+      for (Layout l : kLayouts) {
+        SCOPED_TRACE(std::string(to_string(t)) + " " + std::string(to_string(k)) + " " + std::string(to_string(l)));
+        const bool contiguous = l == Layout::contiguous_bshd || l == Layout::contiguous_bhsd;
+        const ScaleDist d = k == ScaleKind::per_token_head ? ScaleDist::unit : ScaleDist::extreme;
+        const Case c = make_case({.layout = l, .block_size = contiguous ? 16 : 4, .cache_dtype = t, .scale_kind = k,
+                                  .scale_dist = d});
+        const auto problems = validate(c);
+        ASSERT_TRUE(problems.empty()) << problems.front().json_path << ": " << problems.front().message;
+        expect_same_case(round_trip(c), c);
+      }
+    }
+  }
+}
+
+TEST(CaseJson, writesTheQuantObject) {
+  const nlohmann::json none = case_to_json(make_case());
+  EXPECT_EQ(none.at("quant"), nlohmann::json::parse(R"({"scale_kind": "none", "scale_dist": "unit",
+      "scale_cache": {"stride_block": 0, "stride_pos": 0, "stride_head": 0},
+      "scale_k_offset": 0, "scale_v_offset": 0, "scale_cache_elems": 0})"));
+  // per_token_head, [nb = 6, bs = 4, H = 2]; the scale cache's num_blocks and block_size are the
+  // cache's and are not written.
+  const nlohmann::json dynamic =
+      case_to_json(make_case({.cache_dtype = DType::fp8_e5m2, .scale_kind = ScaleKind::per_token_head}));
+  EXPECT_EQ(dynamic.at("quant"), nlohmann::json::parse(R"({"scale_kind": "per_token_head", "scale_dist": "unit",
+      "scale_cache": {"stride_block": 8, "stride_pos": 2, "stride_head": 1},
+      "scale_k_offset": 3, "scale_v_offset": 53, "scale_cache_elems": 102})"));
+  EXPECT_EQ(dynamic.at("shape").at("cache_dtype"), "fp8_e5m2");
+}
+
+TEST(CaseJson, readsTheScaleCacheExtentFromTheCache) {
+  const Case c = round_trip(make_case({.cache_dtype = DType::int8, .scale_kind = ScaleKind::per_token_head}));
+  EXPECT_EQ(c.scale_cache.num_blocks, c.cache.num_blocks);
+  EXPECT_EQ(c.scale_cache.block_size, c.cache.block_size);
+  const Case s = round_trip(make_case({.cache_dtype = DType::int8, .scale_kind = ScaleKind::per_head}));
+  EXPECT_EQ(s.scale_cache.num_blocks, 0);  // no scale cache without per_token_head
+  EXPECT_EQ(s.scale_cache.block_size, 0);
+}
+
 TEST(CaseJson, roundTripsFusedInputsI32SlotsAndAFailExpectation) {
   Case c = make_case({.num_heads = 3, .head_dim = 72, .block_size = 5, .fused_qkv = true,
                       .slot_dtype = IndexType::i32});
@@ -60,6 +104,27 @@ TEST(CaseJson, roundTripsTheGenotype) {
   expect_same_case(back, c);
   ASSERT_TRUE(back.genotype.has_value());
   EXPECT_EQ(back.genotype->layout_seed, 18446744073709551615ull);
+}
+
+TEST(CaseJson, roundTripsAQuantisedGenotype) {
+  Case c = make_case({.cache_dtype = DType::int8, .scale_kind = ScaleKind::per_block, .scale_dist = ScaleDist::random});
+  c.genotype = test::make_quant_genotype();
+  const Case back = round_trip(c);
+  expect_same_case(back, c);
+  const nlohmann::json j = case_to_json(c);
+  EXPECT_EQ(j.at("genotype").at("scale_kind"), "per_block");
+  EXPECT_EQ(j.at("genotype").at("scale_dist"), "random");
+  EXPECT_EQ(j.at("genotype").at("cache_dtype"), "int8");
+  EXPECT_EQ(j.at("genotype").at("dist"), "ties");
+}
+
+TEST(CaseJson, roundTripsAnEmptyQuantisedCache) {
+  Case c = make_case({.cache_dtype = DType::fp8_e4m3, .scale_kind = ScaleKind::per_token_head});
+  c.requests.clear();
+  c.slot_mapping = {0, -1};  // >= capacity 0: invalid
+  c.cache.num_blocks = 0;
+  c.scale_cache.num_blocks = 0;
+  expect_same_case(round_trip(c), c);
 }
 
 TEST(CaseJson, roundTripsAnEmptyBatch) {
@@ -95,6 +160,9 @@ TEST(CaseJson, readsTheExampleInTheCorpusFormatDocument) {
   ASSERT_NE(end, std::string::npos);
   const Case c = case_from_text(doc.substr(start + 8, end - start - 8), "docs/corpus-format.md");
   EXPECT_EQ(c.layout, Layout::paged_nhd);
+  EXPECT_EQ(c.cache_dtype, DType::fp8_e4m3);
+  EXPECT_EQ(c.scale_kind, ScaleKind::per_token_head);
+  EXPECT_EQ(c.scale_cache_elems, 16);
   EXPECT_TRUE(c.genotype.has_value());
 }
 
@@ -126,8 +194,10 @@ TEST(CaseHash, isSixteenLowercaseHexDigits) {
 }
 
 TEST(CaseHash, isPinnedForAFixedCase) {
-  // Changing this value renames every corpus file: only with a schema version bump.
-  EXPECT_EQ(case_hash(make_case()), "f875d6875fff41e0");
+  // Changing this value renames every corpus file: only with a schema version bump. (Changed once
+  // without a bump, before any release, when the required "quant" object was added to v1 and the
+  // corpus was regenerated: f875d6875fff41e0 -> the value below.)
+  EXPECT_EQ(case_hash(make_case()), "a5e2b67ea7312244");
 }
 
 TEST(CaseHash, ignoresProvenanceAndExpectation) {
@@ -149,6 +219,10 @@ TEST(CaseHash, changesWithTheBatch) {
   Case d = a;
   d.genotype = test::make_genotype();
   EXPECT_NE(case_hash(a), case_hash(d));
+  const Case q = make_case({.cache_dtype = DType::fp8_e4m3, .scale_kind = ScaleKind::per_tensor});
+  Case r = q;
+  r.scale_dist = ScaleDist::pow2;  // other static scales, same layout
+  EXPECT_NE(case_hash(q), case_hash(r));
 }
 
 TEST(CaseHash, survivesARoundTrip) {

@@ -256,12 +256,197 @@ TEST(Validate, acceptsKeyAndValueInterleavedPerRow) {
   EXPECT_TRUE(validate(c).empty()) << first_problem(c).message;
 }
 
+// --- quantisation ----------------------------------------------------------------------------
+
+// Whether validate() reports a problem at `path` whose message contains `part` (not necessarily the
+// first problem).
+bool has_problem(const Case& c, const std::string& path, const std::string& part, const Limits& l = {}) {
+  for (const ValidationProblem& p : validate(c, l))
+    if (p.json_path == path && p.message.find(part) != std::string::npos) return true;
+  return false;
+}
+
+Case quant_case(ScaleKind k, DType t = DType::fp8_e4m3) {
+  return make_case({.cache_dtype = t, .scale_kind = k,
+                    .scale_dist = k == ScaleKind::per_token_head ? ScaleDist::unit : ScaleDist::pow2});
+}
+
+TEST(Validate, acceptsQuantisedCasesOfEveryKind) {
+  for (DType t : {DType::fp8_e4m3, DType::fp8_e5m2, DType::int8}) {
+    for (ScaleKind k : {ScaleKind::per_tensor, ScaleKind::per_head, ScaleKind::per_block, ScaleKind::per_token_head}) {
+      const Case c = quant_case(k, t);
+      EXPECT_TRUE(validate(c).empty()) << to_string(t) << " " << to_string(k) << ": " << first_problem(c).message;
+    }
+  }
+}
+
+TEST(Validate, refusesAQuantisedInputDType) {
+  Case c = quant_case(ScaleKind::per_tensor);
+  c.input_dtype = DType::fp8_e4m3;
+  EXPECT_PROBLEM(c, "/shape/input_dtype",
+                 "expected \"f16\", \"bf16\" or \"f32\", got \"fp8_e4m3\"; quantised dtypes are cache-only");
+  c.input_dtype = DType::int8;
+  EXPECT_PROBLEM(c, "/shape/input_dtype", "got \"int8\"");
+}
+
+// Bug classes B13/B28 need these inputs; the contract defines neither, so they are invalid cases.
+TEST(Validate, refusesAQuantisedCacheWithoutScales) {
+  for (DType t : {DType::fp8_e4m3, DType::fp8_e5m2, DType::int8}) {
+    Case c = make_case({.cache_dtype = t});
+    EXPECT_PROBLEM(c, "/quant/scale_kind",
+                   "cache_dtype \"" + std::string(to_string(t)) + "\" is quantised and needs scales: expected scale_kind "
+                   "\"per_tensor\", \"per_head\", \"per_block\" or \"per_token_head\", got \"none\"");
+  }
+}
+
+TEST(Validate, refusesScalesOnAFloatCache) {
+  for (ScaleKind k : {ScaleKind::per_tensor, ScaleKind::per_head, ScaleKind::per_block, ScaleKind::per_token_head}) {
+    Case c = quant_case(k);
+    c.cache_dtype = DType::f16;
+    EXPECT_PROBLEM(c, "/quant/scale_kind",
+                   "cache_dtype \"f16\" is not quantised: expected scale_kind \"none\", got \"" +
+                       std::string(to_string(k)) + "\"");
+  }
+}
+
+TEST(Validate, refusesAScaleDistWithoutStaticScales) {
+  Case c = quant_case(ScaleKind::per_token_head);
+  c.scale_dist = ScaleDist::pow2;
+  EXPECT_PROBLEM(c, "/quant/scale_dist",
+                 "scale_kind \"per_token_head\" has no static scales: expected scale_dist \"unit\", got \"pow2\"");
+  Case d = make_case();
+  d.scale_dist = ScaleDist::extreme;
+  EXPECT_PROBLEM(d, "/quant/scale_dist", "scale_kind \"none\" has no static scales");
+}
+
+TEST(Validate, refusesScaleCacheFieldsForKindsWithoutAScaleCache) {
+  const Case dynamic = quant_case(ScaleKind::per_token_head);
+  for (ScaleKind k : {ScaleKind::per_tensor, ScaleKind::per_head, ScaleKind::per_block}) {
+    Case c = dynamic;  // a full scale cache
+    c.scale_kind = k;
+    c.scale_cache.num_blocks = c.scale_cache.block_size = 0;
+    EXPECT_PROBLEM(c, "/quant/scale_cache/stride_block",
+                   "expected 0, got 8: only scale_kind \"per_token_head\" has a scale cache (scale_kind is \"" +
+                       std::string(to_string(k)) + "\")");
+    EXPECT_EQ(validate(c).size(), 6u);  // three strides, two offsets, the buffer size
+  }
+  Case n = make_case();
+  n.scale_cache_elems = 5;
+  EXPECT_PROBLEM(n, "/quant/scale_cache_elems", "expected 0, got 5");
+  Case m = make_case();
+  m.scale_cache.num_blocks = 6;  // in memory only: the reader never sets it without per_token_head
+  EXPECT_PROBLEM(m, "/quant/scale_cache", "expected 0 and 0");
+}
+
+TEST(Validate, refusesAScaleCacheWhoseExtentIsNotTheCaches) {
+  Case c = quant_case(ScaleKind::per_token_head);
+  c.scale_cache.block_size = 3;
+  EXPECT_PROBLEM(c, "/quant/scale_cache", "expected the cache's (6 and 4)");
+}
+
+TEST(Validate, refusesOverlappingScaleCacheStrides) {
+  // [nb = 6, bs = 4, H = 2]: stride_head 1, stride_pos 2, stride_block 8.
+  Case c = quant_case(ScaleKind::per_token_head);
+  c.scale_cache.stride_pos = 1;  // == stride_head: slot 1 head 0 is slot 0 head 1
+  EXPECT_PROBLEM(c, "/quant/scale_cache/stride_pos", "K/V scale cache cells overlap: stride_pos = 1 must be >= 2");
+  Case d = quant_case(ScaleKind::per_token_head);
+  d.scale_cache.stride_block = 7;  // < 4 slots * 2 heads
+  EXPECT_PROBLEM(d, "/quant/scale_cache/stride_block", "stride_block = 7 must be >= 8");
+  Case e = quant_case(ScaleKind::per_token_head);
+  e.scale_cache.stride_head = 0;
+  EXPECT_PROBLEM(e, "/quant/scale_cache/stride_head", "stride_head = 0 must be >= 1");
+}
+
+TEST(Validate, refusesScaleVOverlappingK) {
+  Case c = quant_case(ScaleKind::per_token_head);
+  c.scale_v_offset = c.scale_k_offset + 47;  // K's scales span 48 elements
+  EXPECT_PROBLEM(c, "/quant/scale_v_offset", "scale_v_offset - scale_k_offset = 47 must be >= 48");
+  c.scale_v_offset = c.scale_k_offset;
+  EXPECT_PROBLEM(c, "/quant/scale_v_offset", "expected scale_v_offset > scale_k_offset");
+}
+
+TEST(Validate, acceptsAGappedScaleCacheInAnyNestOrder) {
+  Case c = quant_case(ScaleKind::per_token_head);
+  CacheGeometry& g = c.scale_cache;
+  g.stride_pos = 1;  // [nb, 2 (k/v), H, bs] with gaps: K/V between head and block
+  g.stride_head = 5;
+  c.scale_k_offset = 0;
+  c.scale_v_offset = 11;
+  g.stride_block = 23;
+  const int64_t exact = 1 + 3 * g.stride_pos + g.stride_head + 11 + 5 * g.stride_block;
+  c.scale_cache_elems = exact;
+  EXPECT_TRUE(validate(c).empty()) << first_problem(c).message;
+  c.scale_cache_elems = exact - 1;
+  EXPECT_PROBLEM(c, "/quant/scale_cache_elems",
+                 "the K and V scale caches need " + std::to_string(exact) +
+                     " elements of the scale cache buffer, which has " + std::to_string(exact - 1));
+}
+
+TEST(Validate, refusesAScaleCacheOutsideItsBuffer) {
+  Case c = quant_case(ScaleKind::per_token_head);
+  c.scale_cache_elems = 100;  // V's scales end at 53 + 47
+  EXPECT_PROBLEM(c, "/quant/scale_cache_elems", "the K and V scale caches need 101 elements");
+}
+
+TEST(Validate, refusesNegativeScaleCacheFields) {
+  Case c = quant_case(ScaleKind::per_token_head);
+  c.scale_k_offset = -3;
+  EXPECT_PROBLEM(c, "/quant/scale_k_offset", "expected an integer >= 0, got -3");
+  Case d = quant_case(ScaleKind::per_token_head);
+  d.scale_cache.stride_pos = -2;
+  EXPECT_PROBLEM(d, "/quant/scale_cache/stride_pos", "expected an integer >= 0, got -2");
+  Case e = quant_case(ScaleKind::per_token_head);
+  e.scale_cache_elems = -1;
+  EXPECT_PROBLEM(e, "/quant/scale_cache_elems", "expected an integer >= 0, got -1");
+}
+
+TEST(Validate, refusesAbsurdScaleBuffersWithTheLimitNamed) {
+  Case c = quant_case(ScaleKind::per_token_head);
+  c.scale_cache_elems = INT64_MAX;
+  EXPECT_PROBLEM(c, "/quant/scale_cache_elems", "scale cache buffer needs 32 EiB; the limit is 1 GiB (--max-case-mib)");
+  // per_block: num_blocks * H fp32 scales for each of K and V, computed without overflow.
+  Case d = quant_case(ScaleKind::per_block);
+  d.cache.num_blocks = int64_t{1} << 40;
+  EXPECT_TRUE(has_problem(d, "/quant/scale_kind", "the static scale buffer (K and V) needs 16 TiB; the limit is 1 GiB"));
+  d.cache.num_blocks = INT64_MAX;
+  EXPECT_TRUE(has_problem(d, "/quant/scale_kind", "needs 128 EiB"));  // 2^63 * 2 heads * 2 * 4 B, no overflow
+  Case e = quant_case(ScaleKind::per_block);
+  Limits l;
+  l.max_buffer_bytes = 95;  // 6 blocks * 2 heads * 2 tensors * 4 bytes = 96
+  EXPECT_TRUE(has_problem(e, "/quant/scale_kind", "needs 96 B; the limit is 95 B", l));
+  l.max_buffer_bytes = 96;
+  EXPECT_FALSE(has_problem(e, "/quant/scale_kind", "", l));
+}
+
+TEST(Validate, refusesAnInconsistentQuantisedGenotype) {
+  Case c = make_case();
+  c.genotype = test::make_quant_genotype();
+  EXPECT_TRUE(validate(c).empty()) << first_problem(c).message;
+  c.genotype->scale_kind = ScaleKind::none;
+  EXPECT_PROBLEM(c, "/genotype/scale_kind", "cache_dtype \"int8\" is quantised and needs scales");
+  c.genotype = test::make_genotype();  // bf16 cache
+  c.genotype->scale_kind = ScaleKind::per_head;
+  EXPECT_PROBLEM(c, "/genotype/scale_kind", "cache_dtype \"bf16\" is not quantised");
+  c.genotype = test::make_quant_genotype();
+  c.genotype->input_dtype = DType::fp8_e5m2;
+  EXPECT_PROBLEM(c, "/genotype/input_dtype", "quantised dtypes are cache-only");
+  c.genotype = test::make_quant_genotype();
+  c.genotype->scale_kind = ScaleKind::per_token_head;  // scale_dist random: no static scales
+  EXPECT_PROBLEM(c, "/genotype/scale_dist", "expected scale_dist \"unit\", got \"random\"");
+}
+
 // --- bookkeeping and genotype ----------------------------------------------------------------
 
 TEST(Validate, refusesOutOfRangeEnumValues) {
   Case c = make_case();
   c.layout = static_cast<Layout>(77);
   EXPECT_PROBLEM(c, "/cache/layout", "not a valid layout (enum value 77)");
+  Case d = make_case();
+  d.scale_kind = static_cast<ScaleKind>(9);
+  EXPECT_PROBLEM(d, "/quant/scale_kind", "not a valid scale kind (enum value 9)");
+  Case e = make_case();
+  e.scale_dist = static_cast<ScaleDist>(9);
+  EXPECT_PROBLEM(e, "/quant/scale_dist", "not a valid scale distribution (enum value 9)");
 }
 
 TEST(Validate, refusesAFindingKindOnAPassingCase) {

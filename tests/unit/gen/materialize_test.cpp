@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <set>
+#include <string>
 
 #include "case/validate.h"
 #include "gen/materialize.h"
@@ -202,6 +203,104 @@ TEST(Materialize, emptyBatchesAreValid) {
   EXPECT_EQ(c.num_slots(), 0);
   EXPECT_GE(c.cache.num_blocks, 1);
   EXPECT_EQ(problems(c), "");
+}
+
+// --- quantisation ----------------------------------------------------------------------------
+
+Genotype quant_genotype(Layout layout, ScaleKind kind) {
+  Genotype g = base_genotype(layout);
+  g.cache_dtype = DType::fp8_e4m3;
+  g.scale_kind = kind;
+  g.scale_dist = kind == ScaleKind::per_token_head ? ScaleDist::unit : ScaleDist::random;
+  return g;
+}
+
+TEST(Materialize, nhdLikeLayoutsGetAnNhdScaleCache) {
+  for (Layout l : {Layout::paged_nhd, Layout::contiguous_bshd, Layout::packed_kv_nhd}) {
+    SCOPED_TRACE(std::string(to_string(l)));
+    const Case c = materialize(quant_genotype(l, ScaleKind::per_token_head));
+    const int64_t H = 3, bs = c.cache.block_size, nb = c.cache.num_blocks;
+    EXPECT_EQ(c.scale_kind, ScaleKind::per_token_head);
+    EXPECT_EQ(c.scale_cache.num_blocks, nb);
+    EXPECT_EQ(c.scale_cache.block_size, bs);
+    EXPECT_EQ(c.scale_cache.stride_head, 1);  // [nb, bs, H]
+    EXPECT_EQ(c.scale_cache.stride_pos, H);
+    EXPECT_EQ(c.scale_cache.stride_block, bs * H);
+    EXPECT_EQ(c.scale_k_offset, 0);
+    EXPECT_EQ(c.scale_v_offset, nb * bs * H);  // V's scales right after K's
+    EXPECT_EQ(c.scale_cache_elems, 2 * nb * bs * H);
+    EXPECT_EQ(problems(c), "");
+  }
+}
+
+TEST(Materialize, hndLikeLayoutsGetAnHndScaleCache) {
+  for (Layout l : {Layout::paged_hnd, Layout::contiguous_bhsd}) {
+    SCOPED_TRACE(std::string(to_string(l)));
+    const Case c = materialize(quant_genotype(l, ScaleKind::per_token_head));
+    const int64_t H = 3, bs = c.cache.block_size, nb = c.cache.num_blocks;
+    EXPECT_EQ(c.scale_cache.stride_pos, 1);  // [nb, H, bs]
+    EXPECT_EQ(c.scale_cache.stride_head, bs);
+    EXPECT_EQ(c.scale_cache.stride_block, H * bs);
+    EXPECT_EQ(c.scale_v_offset - c.scale_k_offset, nb * H * bs);
+    EXPECT_EQ(problems(c), "");
+  }
+}
+
+TEST(Materialize, irregularScaleCachesAreGappedMisalignedAndNested) {
+  bool gapped = false;
+  for (uint64_t seed = 0; seed < 50; ++seed) {
+    for (Layout l : {Layout::paged_nhd, Layout::paged_hnd}) {
+      Genotype g = quant_genotype(l, ScaleKind::per_token_head);
+      g.irregular = true;
+      g.layout_seed = seed;
+      const Case c = materialize(g);
+      const CacheGeometry& s = c.scale_cache;
+      const int64_t inner = l == Layout::paged_nhd ? s.stride_head : s.stride_pos;
+      EXPECT_GE(inner, 1);
+      EXPECT_LE(inner, 4);
+      EXPECT_EQ(c.scale_k_offset % 2, 1);  // misaligned base
+      EXPECT_GE(c.scale_v_offset - c.scale_k_offset, c.cache.num_blocks * s.stride_block);
+      EXPECT_GE(c.scale_cache_elems, c.scale_v_offset + c.cache.num_blocks * s.stride_block);
+      gapped = gapped || inner > 1;
+      EXPECT_EQ(problems(c), "") << "seed " << seed;
+    }
+  }
+  EXPECT_TRUE(gapped);
+}
+
+TEST(Materialize, staticScalesAndFloatCachesHaveNoScaleCache) {
+  for (ScaleKind k : {ScaleKind::per_tensor, ScaleKind::per_head, ScaleKind::per_block}) {
+    Genotype g = quant_genotype(Layout::paged_hnd, k);
+    g.irregular = true;
+    const Case c = materialize(g);
+    EXPECT_EQ(c.scale_kind, k);
+    EXPECT_EQ(c.scale_dist, ScaleDist::random);
+    EXPECT_EQ(c.scale_cache.stride_block + c.scale_cache.stride_pos + c.scale_cache.stride_head, 0);
+    EXPECT_EQ(c.scale_cache.num_blocks + c.scale_cache.block_size, 0);
+    EXPECT_EQ(c.scale_k_offset + c.scale_v_offset + c.scale_cache_elems, 0);
+    EXPECT_EQ(problems(c), "");
+  }
+  const Case f = materialize(base_genotype(Layout::paged_nhd));
+  EXPECT_EQ(f.scale_kind, ScaleKind::none);
+  EXPECT_EQ(f.scale_cache_elems, 0);
+}
+
+TEST(Materialize, addingScalesLeavesTheRestOfTheCaseUnchanged) {
+  // The scale cache draws from its own stream: a quantised genotype lays out blocks, strides and
+  // slots exactly like its float twin.
+  Genotype g = base_genotype(Layout::paged_nhd);
+  g.irregular = true;
+  g.invalid_slots = 2;
+  Genotype q = g;
+  q.cache_dtype = DType::int8;
+  q.scale_kind = ScaleKind::per_token_head;
+  const Case a = materialize(g), b = materialize(q);
+  EXPECT_EQ(a.slot_mapping, b.slot_mapping);
+  EXPECT_EQ(a.cache.stride_block, b.cache.stride_block);
+  EXPECT_EQ(a.cache_k_offset, b.cache_k_offset);
+  EXPECT_EQ(a.cache_buffer_elems, b.cache_buffer_elems);
+  EXPECT_EQ(a.key.offset, b.key.offset);
+  EXPECT_EQ(a.payload_seed, b.payload_seed);
 }
 
 TEST(Materialize, isAFunctionOfTheGenotypeAndRecordsIt) {

@@ -4,6 +4,7 @@
 //   ./build/tests/kvfuzz_gen_tests --gtest_filter='Profile*'
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <functional>
 #include <string>
@@ -58,6 +59,55 @@ TEST(Profile, smokeJsonLoads) {
   const Profile p = load_profile(kConfigs + "smoke.json");
   EXPECT_EQ(p.name, "smoke");
   EXPECT_LE(p.max_elements_per_case, 4096);
+}
+
+TEST(Profile, quantJsonLoadsAndQuantisesEveryCase) {
+  const Profile p = load_profile(kConfigs + "quant.json");
+  EXPECT_EQ(p.name, "quant");
+  EXPECT_EQ(p.quant_percent, 100);
+  EXPECT_EQ(p.cross_dtype_percent, 0);
+  for (size_t i = 0; i < p.cache_dtypes.values.size(); ++i)
+    if (p.cache_dtypes.weights[i] > 0) {
+      EXPECT_TRUE(is_quantized(p.cache_dtypes.values[i]));
+    }
+  EXPECT_EQ(p.cache_dtypes.values.size(), 3u);
+  EXPECT_EQ(p.scale_kinds.values.size(), 4u);
+  EXPECT_EQ(p.scale_dists.values.size(), 4u);
+  for (int w : p.scale_kinds.weights) EXPECT_GT(w, 0);
+  for (int w : p.scale_dists.weights) EXPECT_GT(w, 0);
+}
+
+TEST(Profile, defaultAndSmokeQuantiseAShareOfCases) {
+  for (const Profile& p : {default_profile(), load_profile(kConfigs + "smoke.json")}) {
+    EXPECT_GT(p.quant_percent, 0) << p.name;
+    EXPECT_LE(p.quant_percent + p.cross_dtype_percent, 100) << p.name;
+    for (DType t : {DType::fp8_e4m3, DType::fp8_e5m2, DType::int8})
+      EXPECT_NE(std::find(p.cache_dtypes.values.begin(), p.cache_dtypes.values.end(), t), p.cache_dtypes.values.end())
+          << p.name << " " << to_string(t);
+    EXPECT_EQ(p.scale_kinds.values.size(), 4u) << p.name;
+    EXPECT_NE(std::find(p.value_dists.values.begin(), p.value_dists.values.end(), ValueDist::ties),
+              p.value_dists.values.end())
+        << p.name;
+  }
+}
+
+TEST(Profile, refusesQuantisationItCannotGenerate) {
+  expect_refused("quant_input", [](json& j) { j["input_dtypes"]["values"][1] = "int8"; }, "/input_dtypes/values/1",
+                 "\"int8\" is quantised, and quantised dtypes are cache-only; expected one of f16, bf16, f32");
+  expect_refused("none_kind", [](json& j) { j["scale_kinds"]["values"][0] = "none"; }, "/scale_kinds/values/0",
+                 "\"none\" is implied for float caches");
+  expect_refused("kind_name", [](json& j) { j["scale_kinds"]["values"][0] = "per_channel"; }, "/scale_kinds/values/0",
+                 "unknown name \"per_channel\"; expected one of per_tensor, per_head, per_block, per_token_head");
+  expect_refused("dist_name", [](json& j) { j["scale_dists"]["values"][3] = "huge"; }, "/scale_dists/values/3",
+                 "expected one of unit, pow2, random, extreme");
+  expect_refused("shares", [](json& j) { j["quant_percent"] = 86; }, "/quant_percent",
+                 "expected cross_dtype_percent + quant_percent <= 100, got 101");
+  expect_refused("quant_range", [](json& j) { j["quant_percent"] = -1; }, "/quant_percent", "[0, 100]");
+  expect_refused("no_quant_dtype", [](json& j) { j["cache_dtypes"]["weights"] = json::array({1, 1, 1, 0, 0, 0}); },
+                 "/cache_dtypes", "quant_percent is 20 but no quantised dtype (fp8_e4m3, fp8_e5m2, int8) has a weight > 0");
+  expect_refused("no_float_dtype", [](json& j) { j["cache_dtypes"]["weights"] = json::array({0, 0, 0, 1, 1, 1}); },
+                 "/cache_dtypes", "cross_dtype_percent is 15 but no float dtype (f16, bf16, f32) has a weight > 0");
+  expect_refused("missing_quant", [](json& j) { j.erase("quant_percent"); }, "", "missing key \"quant_percent\"");
 }
 
 TEST(Profile, defaultCoversTheDesignDimensions) {

@@ -99,6 +99,80 @@ TEST(Shrink, descendsToTheTrueMinimumOfAPlantedBug) {
   EXPECT_LT(stats.tried, 2000);
 }
 
+// --- quantisation ----------------------------------------------------------------------------
+
+Genotype quant_genotype() {
+  Genotype g = busy_genotype();
+  g.cache_dtype = DType::fp8_e5m2;
+  g.scale_kind = ScaleKind::per_block;
+  g.scale_dist = ScaleDist::extreme;
+  return g;
+}
+
+TEST(Shrink, keepsAQuantisedCacheDTypeAndSimplifiesItsScales) {
+  const Genotype g = quant_genotype();
+  bool per_tensor = false, per_head = false, unit = false, input = false;
+  for (const Genotype& c : shrink_genotype(g, default_profile())) {
+    EXPECT_EQ(c.cache_dtype, DType::fp8_e5m2);
+    EXPECT_NE(c.scale_kind, ScaleKind::per_token_head);  // never more complex
+    EXPECT_NE(c.scale_kind, ScaleKind::none);
+    EXPECT_TRUE(simpler_than(c, g, default_profile()));
+    per_tensor = per_tensor || c.scale_kind == ScaleKind::per_tensor;
+    per_head = per_head || c.scale_kind == ScaleKind::per_head;
+    unit = unit || c.scale_dist == ScaleDist::unit;
+    input = input || c.input_dtype == DType::f16;
+  }
+  EXPECT_TRUE(per_tensor && per_head && unit && input);
+}
+
+TEST(Shrink, givesPerTokenHeadScalesTheStaticKinds) {
+  Genotype g = quant_genotype();
+  g.scale_kind = ScaleKind::per_token_head;
+  g.scale_dist = ScaleDist::unit;
+  std::vector<ScaleKind> kinds;
+  for (const Genotype& c : shrink_genotype(g, default_profile()))
+    if (c.scale_kind != g.scale_kind) kinds.push_back(c.scale_kind);
+  EXPECT_EQ(kinds, (std::vector<ScaleKind>{ScaleKind::per_tensor, ScaleKind::per_head, ScaleKind::per_block}));
+}
+
+TEST(Shrink, orderScaleKindsAndDistsSimplestFirst) {
+  const Profile p = default_profile();
+  Genotype a = quant_genotype();
+  a.scale_kind = ScaleKind::per_tensor;
+  a.scale_dist = ScaleDist::unit;
+  Genotype b = a;
+  for (ScaleKind k : {ScaleKind::per_head, ScaleKind::per_block, ScaleKind::per_token_head}) {
+    b.scale_kind = k;
+    EXPECT_TRUE(simpler_than(a, b, p)) << to_string(k);
+    a = b;
+  }
+  a = b = quant_genotype();
+  a.scale_dist = ScaleDist::unit;
+  for (ScaleDist d : {ScaleDist::pow2, ScaleDist::random, ScaleDist::extreme}) {
+    b.scale_dist = d;
+    EXPECT_TRUE(simpler_than(a, b, p)) << to_string(d);
+    a = b;
+  }
+}
+
+TEST(Shrink, descendsAQuantisedFailureToItsMinimum) {
+  // Planted bug: fp8_e5m2 with per-head or per-block scales crossing a block boundary.
+  auto fails = [](const Genotype& g) {
+    return g.cache_dtype == DType::fp8_e5m2 && (g.scale_kind == ScaleKind::per_head || g.scale_kind == ScaleKind::per_block) &&
+           crosses_block(g);
+  };
+  Genotype g = quant_genotype();
+  g.requests = {{0, 1}, {21, 4}, {250, 30}};
+  ASSERT_TRUE(fails(g));
+  const Genotype m = shrink_to_minimal(g, default_profile(), fails, nullptr, 100000);
+  EXPECT_EQ(m.cache_dtype, DType::fp8_e5m2);
+  EXPECT_EQ(m.scale_kind, ScaleKind::per_head);
+  EXPECT_EQ(m.scale_dist, ScaleDist::unit);
+  EXPECT_EQ(m.input_dtype, DType::f16);
+  EXPECT_EQ(m.requests.size(), 1u);
+  EXPECT_EQ(m.block_size, 8);
+}
+
 TEST(Shrink, stopsAfterMaxTries) {
   ShrinkStats stats;
   shrink_to_minimal(busy_genotype(), default_profile(), [](const Genotype&) { return false; }, &stats, 3);

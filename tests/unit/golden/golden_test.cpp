@@ -357,5 +357,196 @@ TEST(Golden, agreesWithTheEmulatedKernelOnPayloadValues) {
   }
 }
 
+// ---------------------------------------------------------------------------------------------
+// Quantised caches. The arena gets two more hand-placed sections: static scales (K then V, fp32)
+// and the scale cache ([nb, bs, H] fp32: block stride 4, pos stride 2, head stride 1; K at 0, V at
+// 16, 4 gap elements after each). Stored codes are worked out by hand:
+//   e4m3 1 | 4 | 3, bias 7: 1.0 = 0x38, 1.5 = 0x3C, 0.5 = 0x30, 448 = 0x7E (max), NaN = 0x7F,
+//        subnormals k * 2^-9 = 0x0k
+//   e5m2 1 | 5 | 2, bias 15: 1.0 = 0x3C, 57344 = 0x7B (max), NaN -> 0x7F, subnormals k * 2^-16
+//   int8 round half to even, saturate to [-128, 127], NaN -> 0
+
+uint32_t b8(int v) { return static_cast<uint32_t>(static_cast<uint8_t>(v)); }
+
+Case make_quant_case(Layout layout, DType in, DType cache, ScaleKind kind) {
+  Case c = make_case(layout, in, cache, IndexType::i64);
+  c.scale_kind = kind;
+  if (kind == ScaleKind::per_token_head) {
+    c.scale_cache = CacheGeometry{3, 2, 4, 2, 1};
+    c.scale_k_offset = 0;
+    c.scale_v_offset = 16;
+    c.scale_cache_elems = 32;
+  }
+  return c;
+}
+
+Arena make_quant_arena(const Case& c) {
+  ArenaLayout l;
+  l.guard_bytes = 256;
+  l.input_begin = 256;
+  l.input_bytes = c.input_buffer_elems * elem_size(c.input_dtype);
+  l.slots_begin = 1024;
+  l.slots_bytes = c.num_slots() * 8;
+  l.scales_begin = 1536;
+  l.scales_bytes = 2 * 4 * static_scale_count(c.scale_kind, c.num_heads, c.cache.num_blocks);
+  l.cache_begin = 2048;
+  l.cache_bytes = c.cache_buffer_elems;  // 1-byte elements
+  l.scale_cache_begin = 2560;
+  l.scale_cache_bytes = 4 * c.scale_cache_elems;
+  l.counter_begin = 3072;
+  l.total_bytes = 3584;
+  Arena a(l);
+  std::memset(a.data(), 0xA5, static_cast<size_t>(a.size()));
+  std::memcpy(a.slots(), c.slot_mapping.data(), static_cast<size_t>(l.slots_bytes));
+  const unsigned long long zero = 0;
+  std::memcpy(a.counter(), &zero, sizeof zero);
+  return a;
+}
+
+void put_scales(Arena& a, const std::vector<float>& k, const std::vector<float>& v) {
+  std::memcpy(a.scales(), k.data(), 4 * k.size());
+  std::memcpy(a.scales() + 4 * k.size(), v.data(), 4 * v.size());
+}
+
+// Runs the golden model: only the cache bytes in `cache` and the scale cache elements in `scales`
+// change (to exactly those values), the counter holds `invalid`, every other byte stays.
+void run_and_check_quant(const Case& c, Arena& a, const std::map<int64_t, uint32_t>& cache, const std::map<int64_t, uint32_t>& scales,
+                         unsigned long long invalid) {
+  const Arena before = a;
+  golden_append(c, a);
+  const ArenaLayout& l = a.layout();
+  for (int64_t i = 0; i < a.size(); ++i) {
+    const bool in_cache = i >= l.cache_begin && i < l.cache_begin + l.cache_bytes;
+    const bool in_scale_cache = i >= l.scale_cache_begin && i < l.scale_cache_begin + l.scale_cache_bytes;
+    const bool in_counter = i >= l.counter_begin && i < l.counter_begin + 8;
+    if (!in_cache && !in_scale_cache && !in_counter) {
+      ASSERT_EQ(a.data()[i], before.data()[i]) << "byte " << i << " outside the caches changed";
+    }
+  }
+  for (int64_t e = 0; e < c.cache_buffer_elems; ++e) {
+    const auto now = static_cast<uint32_t>(a.cache()[e]);
+    const auto it = cache.find(e);
+    EXPECT_EQ(now, it == cache.end() ? static_cast<uint32_t>(before.cache()[e]) : it->second) << std::hex << "cache element " << std::dec << e;
+  }
+  for (int64_t e = 0; e < c.scale_cache_elems; ++e) {
+    uint32_t now, was;
+    std::memcpy(&now, a.scale_cache() + 4 * e, 4);
+    std::memcpy(&was, before.scale_cache() + 4 * e, 4);
+    const auto it = scales.find(e);
+    EXPECT_EQ(now, it == scales.end() ? was : it->second) << std::hex << "scale cache element " << std::dec << e;
+  }
+  EXPECT_EQ(a.counter_value(), invalid);
+}
+
+// per_tensor e4m3 from f16, K scale 2, V scale 0.5: exact values, ties to even (also in the
+// subnormal range and at the 448/480 saturation tie), saturation of large values and -Inf, NaN of
+// either sign -> 0x7F, -0 -> 0x80.
+TEST(Golden, quantisesPerTensorIntoE4m3ByHand) {
+  const Case c = make_quant_case(Layout::paged_nhd, DType::f16, DType::fp8_e4m3, ScaleKind::per_tensor);
+  Arena a = make_quant_arena(c);
+  poison_unread_rows(a, c);
+  put_scales(a, {2.0f}, {0.5f});
+  // K row 0 (/2): 3 -> 1.5; 1000 -> 500 saturates; NaN; -Inf saturates; 2.125 -> 1.0625 (tie -> 1.0);
+  // 2.375 -> 1.1875 (tie -> 1.25 = 0x3A)
+  put_row(a, c, c.key, 0, {0x4200, 0x63D0, 0x7E00, 0xFC00, 0x4040, 0x40C0});
+  // V row 0 (*2): 232 -> 464 (tie between 448 and 480 -> 448); 2^-10 -> 2^-9 = 0x01; 2^-11 -> 2^-10
+  // (tie -> 0); 1.5 * 2^-10 -> 3 * 2^-10 (tie -> 2 * 2^-9 = 0x02); -0.25 -> -0.5; 0x2E66 (~0.1) ->
+  // 0.19995 -> 1.625 * 2^-3 = 0x25
+  put_row(a, c, c.value, 0, {0x5B40, 0x1400, 0x1000, 0x1600, 0xB400, 0x2E66});
+  // K row 2 (/2): 2, 4, 6, 8, 10, 12 -> 1, 2, 3, 4, 5, 6
+  put_row(a, c, c.key, 2, {0x4000, 0x4400, 0x4600, 0x4800, 0x4900, 0x4A00});
+  // V row 2 (*2): -1 -> -2; 0; 0.25 -> 0.5; 100 -> 200 (tie between 192 and 208 -> 192 = 0x74); +Inf
+  // saturates; -NaN -> 0x7F
+  put_row(a, c, c.value, 2, {0xBC00, 0x0000, 0x3400, 0x5640, 0x7C00, 0xFE00});
+  const std::map<int64_t, uint32_t> expected = {
+      {30, 0x3C}, {31, 0x7E}, {32, 0x7F}, {33, 0xFE}, {34, 0x38}, {35, 0x3A},  // K slot 5
+      {70, 0x7E}, {71, 0x01}, {72, 0x00}, {73, 0x02}, {74, 0xB0}, {75, 0x25},  // V slot 5
+      {0, 0x38},  {1, 0x40},  {2, 0x44},  {3, 0x48},  {4, 0x4A},  {5, 0x4C},   // K slot 0
+      {40, 0xC0}, {41, 0x00}, {42, 0x30}, {43, 0x74}, {44, 0x7E}, {45, 0x7F},  // V slot 0
+  };
+  run_and_check_quant(c, a, expected, {}, 1);
+}
+
+// per_head int8 from f32 (HND layout): K scales {1, 0.5}, V scales {2, 4}. Half-way cases round to
+// even (2.5 -> 2, -3.5 -> -4, 127.5 -> 128 saturates to 127, -128.5 -> -128), NaN -> 0,
+// +-Inf saturate, -0.5 -> -0 -> 0.
+TEST(Golden, quantisesPerHeadIntoInt8ByHand) {
+  const Case c = make_quant_case(Layout::paged_hnd, DType::f32, DType::int8, ScaleKind::per_head);
+  Arena a = make_quant_arena(c);
+  poison_unread_rows(a, c);
+  put_scales(a, {1.0f, 0.5f}, {2.0f, 4.0f});
+  const uint32_t nan = 0x7FC00000u, inf = 0x7F800000u, ninf = 0xFF800000u;
+  put_row(a, c, c.key, 0, {f32(2.5f), f32(-3.5f), f32(126.7f), f32(63.75f), f32(-100.0f), nan});
+  put_row(a, c, c.value, 0, {f32(5.0f), f32(-1.0f), f32(3.0f), ninf, f32(10.0f), f32(0.1f)});
+  put_row(a, c, c.key, 2, {f32(0.5f), f32(1.5f), f32(-2.5f), f32(1.0f), f32(1.25f), f32(1.75f)});
+  put_row(a, c, c.value, 2, {f32(254.0f), f32(256.0f), f32(-257.0f), inf, f32(2.0f), f32(6.0f)});
+  // HND: element = block*12 + h*6 + pos*3 + d. slot 5 (block 2, pos 1): h0 27..29, h1 33..35;
+  // slot 0: h0 0..2, h1 6..8. V adds 40.
+  const std::map<int64_t, uint32_t> expected = {
+      {27, b8(2)}, {28, b8(-4)}, {29, b8(127)}, {33, b8(127)}, {34, b8(-128)}, {35, b8(0)},  // K: 63.75/0.5 = 127.5 -> 127
+      {67, b8(2)}, {68, b8(0)},  {69, b8(2)},   {73, b8(-128)}, {74, b8(2)},   {75, b8(0)},  // V: 5/2 = 2.5, -0.5, 1.5; -Inf, 2.5, 0.025
+      {0, b8(0)},  {1, b8(2)},   {2, b8(-2)},   {6, b8(2)},    {7, b8(2)},     {8, b8(4)},   // K: 0.5, 1.5, -2.5; 2, 2.5, 3.5
+      {40, b8(127)}, {41, b8(127)}, {42, b8(-128)}, {46, b8(127)}, {47, b8(0)}, {48, b8(2)},  // V: 127, 128, -128.5; Inf, 0.5, 1.5
+  };
+  run_and_check_quant(c, a, expected, {}, 1);
+}
+
+// per_block e5m2 from bf16: the scale is that of the slot's PHYSICAL block (slot 5 is logical
+// block 0 of the request but physical block 2). K scales [b0h0, b0h1, b1h0, b1h1, b2h0, b2h1] =
+// [1, 1, 8, 8, 4, 0.25], V = [1, 1, 1, 1, 2, 1].
+TEST(Golden, quantisesPerBlockIntoE5m2WithThePhysicalBlocksScale) {
+  Case c = make_quant_case(Layout::paged_nhd, DType::bf16, DType::fp8_e5m2, ScaleKind::per_block);
+  Arena a = make_quant_arena(c);
+  poison_unread_rows(a, c);
+  put_scales(a, {1, 1, 8, 8, 4, 0.25f}, {1, 1, 1, 1, 2, 1});
+  // K row 0 (block 2): h0 /4: 8 -> 2, 20 -> 5, 14 -> 3.5; h1 *4: 1 -> 4, 3.5 -> 14, 16384 -> 65536 saturates
+  put_row(a, c, c.key, 0, {0x4100, 0x41A0, 0x4160, 0x3F80, 0x4060, 0x4680});
+  // V row 0 (block 2): h0 /2: 2.25 -> 1.125 (tie -> 1.0), 2.75 -> 1.375 (tie -> 1.5), -0;
+  // h1 /1: NaN -> 0x7F, -Inf -> -max, 2^-17 (half the smallest subnormal: tie -> 0)
+  put_row(a, c, c.value, 0, {0x4010, 0x4030, 0x8000, 0x7FC1, 0xFF80, 0x3700});
+  // K row 2 (block 0, scale 1): 1, -2, 0.5; 3, 6, 2^-16 (smallest subnormal 0x01)
+  put_row(a, c, c.key, 2, {0x3F80, 0xC000, 0x3F00, 0x4040, 0x40C0, 0x3780});
+  put_row(a, c, c.value, 2, {0x3F80, 0x3F80, 0x3F80, 0x3F80, 0x3F80, 0x3F80});
+  const std::map<int64_t, uint32_t> expected = {
+      {30, 0x40}, {31, 0x45}, {32, 0x43}, {33, 0x44}, {34, 0x4B}, {35, 0x7B},
+      {70, 0x3C}, {71, 0x3E}, {72, 0x80}, {73, 0x7F}, {74, 0xFB}, {75, 0x00},
+      {0, 0x3C},  {1, 0xC0},  {2, 0x38},  {3, 0x42},  {4, 0x46},  {5, 0x01},
+      {40, 0x3C}, {41, 0x3C}, {42, 0x3C}, {43, 0x3C}, {44, 0x3C}, {45, 0x3C},
+  };
+  run_and_check_quant(c, a, expected, {}, 1);
+}
+
+// per_token_head e4m3 from f32: scale = max(amax, 1e-6f) / 448 with amax over the row ignoring
+// NaN, written to the scale cache at (block, pos, head); elements quantised with it. Slot 5 =
+// (block 2, pos 1): scale elements 10 + h (K), 26 + h (V); slot 0: 0 + h, 16 + h.
+TEST(Golden, quantisesPerTokenHeadAndWritesTheScaleCache) {
+  const Case c = make_quant_case(Layout::paged_nhd, DType::f32, DType::fp8_e4m3, ScaleKind::per_token_head);
+  Arena a = make_quant_arena(c);
+  poison_unread_rows(a, c);
+  const uint32_t nan = 0x7FC00000u, inf = 0x7F800000u;
+  // K row 0: h0 amax 896 -> scale 2: -448, NaN, 0.75 = 0x34. The NaN is signalling and follows the
+  // largest value (std::fmax would turn the running max into NaN there). h1 zero row -> 1e-6 / 448
+  put_row(a, c, c.key, 0, {f32(-896.0f), 0x7F800001u, f32(1.5f), f32(0.0f), f32(-0.0f), f32(0.0f)});
+  // V row 0: h0 amax Inf -> scale Inf: Inf/Inf = NaN -> 0x7F, 1/Inf = 0; h1 amax 3 -> 3/448 (inexact):
+  // -3 -> -448, 0.375 -> ~56 = 0x66, 1.6875 -> ~252 -> 256 = 0x78
+  put_row(a, c, c.value, 0, {inf, f32(1.0f), f32(2.0f), f32(-3.0f), f32(0.375f), f32(1.6875f)});
+  // K row 2: h0 amax 0.5: ~448, ~224 = 0x76, ~112 = 0x6E; h1 all NaN -> amax 0 -> 1e-6 / 448, NaN -> 0x7F
+  put_row(a, c, c.key, 2, {f32(0.5f), f32(0.25f), f32(0.125f), nan, 0xFFA00000u, nan});
+  // V row 2: h0 amax 7 -> 7/448 = 2^-6 exactly; h1 amax 1 -> 1/448
+  put_row(a, c, c.value, 2, {f32(-7.0f), f32(3.5f), f32(0.0f), f32(1.0f), f32(1.0f), f32(1.0f)});
+  const std::map<int64_t, uint32_t> expected = {
+      {30, 0xFE}, {31, 0x7F}, {32, 0x34}, {33, 0x00}, {34, 0x80}, {35, 0x00},
+      {70, 0x7F}, {71, 0x00}, {72, 0x00}, {73, 0xFE}, {74, 0x66}, {75, 0x78},
+      {0, 0x7E},  {1, 0x76},  {2, 0x6E},  {3, 0x7F},  {4, 0x7F},  {5, 0x7F},
+      {40, 0xFE}, {41, 0x76}, {42, 0x00}, {43, 0x7E}, {44, 0x7E}, {45, 0x7E},
+  };
+  // fp32 divisions exactly as the contract writes them.
+  const std::map<int64_t, uint32_t> scales = {
+      {10, f32(2.0f)},         {11, f32(1e-6f / 448.0f)}, {0, f32(0.5f / 448.0f)}, {1, f32(1e-6f / 448.0f)},
+      {26, inf},               {27, f32(3.0f / 448.0f)},  {16, 0x3C800000u},       {17, f32(1.0f / 448.0f)},
+  };
+  run_and_check_quant(c, a, expected, scales, 1);
+}
+
 }  // namespace
 }  // namespace kvf::golden

@@ -6,7 +6,11 @@
 // invalid slots, plus CUDA-graph rows past T.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+#include <cstring>
 #include <set>
+#include <string>
 #include <unordered_set>
 #include <vector>
 
@@ -280,6 +284,226 @@ TEST(Payload, contextValuesAreFiniteDistinctAndUnlikeInputs) {
       EXPECT_EQ(static_cast<int64_t>(seen.size()), n) << "f32 context values are unique";
     }
     EXPECT_EQ(equal_to_input, 0);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Scales, 1-byte canaries and ties
+
+float as_f32(uint32_t b) {
+  float f;
+  std::memcpy(&f, &b, sizeof f);
+  return f;
+}
+
+TEST(Payload, staticScalesArePositiveFiniteAndFollowTheirDistribution) {
+  Case c = make_case(DType::f16, DType::fp8_e4m3, ValueDist::finite);
+  for (ScaleDist dist : {ScaleDist::unit, ScaleDist::pow2, ScaleDist::random, ScaleDist::extreme}) {
+    c.scale_dist = dist;
+    std::set<uint32_t> seen;
+    for (int64_t i = 0; i < 500; ++i) {
+      const uint32_t k = scale_bits(c, Tensor::key, i), v = scale_bits(c, Tensor::value, i);
+      for (uint32_t b : {k, v}) {
+        const float f = as_f32(b);
+        ASSERT_TRUE(std::isfinite(f) && f > 0.0f) << std::hex << b;
+        const int e = std::ilogb(f);
+        switch (dist) {
+          case ScaleDist::unit: ASSERT_EQ(f, 1.0f); break;
+          case ScaleDist::pow2: ASSERT_TRUE(e >= -4 && e <= 4 && f == std::ldexp(1.0f, e)) << f; break;
+          case ScaleDist::random: ASSERT_TRUE(e >= -6 && e <= 6) << f; break;
+          case ScaleDist::extreme: ASSERT_TRUE((e >= -24 && e <= -16) || (e >= 16 && e <= 24)) << f; break;
+        }
+      }
+      if (dist != ScaleDist::unit) {
+        EXPECT_NE(k, v) << "index " << i;
+      }
+      seen.insert(k);
+      seen.insert(v);
+    }
+    // random and extreme: every K and V scale of the case is distinct.
+    if (dist == ScaleDist::random || dist == ScaleDist::extreme) {
+      EXPECT_EQ(seen.size(), 1000u);
+    }
+  }
+}
+
+TEST(Payload, contextScalesArePositiveFiniteAndDistinct) {
+  Case c = make_case(DType::f16, DType::int8, ValueDist::finite);
+  std::set<uint32_t> seen;
+  int64_t n = 0;
+  for (Tensor t : {Tensor::key, Tensor::value})
+    for (int64_t r = 0; r < 4; ++r)
+      for (int64_t pos = 0; pos < 100; ++pos)
+        for (int64_t h = 0; h < c.num_heads; ++h) {
+          const float f = as_f32(context_scale_bits(c, t, r, pos, h));
+          ASSERT_TRUE(std::isfinite(f) && f > 0.0f);
+          seen.insert(context_scale_bits(c, t, r, pos, h));
+          ++n;
+        }
+  EXPECT_EQ(static_cast<int64_t>(seen.size()), n);
+}
+
+// 1-byte formats: 8 distinct patterns, the guard 0xFF, NaN codes where the format has spare ones
+// (e5m2: the four region canaries; e4m3: the free block), and canary_of inverts them.
+TEST(Payload, oneByteCanariesAreDistinctAndKeepTheGuard) {
+  for (DType t : {DType::fp8_e4m3, DType::fp8_e5m2, DType::int8}) {
+    std::set<uint32_t> seen;
+    for (Canary tag : kTags) {
+      const uint32_t b = canary_bits(t, tag);
+      EXPECT_LE(b, 0xFFu);
+      seen.insert(b);
+      EXPECT_EQ(canary_of(b, t), tag);
+    }
+    EXPECT_EQ(seen.size(), 8u) << to_string(t);
+    EXPECT_EQ(canary_bits(t, Canary::guard), 0xFFu);
+  }
+  for (Canary tag : {Canary::cache_gap, Canary::free_block, Canary::block_tail, Canary::input_gap}) {
+    const uint32_t b = canary_bits(DType::fp8_e5m2, tag);
+    EXPECT_TRUE(std::isnan(fp8_e5m2_to_f32(static_cast<uint8_t>(b)))) << b;
+    EXPECT_NE(b, 0x7Fu);  // what a NaN quantises to
+  }
+  EXPECT_EQ(canary_bits(DType::fp8_e4m3, Canary::free_block), 0x7Fu);
+  EXPECT_FALSE(std::isnan(fp8_e4m3_to_f32(static_cast<uint8_t>(canary_bits(DType::fp8_e4m3, Canary::block_tail)))));
+}
+
+TEST(Payload, oneByteContextValuesAvoidCanariesAndNans) {
+  for (DType t : {DType::fp8_e4m3, DType::fp8_e5m2, DType::int8}) {
+    const Case c = make_case(DType::f16, t, ValueDist::finite);
+    std::set<uint32_t> seen;
+    for (int64_t pos = 0; pos < 20; ++pos)
+      for (int64_t d = 0; d < c.head_dim; ++d) {
+        const uint32_t b = context_bits(c, Tensor::key, 1, pos, 2, d);
+        ASSERT_LE(b, 0xFFu);
+        ASSERT_FALSE(canary_of(b, t).has_value()) << b;
+        ASSERT_FALSE(std::isnan(bits_to_f32(b, t))) << b;
+        seen.insert(b);
+      }
+    EXPECT_GT(seen.size(), 200u) << to_string(t);
+  }
+}
+
+// The sorted finite values of a quantised format.
+std::vector<float> grid(DType q) {
+  std::vector<float> g;
+  for (uint32_t b = 0; b < 256; ++b) {
+    const float f = bits_to_f32(b, q);
+    if (!std::isnan(f)) g.push_back(f);
+  }
+  std::sort(g.begin(), g.end());
+  return g;
+}
+
+enum class TieClass { midpoint, exact, beyond, other };
+// Where v = x / scale falls on q's grid: exactly halfway between two adjacent values (checked with
+// the neighbours), on a value, beyond +-QMAX, or elsewhere.
+TieClass classify(float v, DType q, const std::vector<float>& g) {
+  if (std::fabs(v) > quant_max(q)) return TieClass::beyond;
+  const auto hi = std::lower_bound(g.begin(), g.end(), v);
+  if (hi != g.end() && *hi == v) return TieClass::exact;
+  if (hi == g.begin() || hi == g.end()) return TieClass::other;
+  const float lo = *(hi - 1);
+  return static_cast<double>(v) * 2 == static_cast<double>(lo) + static_cast<double>(*hi) ? TieClass::midpoint : TieClass::other;
+}
+
+// With unit and pow2 static scales, every ties element lands exactly on a midpoint, a stored
+// value, or beyond saturation, and the conversion of a midpoint is a real tie (quantize picks one
+// of the two neighbours, the even one). f16 inputs are left out for e5m2, whose midpoints times a
+// scale of up to 16 exceed f16's range.
+TEST(Payload, tiesAreExactQuantisationMidpointsWithPow2Scales) {
+  for (DType q : {DType::fp8_e4m3, DType::fp8_e5m2, DType::int8}) {
+    const std::vector<float> g = grid(q);
+    for (DType in : {DType::f32, DType::bf16, DType::f16}) {
+      if (in == DType::f16 && q == DType::fp8_e5m2) continue;
+      for (ScaleKind kind : {ScaleKind::per_tensor, ScaleKind::per_head, ScaleKind::per_block}) {
+        for (ScaleDist sd : {ScaleDist::unit, ScaleDist::pow2}) {
+          Case c = make_case(in, q, ValueDist::ties, 7, 300);
+          c.scale_kind = kind;
+          c.scale_dist = sd;
+          int64_t counts[4] = {0, 0, 0, 0};
+          for_each_input(c, [&](Tensor t, int64_t row, int64_t h, int64_t d, uint32_t bits) {
+            if (kind_of(c, row) != RowKind::written) return;
+            const int64_t slot = c.slot_mapping[static_cast<size_t>(row)];
+            const int64_t index = kind == ScaleKind::per_tensor ? 0 : kind == ScaleKind::per_head ? h : slot / c.cache.block_size * c.num_heads + h;
+            const float scale = as_f32(scale_bits(c, t, index));
+            const float v = bits_to_f32(bits, in) / scale;
+            const TieClass k = classify(v, q, g);
+            ++counts[static_cast<int>(k)];
+            if (k == TieClass::midpoint) {
+              const float r = bits_to_f32(quantize_bits(bits_to_f32(bits, in), scale, q), q);
+              const auto hi = std::lower_bound(g.begin(), g.end(), v);
+              ASSERT_TRUE(r == *hi || r == *(hi - 1)) << v << " -> " << r;
+            }
+          });
+          SCOPED_TRACE(std::string(to_string(q)) + " " + std::string(to_string(in)));
+          EXPECT_EQ(counts[static_cast<int>(TieClass::other)], 0);
+          EXPECT_GT(counts[static_cast<int>(TieClass::midpoint)], counts[1] + counts[2]);
+          EXPECT_GT(counts[static_cast<int>(TieClass::beyond)], 0);
+          EXPECT_GT(counts[static_cast<int>(TieClass::exact)], 0);
+        }
+      }
+    }
+  }
+}
+
+// per_token_head rows: the contract's scale max(amax, 1e-6f) / QMAX is an exact power of two, the
+// amax element sits on +-QMAX, and every element divided by it is a midpoint or a stored value.
+TEST(Payload, tiesRowsMakeTheDynamicScaleAPowerOfTwo) {
+  for (DType q : {DType::fp8_e4m3, DType::fp8_e5m2, DType::int8}) {
+    const std::vector<float> g = grid(q);
+    for (DType in : {DType::f32, DType::bf16, DType::f16}) {
+      Case c = make_case(in, q, ValueDist::ties, 9, 200);
+      c.scale_kind = ScaleKind::per_token_head;
+      int64_t midpoints = 0, total = 0;
+      for (int64_t row = 0; row < c.num_slots(); ++row) {
+        if (kind_of(c, row) != RowKind::written) continue;
+        for (Tensor t : {Tensor::key, Tensor::value})
+          for (int64_t h = 0; h < c.num_heads; ++h) {
+            float amax = 0.0f;
+            for (int64_t d = 0; d < c.head_dim; ++d) amax = std::fmax(amax, std::fabs(bits_to_f32(input_bits(c, t, row, h, d), in)));
+            const float scale = std::fmax(amax, 1e-6f) / quant_max(q);
+            ASSERT_EQ(scale, std::ldexp(1.0f, std::ilogb(scale))) << "row " << row << " scale " << scale;
+            for (int64_t d = 0; d < c.head_dim; ++d) {
+              const TieClass k = classify(bits_to_f32(input_bits(c, t, row, h, d), in) / scale, q, g);
+              ASSERT_TRUE(k == TieClass::midpoint || k == TieClass::exact) << to_string(q) << " " << to_string(in) << " row " << row;
+              midpoints += k == TieClass::midpoint;
+              ++total;
+            }
+          }
+      }
+      EXPECT_GT(midpoints, total / 2) << to_string(q) << " " << to_string(in);
+    }
+  }
+}
+
+// f32 rows into f16 / bf16 caches: most elements lie exactly halfway between two adjacent cache
+// values (the overflow tie max + ulp/2 included), the rest on cache values.
+TEST(Payload, floatTiesAreExactMidpointsOfTheCacheFormat) {
+  for (DType cache : {DType::f16, DType::bf16}) {
+    const Case c = make_case(DType::f32, cache, ValueDist::ties, 3, 300);
+    int64_t ties = 0, exact = 0, total = 0;
+    for_each_input(c, [&](Tensor, int64_t row, int64_t, int64_t, uint32_t bits) {
+      if (kind_of(c, row) != RowKind::written) return;
+      ++total;
+      const float x = as_f32(bits);
+      const uint32_t r = convert_bits(bits, DType::f32, cache);
+      const float rv = cache == DType::f16 ? f16_to_f32(static_cast<uint16_t>(r)) : bf16_to_f32(static_cast<uint16_t>(r));
+      if (rv == x) {
+        ++exact;
+        return;
+      }
+      // The other neighbour: one code towards x in magnitude (from Inf, the largest finite value).
+      const uint32_t mag = r & 0x7FFFu;
+      const bool up = std::fabs(x) > std::fabs(rv);
+      const uint32_t other = (r & 0x8000u) | (up ? mag + 1 : mag - 1);
+      auto value = [&](uint32_t b) { return cache == DType::f16 ? f16_to_f32(static_cast<uint16_t>(b)) : bf16_to_f32(static_cast<uint16_t>(b)); };
+      const double ov = value(other);
+      // Past max finite the next value would be max + ulp (the ulp below max).
+      const double mid = std::isinf(rv) ? ov + (ov - value(other - 1)) / 2 : (static_cast<double>(rv) + ov) / 2;
+      ASSERT_EQ(static_cast<double>(x), mid) << std::hex << bits;
+      ++ties;
+    });
+    EXPECT_GT(ties, total * 3 / 4) << to_string(cache);
+    EXPECT_GT(exact, 0);
   }
 }
 

@@ -1,0 +1,640 @@
+// cell_map.cpp — see cell_map.h.
+//
+// The cache buffer is scanned in chunks (memcmp), and only differing chunks element by element.
+// Each differing element is located (CacheLocator), classified with the classifier's rules
+// (arena/diff.cpp, in order: over-read pattern, missing write, padding value, then by location) and
+// its value decoded to the input element that holds it. Per element only integers are kept;
+// strings are built once per damaged (block, slot) and once per matrix label.
+#include "report/cell_map.h"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <tuple>
+#include <utility>
+
+#include "../../kernels/cuda/kv_layout.cuh"
+#include "golden/convert.h"
+#include "golden/payload.h"
+
+namespace kvf {
+
+namespace {
+
+using golden::Canary;
+
+std::string num(int64_t v) { return std::to_string(v); }
+
+std::string range_text(const char* singular, const char* plural, int64_t lo, int64_t hi) {
+  if (lo == hi) return std::string(singular) + " " + num(lo);
+  return std::string(plural) + " " + num(lo) + ".." + num(hi);
+}
+
+// Whose value a cell holds, as integers (labels are built at the end).
+struct WriterKey {
+  enum Kind : uint8_t { request, padding_row, invalid_row, graph_row, unwritten_rows, unknown, ambiguous, over_read, not_written, other };
+  Kind kind = unknown;
+  int64_t id = -1;  // request
+  auto tie() const { return std::make_tuple(kind, id); }
+  bool operator<(const WriterKey& o) const { return tie() < o.tie(); }
+  bool operator==(const WriterKey& o) const { return tie() == o.tie(); }
+};
+
+std::string writer_label(const WriterKey& w) {
+  switch (w.kind) {
+    case WriterKey::request: return "request " + num(w.id);
+    case WriterKey::padding_row: return "padding rows (slot < 0)";
+    case WriterKey::invalid_row: return "invalid-slot rows";
+    case WriterKey::graph_row: return "CUDA-graph padding rows";
+    case WriterKey::unwritten_rows: return "unwritten rows";
+    case WriterKey::unknown: return "unknown writer";
+    case WriterKey::ambiguous: return "ambiguous writer";
+    case WriterKey::over_read: return "over-read pattern";
+    case WriterKey::not_written: return "not written";
+    case WriterKey::other: return "the kernel";
+  }
+  return "?";
+}
+
+// Whose cell was hit.
+struct VictimKey {
+  enum Kind : uint8_t { request, tail, free_block, gap };
+  Kind kind = gap;
+  int64_t id = -1;
+  auto tie() const { return std::make_tuple(id < 0 ? INT64_MAX : id, kind); }  // requests first, own tail next to them
+  bool operator<(const VictimKey& o) const { return tie() < o.tie(); }
+};
+
+std::string victim_label(const VictimKey& v) {
+  switch (v.kind) {
+    case VictimKey::request: return "request " + num(v.id);
+    case VictimKey::tail: return "request " + num(v.id) + "'s block tails";
+    case VictimKey::free_block: return "free blocks";
+    case VictimKey::gap: return "stride gaps";
+  }
+  return "?";
+}
+
+VictimKey victim_of(const CacheCell& cell) {
+  switch (cell.role) {
+    case CacheCell::Role::context:
+    case CacheCell::Role::new_token: return {VictimKey::request, cell.request};
+    case CacheCell::Role::tail: return {VictimKey::tail, cell.request};
+    case CacheCell::Role::free_block: return {VictimKey::free_block, -1};
+    case CacheCell::Role::gap: return {VictimKey::gap, -1};
+  }
+  return {};
+}
+
+// The input element a cache value came from.
+struct Decoded {
+  WriterKey::Kind kind = WriterKey::unknown;
+  int64_t row = -1;  // -1 if several
+  bool is_value = false;
+  int64_t head = -1, dim = -1;
+  int64_t request = -1, token = -1;
+};
+
+// Every input element's value as the cache would store it, indexed by bits. Candidates among
+// several: the cell's own tensor, head and dim first, then its head and dim, preferring the row of
+// the previous decode (rows are written contiguously); else a unique one; else ambiguous.
+class Decoder {
+ public:
+  // Float caches only: the contract's conversion of every input element.
+  Decoder(const Case& c, const Arena& initial, const CacheLocator& loc) : c_(c), loc_(loc) {
+    const int in_size = dtype_size(c.input_dtype);
+    for (const bool is_value : {false, true}) {
+      const InputView& v = is_value ? c.value : c.key;
+      for (int64_t row = 0; row < c.num_input_rows; ++row) {
+        for (int64_t h = 0; h < c.num_heads; ++h) {
+          for (int64_t d = 0; d < c.head_dim; ++d) {
+            const int64_t e = v.offset + input_elem_offset(v.stride_token, v.stride_head, row, h, d);
+            const auto bits = static_cast<uint32_t>(load_elem(initial.input(), e, in_size));
+            entries_.emplace_back(golden::convert_bits(bits, c.input_dtype, c.cache_dtype), id(is_value, row, h, d));
+          }
+        }
+      }
+    }
+    std::sort(entries_.begin(), entries_.end());
+  }
+
+  Decoded decode(uint32_t bits, const CacheCell& cell) {
+    const auto [lo, end] = std::equal_range(entries_.cbegin(), entries_.cend(), Entry{bits, 0}, ByBits{});
+    if (lo == end) return Decoded{};
+    bool any_written = false;
+    Decoded unwritten;
+    for (It it = lo; it != end; ++it) {
+      const int64_t row = static_cast<int64_t>(it->second % rows());
+      const WriterKey::Kind k = row_kind(row);
+      if (k == WriterKey::request) {
+        any_written = true;
+        break;
+      }
+      if (it == lo) {
+        unwritten.kind = k;
+        unwritten.row = row;
+      } else {
+        if (k != unwritten.kind) unwritten.kind = WriterKey::unwritten_rows;
+        if (row != unwritten.row) unwritten.row = -1;
+      }
+    }
+    if (!any_written) return unwritten;
+    if (cell.role != CacheCell::Role::gap) {
+      const uint64_t own = id(cell.is_value, 0, cell.head, cell.dim);
+      const uint64_t both = id(false, 0, cell.head, cell.dim);
+      if (auto d = pick(lo, end, own, own + rows())) return *d;
+      if (auto d = pick(lo, end, both, both + 2 * rows())) return *d;
+    }
+    if (end - lo == 1) return use(lo->second);
+    Decoded d;
+    d.kind = WriterKey::ambiguous;
+    return d;
+  }
+
+ private:
+  using Entry = std::pair<uint32_t, uint64_t>;  // (bits as stored, candidate id)
+  using It = std::vector<Entry>::const_iterator;
+  struct ByBits {
+    bool operator()(const Entry& a, const Entry& b) const { return a.first < b.first; }
+  };
+
+  uint64_t rows() const { return static_cast<uint64_t>(c_.num_input_rows); }
+  // Ids sort by (head, dim, tensor, row), so one (bits, head, dim[, tensor]) is a contiguous range.
+  uint64_t id(bool is_value, int64_t row, int64_t head, int64_t dim) const {
+    return ((static_cast<uint64_t>(head) * static_cast<uint64_t>(c_.head_dim) + static_cast<uint64_t>(dim)) * 2 +
+            (is_value ? 1 : 0)) * rows() + static_cast<uint64_t>(row);
+  }
+
+  WriterKey::Kind row_kind(int64_t row) const {
+    if (row >= c_.num_slots()) return WriterKey::graph_row;
+    const int64_t slot = c_.slot_mapping[static_cast<size_t>(row)];
+    if (slot < 0) return WriterKey::padding_row;
+    if (slot >= c_.capacity()) return WriterKey::invalid_row;
+    return WriterKey::request;
+  }
+
+  Decoded use(uint64_t candidate) {
+    Decoded d;
+    d.row = static_cast<int64_t>(candidate % rows());
+    uint64_t rest = candidate / rows();
+    d.is_value = rest % 2 == 1;
+    rest /= 2;
+    d.dim = static_cast<int64_t>(rest % static_cast<uint64_t>(c_.head_dim));
+    d.head = static_cast<int64_t>(rest / static_cast<uint64_t>(c_.head_dim));
+    d.kind = row_kind(d.row);
+    if (d.kind == WriterKey::request) {
+      const int64_t slot = c_.slot_mapping[static_cast<size_t>(d.row)];
+      const CacheLocator::Owner o = loc_.owner(slot / c_.cache.block_size);
+      d.request = o.request;
+      d.token = o.logical * c_.cache.block_size + slot % c_.cache.block_size;
+      if (d.request < 0) d.kind = WriterKey::unknown;
+    }
+    hint_row_ = d.row;
+    return d;
+  }
+
+  std::optional<Decoded> pick(It lo, It end, uint64_t id_lo, uint64_t id_hi) {
+    const auto first = std::lower_bound(lo, end, Entry{lo->first, id_lo});
+    const auto last = std::lower_bound(first, end, Entry{lo->first, id_hi});
+    if (first == last) return std::nullopt;
+    if (hint_row_ >= 0) {
+      for (uint64_t base = id_lo; base < id_hi; base += rows()) {
+        const Entry want{lo->first, base + static_cast<uint64_t>(hint_row_)};
+        const auto it = std::lower_bound(first, last, want);
+        if (it != last && *it == want) return use(want.second);
+      }
+    }
+    if (last - first == 1) return use(first->second);
+    Decoded d;
+    d.kind = WriterKey::ambiguous;
+    return d;
+  }
+
+  const Case& c_;
+  const CacheLocator& loc_;
+  std::vector<Entry> entries_;  // sorted
+  int64_t hint_row_ = -1;
+};
+
+const char* canary_meaning(Canary t) {
+  switch (t) {
+    case Canary::cache_gap: return "the stride-gap canary";
+    case Canary::free_block: return "the free-block canary";
+    case Canary::block_tail: return "the block-tail canary";
+    case Canary::guard: return "the guard pattern";
+    case Canary::input_gap: return "the input-gap canary";
+    case Canary::padding_row: return "the padding-row canary";
+    case Canary::invalid_row: return "the invalid-row canary";
+    case Canary::graph_row: return "the graph-padding-row canary";
+  }
+  return "a canary";
+}
+
+std::string expected_meaning(const CacheCell& cell) {
+  switch (cell.role) {
+    case CacheCell::Role::context: return "request " + num(cell.request) + "'s context token " + num(cell.token);
+    case CacheCell::Role::new_token: return "request " + num(cell.request) + " token " + num(cell.token) + "'s new value";
+    case CacheCell::Role::tail: return "the block-tail canary (request " + num(cell.request) + ")";
+    case CacheCell::Role::free_block: return "the free-block canary";
+    case CacheCell::Role::gap: return "the stride-gap canary";
+  }
+  return "?";
+}
+
+std::string found_meaning(const Case& c, FindingKind kind, const Decoded& d, std::optional<Canary> tag) {
+  if (kind == FindingKind::missing_write) return "its pre-run value (never written)";
+  switch (d.kind) {
+    case WriterKey::request:
+      return "request " + num(d.request) + " token " + num(d.token) + " head " + num(d.head) + " dim " + num(d.dim) + "'s " +
+             (d.is_value ? "V" : "K") + " value (input row " + num(d.row) + ")";
+    case WriterKey::padding_row:
+    case WriterKey::invalid_row:
+    case WriterKey::graph_row:
+      if (d.row >= 0) {
+        if (d.row >= c.num_slots()) return "CUDA-graph padding row " + num(d.row) + "'s value (row >= T = " + num(c.num_slots()) + ")";
+        return std::string(d.kind == WriterKey::padding_row ? "padding" : "invalid-slot") + " row " + num(d.row) + "'s value (slot " +
+               num(c.slot_mapping[static_cast<size_t>(d.row)]) + ")";
+      }
+      return "the value of " + writer_label({d.kind, -1});
+    case WriterKey::unwritten_rows: return "a value only rows that must not be written hold";
+    case WriterKey::ambiguous: return "a value several input elements hold";
+    default: break;
+  }
+  if (tag) return canary_meaning(*tag);
+  return "a value no input element holds";
+}
+
+// Guard-band bytes in [begin, end) that differ.
+int64_t differing_bytes(const Arena& a, const Arena& b, int64_t begin, int64_t end) {
+  begin = std::max<int64_t>(begin, 0);
+  end = std::min(end, a.size());
+  int64_t n = 0;
+  for (int64_t i = begin; i < end; ++i) n += a.data()[i] != b.data()[i];
+  return n;
+}
+
+bool is_cache_kind(FindingKind k) {
+  switch (k) {
+    case FindingKind::cross_request_write:
+    case FindingKind::stray_write:
+    case FindingKind::padding_leak:
+    case FindingKind::wrong_value:
+    case FindingKind::missing_write:
+    case FindingKind::oob_read_suspected: return true;
+    default: return false;
+  }
+}
+
+// Per damaged (block, slot) state while scanning.
+struct SlotAcc {
+  SlotDamage damage;
+  std::vector<WriterKey> writers;
+};
+
+}  // namespace
+
+int severity(FindingKind k) {
+  switch (k) {
+    case FindingKind::oob_write: return 0;
+    case FindingKind::cross_request_write: return 1;
+    case FindingKind::padding_leak: return 2;
+    case FindingKind::stray_write: return 3;
+    case FindingKind::input_modified: return 4;
+    case FindingKind::oob_read_suspected: return 5;
+    case FindingKind::wrong_value: return 6;
+    case FindingKind::missing_write: return 7;
+    case FindingKind::invalid_slot_miscount: return 8;
+    default: return 9;
+  }
+}
+
+std::string_view to_string(SlotRole r) {
+  switch (r) {
+    case SlotRole::free_block: return "free";
+    case SlotRole::context: return "context";
+    case SlotRole::new_token: return "new";
+    case SlotRole::tail: return "tail";
+  }
+  return "?";
+}
+
+CellMap build_cell_map(const Case& c, const Verdict& verdict, const Arena& initial, const Arena& expected,
+                       const Arena& actual) {
+  CellMap m;
+  m.num_blocks = c.cache.num_blocks;
+  m.block_size = c.cache.block_size;
+  m.num_heads = c.num_heads;
+  m.head_dim = c.head_dim;
+  const CacheLocator loc(c);
+
+  // Owner and role of every (block, slot).
+  m.block_request.assign(static_cast<size_t>(m.num_blocks), -1);
+  m.block_logical.assign(static_cast<size_t>(m.num_blocks), -1);
+  m.block_cells.assign(static_cast<size_t>(m.num_blocks), 0);
+  m.roles.assign(static_cast<size_t>(m.capacity()), SlotRole::free_block);
+  for (int64_t b = 0; b < m.num_blocks; ++b) {
+    const CacheLocator::Owner o = loc.owner(b);
+    m.block_request[static_cast<size_t>(b)] = o.request;
+    m.block_logical[static_cast<size_t>(b)] = o.logical;
+    if (o.request < 0 || c.num_heads <= 0 || c.head_dim <= 0) continue;
+    for (int64_t p = 0; p < m.block_size; ++p) {
+      const CacheCell cell = loc.cell(false, b, p, 0, 0);
+      SlotRole r = SlotRole::tail;
+      if (cell.role == CacheCell::Role::context) r = SlotRole::context;
+      if (cell.role == CacheCell::Role::new_token) r = SlotRole::new_token;
+      m.roles[static_cast<size_t>(b * m.block_size + p)] = r;
+    }
+  }
+
+  // Stride-gap elements are filed under the block whose span holds them, when blocks are the
+  // outermost dimension of the cache (every layout kvfuzz generates).
+  const CacheGeometry& g = c.cache;
+  const bool block_major = g.stride_block > 0 && g.stride_block >= g.stride_pos && g.stride_block >= g.stride_head;
+  const int64_t cache_base = std::min(c.cache_k_offset, c.cache_v_offset);
+  auto gap_block = [&](int64_t e) -> int64_t {
+    if (!block_major || e < cache_base) return -1;
+    const int64_t b = (e - cache_base) / g.stride_block;
+    return b < m.num_blocks ? b : -1;
+  };
+
+  // Differing cache elements.
+  const ArenaLayout& l = expected.layout();
+  const int size = dtype_size(c.cache_dtype);
+  const uint32_t all_ones = size == 4 ? 0xFFFFFFFFu : 0xFFFFu;
+  // 1-byte (quantised) caches: every byte is a real code, canaries included, so the classifier
+  // judges them by location only; so does the map.
+  const bool quantized = size == 1;
+  std::optional<Decoder> decoder;
+  std::map<std::pair<int64_t, int64_t>, SlotAcc> slots;                 // (block, pos) -> damage
+  std::map<VictimKey, std::map<WriterKey, int64_t>> matrix;            // cache cells by victim, writer
+  constexpr int64_t kChunk = 4096;
+  const std::byte* ex = expected.cache();
+  const std::byte* ac = actual.cache();
+  for (int64_t off = 0; off < l.cache_bytes; off += kChunk) {
+    const int64_t n = std::min(kChunk, l.cache_bytes - off);
+    if (std::memcmp(ex + off, ac + off, static_cast<size_t>(n)) == 0) continue;
+    for (int64_t x = off; x + size <= off + n; x += size) {
+      if (std::memcmp(ex + x, ac + x, static_cast<size_t>(size)) == 0) continue;
+      const int64_t e = x / size;
+      ++m.differing_cache_cells;
+      const auto exp = static_cast<uint32_t>(load_elem(ex, e, size));
+      const auto act = static_cast<uint32_t>(load_elem(ac, e, size));
+      const auto ini = static_cast<uint32_t>(load_elem(initial.cache(), e, size));
+      const CacheCell cell = loc.locate(e);
+      const std::optional<Canary> tag = quantized ? std::nullopt : golden::canary_of(act, c.cache_dtype);
+
+      // The classifier's rules (arena/diff.cpp).
+      FindingKind kind = FindingKind::wrong_value;
+      Decoded d;
+      WriterKey writer{WriterKey::other, -1};
+      if (quantized) {
+        if (cell.role == CacheCell::Role::new_token) {
+          kind = act == ini ? FindingKind::missing_write : FindingKind::wrong_value;
+          if (act == ini) writer = {WriterKey::not_written, -1};
+        } else {
+          writer = {WriterKey::unknown, -1};
+          kind = cell.role == CacheCell::Role::context ? FindingKind::cross_request_write : FindingKind::stray_write;
+        }
+      } else if (act == all_ones || tag == Canary::guard || tag == Canary::input_gap) {
+        kind = FindingKind::oob_read_suspected;
+        writer = {WriterKey::over_read, -1};
+      } else if (cell.role == CacheCell::Role::new_token && act == ini) {
+        kind = FindingKind::missing_write;
+        writer = {WriterKey::not_written, -1};
+      } else {
+        if (!decoder) decoder.emplace(c, initial, loc);
+        d = decoder->decode(act, cell);
+        if (d.kind == WriterKey::unknown && (tag == Canary::padding_row || tag == Canary::invalid_row || tag == Canary::graph_row)) {
+          d.kind = tag == Canary::padding_row ? WriterKey::padding_row : tag == Canary::invalid_row ? WriterKey::invalid_row : WriterKey::graph_row;
+        }
+        writer = {d.kind, d.kind == WriterKey::request ? d.request : -1};
+        const bool unwritten = d.kind == WriterKey::padding_row || d.kind == WriterKey::invalid_row ||
+                               d.kind == WriterKey::graph_row || d.kind == WriterKey::unwritten_rows;
+        if (unwritten) {
+          kind = FindingKind::padding_leak;
+        } else if (cell.role == CacheCell::Role::new_token) {
+          kind = FindingKind::wrong_value;
+        } else if (cell.role == CacheCell::Role::context) {
+          const bool own = d.kind == WriterKey::request && d.request == cell.request;
+          kind = own ? FindingKind::stray_write : FindingKind::cross_request_write;
+        } else {
+          kind = FindingKind::stray_write;
+        }
+      }
+
+      const VictimKey victim = victim_of(cell);
+      ++matrix[victim][writer];
+      const bool is_gap = cell.role == CacheCell::Role::gap;
+      const int64_t block = is_gap ? gap_block(e) : cell.block;
+      const int64_t pos = is_gap ? -1 : cell.pos;
+      if (block >= 0) ++m.block_cells[static_cast<size_t>(block)];
+
+      auto [it, fresh] = slots.try_emplace({block, pos});
+      SlotAcc& acc = it->second;
+      SlotDamage& s = acc.damage;
+      if (fresh) {
+        s.block = block;
+        s.pos = pos;
+        s.worst = kind;
+        CellDecode& f = s.first;
+        f.elem = e;
+        f.cell = cell;
+        f.kind = kind;
+        f.bytes = size;
+        f.expected = exp;
+        f.found = act;
+        f.expected_meaning = expected_meaning(cell);
+        f.found_meaning = quantized && kind != FindingKind::missing_write ? "a stored code (1-byte caches are judged by location only)"
+                                                                          : found_meaning(c, kind, d, tag);
+        f.victim = victim_label(victim);
+        f.writer = writer_label(writer);
+        f.writer_request = writer.kind == WriterKey::request ? writer.id : -1;
+      }
+      ++s.cells;
+      if (severity(kind) < severity(s.worst)) s.worst = kind;
+      if (!is_gap) {
+        (cell.is_value ? s.v : s.k) = true;
+        if (s.head_hi < s.head_lo) {
+          s.head_lo = s.head_hi = cell.head;
+          s.dim_lo = s.dim_hi = cell.dim;
+        } else {
+          s.head_lo = std::min(s.head_lo, cell.head);
+          s.head_hi = std::max(s.head_hi, cell.head);
+          s.dim_lo = std::min(s.dim_lo, cell.dim);
+          s.dim_hi = std::max(s.dim_hi, cell.dim);
+        }
+      }
+      if (std::find(acc.writers.begin(), acc.writers.end(), writer) == acc.writers.end()) {
+        if (acc.writers.size() < kMaxWritersPerSlot) {
+          acc.writers.push_back(writer);
+        } else {
+          s.more_writers = true;
+        }
+      }
+    }
+  }
+  for (auto& [key, acc] : slots) {
+    for (const WriterKey& w : acc.writers) acc.damage.writers.push_back(writer_label(w));
+    m.damage.push_back(std::move(acc.damage));
+  }
+
+  // Guard bands around the cache buffer (the band after it starts at the next 256-byte boundary's
+  // slack, which belongs to the guard too).
+  const int64_t cache_end = l.cache_begin + l.cache_bytes;
+  m.guard_before = differing_bytes(expected, actual, l.cache_begin - l.guard_bytes, l.cache_begin);
+  m.guard_after = differing_bytes(expected, actual, cache_end, (cache_end + 255) / 256 * 256 + l.guard_bytes);
+
+  // The matrix: cache cells by (victim, writer), then every finding outside the cache as it is.
+  std::map<WriterKey, int> writer_col;
+  for (const auto& [v, row] : matrix)
+    for (const auto& [w, n] : row) writer_col.emplace(w, 0);
+  for (auto& [w, col] : writer_col) {
+    col = static_cast<int>(m.writers.size());
+    m.writers.push_back(writer_label(w));
+  }
+  for (const auto& [v, row] : matrix) {
+    MatrixRow r;
+    r.victim = victim_label(v);
+    r.cells.assign(m.writers.size(), 0);
+    for (const auto& [w, n] : row) r.cells[static_cast<size_t>(writer_col[w])] = n;
+    m.matrix.push_back(std::move(r));
+  }
+  for (const Finding& f : verdict.findings) {
+    if (is_cache_kind(f.kind)) continue;
+    const std::string writer = f.writer.empty() ? "the kernel" : f.writer;
+    auto col = std::find(m.writers.begin(), m.writers.end(), writer);
+    if (col == m.writers.end()) {
+      m.writers.push_back(writer);
+      for (MatrixRow& r : m.matrix) r.cells.push_back(0);
+      col = m.writers.end() - 1;
+    }
+    const std::string victim = f.victim.empty() ? std::string(to_string(f.kind)) : f.victim;
+    auto row = std::find_if(m.matrix.begin(), m.matrix.end(), [&](const MatrixRow& r) { return r.victim == victim; });
+    if (row == m.matrix.end()) {
+      m.matrix.push_back(MatrixRow{victim, std::vector<int64_t>(m.writers.size(), 0)});
+      row = m.matrix.end() - 1;
+    }
+    row->cells[static_cast<size_t>(col - m.writers.begin())] += std::max<int64_t>(f.cells, 1);
+  }
+  return m;
+}
+
+std::filesystem::path report_dir_for(const std::filesystem::path& case_file) {
+  return case_file.parent_path() / (case_file.stem().string() + ".report");
+}
+
+std::string hex_bits(uint32_t bits, int bytes) {
+  static const char* digits = "0123456789abcdef";
+  std::string s = "0x";
+  for (int i = 2 * bytes - 1; i >= 0; --i) s += digits[(bits >> (4 * i)) & 0xF];
+  return s;
+}
+
+std::string describe_cell(const CellDecode& d) {
+  if (d.cell.role == CacheCell::Role::gap) return "cache element " + num(d.elem) + " (stride gap)";
+  return std::string(d.cell.is_value ? "V" : "K") + " block " + num(d.cell.block) + " slot " + num(d.cell.pos) + " head " +
+         num(d.cell.head) + " dim " + num(d.cell.dim) + " (cache element " + num(d.elem) + ")";
+}
+
+std::string describe_damage(const SlotDamage& s) {
+  std::ostringstream o;
+  if (s.pos < 0) {
+    o << (s.block >= 0 ? "block " + num(s.block) + " stride gaps" : std::string("stride gaps outside every block"));
+  } else {
+    o << "block " << s.block << " slot " << s.pos;
+  }
+  o << ": " << s.cells << (s.cells == 1 ? " cell" : " cells") << " differ (" << to_string(s.worst) << ")\n";
+  if (s.head_hi >= s.head_lo)
+    o << (s.k && s.v ? "K and V" : s.v ? "V" : "K") << ", " << range_text("head", "heads", s.head_lo, s.head_hi) << ", "
+      << range_text("dim", "dims", s.dim_lo, s.dim_hi) << "\n";
+  o << "victim: " << s.first.victim << "\n";
+  o << "written by: ";
+  for (size_t i = 0; i < s.writers.size(); ++i) o << (i ? ", " : "") << s.writers[i];
+  if (s.more_writers) o << ", ...";
+  o << "\nfirst: " << describe_cell(s.first) << "\n";
+  o << "  expected " << hex_bits(s.first.expected, s.first.bytes) << " = " << s.first.expected_meaning << "\n";
+  o << "  found    " << hex_bits(s.first.found, s.first.bytes) << " = " << s.first.found_meaning;
+  return o.str();
+}
+
+std::string case_shape_line(const Case& c) {
+  std::ostringstream o;
+  o << to_string(c.layout) << ", " << to_string(c.input_dtype) << " -> " << to_string(c.cache_dtype) << ", " << c.num_heads
+    << (c.num_heads == 1 ? " head" : " heads") << " x " << c.head_dim << ", " << c.cache.num_blocks
+    << (c.cache.num_blocks == 1 ? " block" : " blocks") << " of " << c.cache.block_size << ", " << c.requests.size()
+    << (c.requests.size() == 1 ? " request, " : " requests, ") << c.num_slots() << (c.num_slots() == 1 ? " slot" : " slots")
+    << " (" << to_string(c.slot_dtype) << ")";
+  if (c.num_input_rows > c.num_slots()) o << ", " << c.num_input_rows << " input rows";
+  if (c.num_q_heads > 0) o << ", fused QKV (" << c.num_q_heads << " Q heads)";
+  return o.str();
+}
+
+nlohmann::json case_report_json(const CaseReport& r, size_t max_damage) {
+  const Case& c = r.kase;
+  const CellMap& m = r.map;
+  nlohmann::json findings = nlohmann::json::array();
+  for (const Finding& f : r.verdict.findings) {
+    findings.push_back({{"kind", std::string(to_string(f.kind))}, {"victim", f.victim}, {"writer", f.writer},
+                        {"victim_request", f.victim_request}, {"writer_request", f.writer_request}, {"where", f.where},
+                        {"cells", f.cells}, {"sentence", f.sentence}, {"example", f.example}});
+  }
+  nlohmann::json requests = nlohmann::json::array();
+  for (const Request& q : c.requests)
+    requests.push_back({{"context_len", q.context_len}, {"new_len", q.new_len}, {"blocks", q.blocks}});
+  nlohmann::json damage = nlohmann::json::array();
+  for (size_t i = 0; i < m.damage.size() && i < max_damage; ++i) {
+    const SlotDamage& s = m.damage[i];
+    const CellDecode& f = s.first;
+    nlohmann::json d = {{"block", s.block}, {"slot", s.pos}, {"cells", s.cells}, {"kind", std::string(to_string(s.worst))},
+                        {"victim", f.victim}, {"writers", s.writers}, {"more_writers", s.more_writers}};
+    if (s.head_hi >= s.head_lo) {
+      d["tensors"] = s.k && s.v ? "KV" : s.v ? "V" : "K";
+      d["heads"] = {s.head_lo, s.head_hi};
+      d["dims"] = {s.dim_lo, s.dim_hi};
+    }
+    d["first"] = {{"cell", describe_cell(f)}, {"element", f.elem}, {"kind", std::string(to_string(f.kind))},
+                  {"expected", hex_bits(f.expected, f.bytes)}, {"expected_meaning", f.expected_meaning},
+                  {"found", hex_bits(f.found, f.bytes)}, {"found_meaning", f.found_meaning}, {"writer", f.writer}};
+    damage.push_back(d);
+  }
+  nlohmann::json matrix = nlohmann::json::array();
+  for (const MatrixRow& row : m.matrix) matrix.push_back({{"victim", row.victim}, {"cells", row.cells}});
+
+  return {{"schema", "kvfuzz-report"},
+          {"version", 1},
+          {"tool_version", KVFUZZ_VERSION},
+          {"case_file", r.case_file.string()},
+          {"target", r.target},
+          {"outcome", r.verdict.pass() ? "pass" : "fail"},
+          {"first_kind", r.verdict.pass() ? std::string() : std::string(to_string(r.verdict.findings.front().kind))},
+          {"ran_to_completion", r.ran},
+          {"differing_cells", r.verdict.differing_cells},
+          {"findings", findings},
+          {"reproduce", {{"replay", r.replay_command}, {"report", r.report_command}}},
+          {"case",
+           {{"summary", case_shape_line(c)},
+            {"layout", std::string(to_string(c.layout))},
+            {"input_dtype", std::string(to_string(c.input_dtype))},
+            {"cache_dtype", std::string(to_string(c.cache_dtype))},
+            {"slot_dtype", std::string(to_string(c.slot_dtype))},
+            {"num_heads", c.num_heads},
+            {"head_dim", c.head_dim},
+            {"num_blocks", c.cache.num_blocks},
+            {"block_size", c.cache.block_size},
+            {"strides", {{"block", c.cache.stride_block}, {"pos", c.cache.stride_pos}, {"head", c.cache.stride_head}}},
+            {"num_input_rows", c.num_input_rows},
+            {"slot_mapping", c.slot_mapping},
+            {"requests", requests},
+            {"expect", c.expect.outcome == Expect::pass ? std::string("pass") : "fail:" + c.expect.finding_kind}}},
+          {"map",
+           {{"differing_cache_cells", m.differing_cache_cells},
+            {"guard_before_cache_bytes", m.guard_before},
+            {"guard_after_cache_bytes", m.guard_after},
+            {"damaged_slots_total", static_cast<int64_t>(m.damage.size())},
+            {"damaged_slots", damage}}},
+          {"matrix", {{"writers", m.writers}, {"victims", matrix}}}};
+}
+
+}  // namespace kvf

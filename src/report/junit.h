@@ -1,0 +1,25 @@
+// junit.h — JUnit XML for CI (`--junit FILE`), per research/harness-anchors.md §5.2.
+//
+//   <testsuites><testsuite name="cuda-emu" ...><properties>…</properties>
+//     <testcase classname="kvfuzz.run" name="campaign seed 7, 3000 cases" time="…">
+//       <failure message="cross_request_write: request 0 (token 3) wrote into …" type="cross_request_write">
+//         findings, case file, report, reproduction command</failure></testcase></testsuite></testsuites>
+//
+// One testsuite per target; a testcase per campaign (run) or per corpus file (replay). A finding
+// is a <failure>; a run that did not finish (crash, timeout, launch error) is an <error>.
+#pragma once
+
+#include <string>
+
+#include "report/outcome.h"
+
+namespace kvf {
+
+std::string campaign_junit(const CampaignResult& r, const std::string& command_line);
+std::string replay_junit(const ReplayResult& r, const std::string& command_line);
+
+// Escapes text for XML 1.0 attribute values and character data; characters XML 1.0 forbids
+// (control characters other than tab, newline, carriage return) become U+FFFD.
+std::string xml_escape(const std::string& text);
+
+}  // namespace kvf
