@@ -13,8 +13,9 @@
 //   3. its value is that of padding/invalid/graph rows only     -> padding_leak
 //   4. by location: new-token cell -> wrong_value; another request's context (or unknown writer)
 //      -> cross_request_write; own context, free block, block tail, stride gap -> stray_write.
-// Writers are decoded by value: the converted bits of every input element (tensor, row, head, dim)
-// are indexed once, lazily, when the first cache difference needs it.
+// Steps 1-4 are classify_cache_diff() (diff.h), which the cell map (report/cell_map.cpp) shares.
+// Writers are decoded by value (ValueDecoder, decode.h): the converted bits of every input element
+// (tensor, row, head, dim) are indexed once, lazily, when the first cache difference needs it.
 //
 // Quantised caches (fp8_e4m3, fp8_e5m2, int8) are classified by location only: with 256 codes per
 // element, a value matches many input elements (and every canary is also a value a correct
@@ -162,13 +163,6 @@ struct Group {
 // ---------------------------------------------------------------------------------------------
 // Formatting helpers
 
-std::string hex(uint64_t bits, int bytes) {
-  static const char* digits = "0123456789abcdef";
-  std::string s = "0x";
-  for (int i = 2 * bytes - 1; i >= 0; --i) s += digits[(bits >> (4 * i)) & 0xF];
-  return s;
-}
-
 std::string num(int64_t v) { return std::to_string(v); }
 
 // A stored value as a decimal ("1.625", "nan", "-inf"): %.9g is exact for every format's values
@@ -215,174 +209,19 @@ std::string band_name(int64_t band) {
   return std::string("guard band ") + (band % 2 ? "after" : "before") + " the " + kSectionNames[band / 2];
 }
 
-const char* canary_name(Canary t) {
-  switch (t) {
-    case Canary::cache_gap: return "the stride-gap canary";
-    case Canary::free_block: return "the free-block canary";
-    case Canary::block_tail: return "the block-tail canary";
-    case Canary::guard: return "the guard pattern";
-    case Canary::input_gap: return "the input-gap canary";
-    case Canary::padding_row: return "the padding-row canary";
-    case Canary::invalid_row: return "the invalid-row canary";
-    case Canary::graph_row: return "the graph-padding-row canary";
+// The group writer of a value decoded by decode.h.
+Writer writer_of(ValueSource s) {
+  switch (s) {
+    case ValueSource::request: return Writer::request;
+    case ValueSource::padding_row: return Writer::padding_row;
+    case ValueSource::invalid_row: return Writer::invalid_row;
+    case ValueSource::graph_row: return Writer::graph_row;
+    case ValueSource::unwritten_rows: return Writer::unwritten_rows;
+    case ValueSource::unknown: return Writer::unknown;
+    case ValueSource::ambiguous: return Writer::ambiguous;
   }
-  return "a canary";
+  return Writer::unknown;
 }
-
-// ---------------------------------------------------------------------------------------------
-// Decoding a cache value to the input element(s) that produce it
-
-struct Decoded {
-  Writer writer = Writer::unknown;
-  int64_t row = -1;  // input row (request or unwritten-row writers), -1 if several
-  bool is_value = false;
-  int64_t head = -1, dim = -1;
-  int64_t request = -1, token = -1;  // request writers
-};
-
-class ValueIndex {
- public:
-  ValueIndex(const Case& c, const Arena& initial, const CacheLocator& loc) : c_(c), loc_(loc) {
-    const int in_size = dtype_size(c.input_dtype);
-    entries_.reserve(static_cast<size_t>(2 * c.num_input_rows * c.num_heads * c.head_dim));
-    for (const bool is_value : {false, true}) {
-      const InputView& v = is_value ? c.value : c.key;
-      for (int64_t row = 0; row < c.num_input_rows; ++row) {
-        for (int64_t h = 0; h < c.num_heads; ++h) {
-          for (int64_t d = 0; d < c.head_dim; ++d) {
-            const int64_t e = v.offset + input_elem_offset(v.stride_token, v.stride_head, row, h, d);
-            const auto bits = static_cast<uint32_t>(load_elem(initial.input(), e, in_size));
-            entries_.emplace_back(golden::convert_bits(bits, c.input_dtype, c.cache_dtype), id(is_value, row, h, d));
-          }
-        }
-      }
-    }
-    std::sort(entries_.begin(), entries_.end());
-  }
-
-  // The writer of `bits` found in `cell`. Among several candidates, prefer those of the cell's own
-  // tensor, head and dim, then those of its head and dim; within that set, the row decoded for the
-  // previous cell (rows are written contiguously), else a unique candidate, else ambiguous.
-  Decoded decode(uint32_t bits, const CacheCell& cell) {
-    const auto [lo, end] = std::equal_range(entries_.cbegin(), entries_.cend(), bits, ByBits{});
-    if (lo == end) return Decoded{};
-
-    const Summary& s = summary(bits, lo, end);
-    if (!s.any_written) {
-      Decoded d;
-      d.writer = s.unwritten;
-      d.row = s.single_row;
-      return d;
-    }
-    if (cell.role != CacheCell::Role::gap) {
-      const uint64_t own = id(cell.is_value, 0, cell.head, cell.dim);
-      const uint64_t both = id(false, 0, cell.head, cell.dim);
-      const uint64_t rows = static_cast<uint64_t>(c_.num_input_rows);
-      if (auto d = pick(lo, end, own, own + rows)) return *d;
-      if (auto d = pick(lo, end, both, both + 2 * rows)) return *d;
-    }
-    if (end - lo == 1) return use(lo->second);
-    Decoded d;
-    d.writer = Writer::ambiguous;
-    return d;
-  }
-
- private:
-  using Entry = std::pair<uint32_t, uint64_t>;  // (converted bits, candidate id)
-  using It = std::vector<Entry>::const_iterator;
-  struct ByBits {
-    bool operator()(const Entry& e, uint32_t bits) const { return e.first < bits; }
-    bool operator()(uint32_t bits, const Entry& e) const { return bits < e.first; }
-  };
-  struct Summary {
-    bool any_written = false;
-    Writer unwritten = Writer::unknown;  // kind of the (all unwritten) candidates
-    int64_t single_row = -1;             // their row, if they all share one
-  };
-
-  // Candidate ids sort by (head, dim, tensor, row), so one (bits, head, dim[, tensor]) is a range.
-  uint64_t id(bool is_value, int64_t row, int64_t head, int64_t dim) const {
-    return ((static_cast<uint64_t>(head) * static_cast<uint64_t>(c_.head_dim) + static_cast<uint64_t>(dim)) * 2 +
-            (is_value ? 1 : 0)) * static_cast<uint64_t>(c_.num_input_rows) + static_cast<uint64_t>(row);
-  }
-
-  Writer row_kind(int64_t row) const {
-    if (row >= c_.num_slots()) return Writer::graph_row;
-    const int64_t slot = c_.slot_mapping[static_cast<size_t>(row)];
-    if (slot < 0) return Writer::padding_row;
-    if (slot >= c_.capacity()) return Writer::invalid_row;
-    return Writer::request;
-  }
-
-  Decoded use(uint64_t candidate) {
-    Decoded d;
-    const auto rows = static_cast<uint64_t>(c_.num_input_rows);
-    d.row = static_cast<int64_t>(candidate % rows);
-    uint64_t rest = candidate / rows;
-    d.is_value = rest % 2 == 1;
-    rest /= 2;
-    d.dim = static_cast<int64_t>(rest % static_cast<uint64_t>(c_.head_dim));
-    d.head = static_cast<int64_t>(rest / static_cast<uint64_t>(c_.head_dim));
-    d.writer = row_kind(d.row);
-    if (d.writer == Writer::request) {
-      const int64_t slot = c_.slot_mapping[static_cast<size_t>(d.row)];
-      const CacheLocator::Owner o = loc_.owner(slot / c_.cache.block_size);
-      d.request = o.request;
-      d.token = o.logical * c_.cache.block_size + slot % c_.cache.block_size;
-      if (d.request < 0) d.writer = Writer::unknown;  // an invalid case: slot in a free block
-    }
-    hint_row_ = d.row;
-    return d;
-  }
-
-  // Picks among candidates with ids in [id_lo, id_hi), or nullopt if there are none.
-  std::optional<Decoded> pick(It lo, It end, uint64_t id_lo, uint64_t id_hi) {
-    const auto first = std::lower_bound(lo, end, Entry{lo->first, id_lo});
-    const auto last = std::lower_bound(first, end, Entry{lo->first, id_hi});
-    if (first == last) return std::nullopt;
-    if (hint_row_ >= 0) {
-      for (uint64_t base = id_lo; base < id_hi; base += static_cast<uint64_t>(c_.num_input_rows)) {
-        const Entry want{lo->first, base + static_cast<uint64_t>(hint_row_)};
-        const auto it = std::lower_bound(first, last, want);
-        if (it != last && *it == want) return use(want.second);
-      }
-    }
-    if (last - first == 1) return use(first->second);
-    Decoded d;
-    d.writer = Writer::ambiguous;
-    return d;
-  }
-
-  const Summary& summary(uint32_t bits, It lo, It end) {
-    const auto found = summaries_.find(bits);
-    if (found != summaries_.end()) return found->second;
-    Summary s;
-    bool first = true;
-    for (It it = lo; it != end; ++it) {
-      const auto row = static_cast<int64_t>(it->second % static_cast<uint64_t>(c_.num_input_rows));
-      const Writer k = row_kind(row);
-      if (k == Writer::request) {
-        s.any_written = true;
-        break;
-      }
-      if (first) {
-        s.unwritten = k;
-        s.single_row = row;
-        first = false;
-      } else {
-        if (k != s.unwritten) s.unwritten = Writer::unwritten_rows;
-        if (row != s.single_row) s.single_row = -1;
-      }
-    }
-    return summaries_.emplace(bits, s).first->second;
-  }
-
-  const Case& c_;
-  const CacheLocator& loc_;
-  std::vector<Entry> entries_;  // sorted
-  std::unordered_map<uint32_t, Summary> summaries_;
-  int64_t hint_row_ = -1;
-};
 
 // Inverts an input view: (row, head, dim) of input element e, if the view addresses it.
 struct ViewCell {
@@ -427,7 +266,8 @@ class Differ {
         loc_(c),
         scale_loc_(CacheLocator::scale_cache(c)),
         quantized_(is_quantized(c.cache_dtype)),
-        scale_count_(static_scale_count(c.scale_kind, c.num_heads, c.cache.num_blocks)) {}
+        scale_count_(static_scale_count(c.scale_kind, c.num_heads, c.cache.num_blocks)),
+        values_(c, initial, loc_) {}
 
   Verdict run() {
     const ArenaLayout& l = layout_;
@@ -514,8 +354,8 @@ class Differ {
       const int64_t offset = after_prev ? at - begin : at - end;  // >= 0 past the end, < 0 before the start
       Group& g = group(GroupKey{FindingKind::oob_write, Victim::guard_band, Writer::kernel, band, -1}, [&](Group& ng) {
         ng.example = "image byte " + num(at) + " (" + (offset >= 0 ? "+" : "") + num(offset) + (offset >= 0 ? " past the end" : " before the start") +
-                    " of the " + kSectionNames[section] + "): expected " + hex(load_elem(expected_.data(), at, 1), 1) +
-                    " (guard pattern), found " + hex(load_elem(actual_.data(), at, 1), 1);
+                    " of the " + kSectionNames[section] + "): expected " + hex_bits(load_elem(expected_.data(), at, 1), 1) +
+                    " (guard pattern), found " + hex_bits(load_elem(actual_.data(), at, 1), 1);
       });
       g.elem.add(offset);
     });
@@ -533,7 +373,7 @@ class Differ {
     Group& g = group(GroupKey{FindingKind::input_modified, part, Writer::kernel, -1, -1}, [&](Group& ng) {
       std::string where = "input element " + num(e);
       if (vc) where = (part == Victim::key_view ? "key" : "value") + std::string(" row ") + num(vc->row) + " head " + num(vc->head) + " dim " + num(vc->dim) + " (" + where + ")";
-      ng.example = where + ": expected " + hex(load_elem(expected_.input(), e, size), size) + ", found " + hex(load_elem(actual_.input(), e, size), size);
+      ng.example = where + ": expected " + hex_bits(load_elem(expected_.input(), e, size), size) + ", found " + hex_bits(load_elem(actual_.input(), e, size), size);
     });
     g.elem.add(e);
     if (vc) {
@@ -546,8 +386,8 @@ class Differ {
   void slot_elem(int64_t i) {
     const int size = index_type_size(c_.slot_dtype);
     Group& g = group(GroupKey{FindingKind::input_modified, Victim::slot_mapping, Writer::kernel, -1, -1}, [&](Group& ng) {
-      ng.example = "slot_mapping entry " + num(i) + ": expected " + hex(load_elem(expected_.slots(), i, size), size) + " (" +
-                  num(c_.slot_mapping[static_cast<size_t>(i)]) + "), found " + hex(load_elem(actual_.slots(), i, size), size);
+      ng.example = "slot_mapping entry " + num(i) + ": expected " + hex_bits(load_elem(expected_.slots(), i, size), size) + " (" +
+                  num(c_.slot_mapping[static_cast<size_t>(i)]) + "), found " + hex_bits(load_elem(actual_.slots(), i, size), size);
     });
     g.elem.add(i);
   }
@@ -560,7 +400,7 @@ class Differ {
       const auto exp = static_cast<uint32_t>(load_elem(expected_.scales(), i, 4));
       const auto act = static_cast<uint32_t>(load_elem(actual_.scales(), i, 4));
       ng.example = std::string("static ") + (is_value ? "V" : "K") + " scale " + num(index) + " (scales element " + num(i) + "): expected " +
-                   hex(exp, 4) + " (" + value_text(exp, DType::f32) + "), found " + hex(act, 4) + " (" + value_text(act, DType::f32) + ")";
+                   hex_bits(exp, 4) + " (" + value_text(exp, DType::f32) + "), found " + hex_bits(act, 4) + " (" + value_text(act, DType::f32) + ")";
     });
     (is_value ? g.v : g.k) = true;
     g.elem.add(index);
@@ -596,8 +436,8 @@ class Differ {
     }
     const bool unwritten = act == ini;
     Group& g = group(key, [&](Group& ng) {
-      ng.example = cell_name(cell, e, true) + ": expected " + hex(exp, 4) + " (" + meaning_expected(cell, true) + ", " + value_text(exp, DType::f32) +
-                   "), found " + hex(act, 4) + " (" + (unwritten ? "its pre-run value: not written" : value_text(act, DType::f32)) + ")";
+      ng.example = cell_name(cell, e, true) + ": expected " + hex_bits(exp, 4) + " (" + meaning_expected(cell, true) + ", " + value_text(exp, DType::f32) +
+                   "), found " + hex_bits(act, 4) + " (" + (unwritten ? "its pre-run value: not written" : value_text(act, DType::f32)) + ")";
       ng.first_clause = std::string(cell.is_value ? "V" : "K") + " head " + num(cell.head) +
                         (unwritten ? " was not written" : " holds " + value_text(act, DType::f32)) + ", expected " + value_text(exp, DType::f32);
     });
@@ -638,49 +478,23 @@ class Differ {
     const auto exp = static_cast<uint32_t>(load_elem(expected_.cache(), e, size));
     const auto act = static_cast<uint32_t>(load_elem(actual_.cache(), e, size));
     const auto ini = static_cast<uint32_t>(load_elem(initial_.cache(), e, size));
-    const uint32_t all_ones = size == 4 ? 0xFFFFFFFFu : 0xFFFFu;
     const CacheCell cell = loc_.locate(e);
     if (cell.role == CacheCell::Role::new_token && tolerated(exp, act, ini, c_.cache_dtype)) return;
     const auto [victim, victim_id] = victim_of(cell);
-    // 1-byte caches: canaries are real values (payload.cpp), so no value-based classification.
-    const std::optional<Canary> tag = quantized_ ? std::nullopt : golden::canary_of(act, c_.cache_dtype);
-
-    GroupKey key{FindingKind::wrong_value, victim, Writer::kernel, victim_id, -1};
-    Decoded d;
-    d.writer = Writer::kernel;
-    if (quantized_) {
-      // By location only (see the file comment).
-      if (cell.role == CacheCell::Role::new_token) {
-        key.kind = act == ini ? FindingKind::missing_write : FindingKind::wrong_value;
-      } else {
-        d.writer = key.writer = Writer::unknown;
-        key.kind = cell.role == CacheCell::Role::context ? FindingKind::cross_request_write : FindingKind::stray_write;
-      }
-    } else if (act == all_ones || tag == Canary::guard || tag == Canary::input_gap) {
-      key.kind = FindingKind::oob_read_suspected;
-      key.writer = tag == Canary::input_gap ? Writer::input_gap : Writer::guard_pattern;
-    } else if (cell.role == CacheCell::Role::new_token && act == ini) {
-      key.kind = FindingKind::missing_write;
-    } else {
-      d = decoder().decode(act, cell);
-      if (d.writer == Writer::unknown && (tag == Canary::padding_row || tag == Canary::invalid_row || tag == Canary::graph_row)) {
-        // The bits of a padding-row canary that no row converts to (e.g. a raw bit copy across dtypes).
-        d.writer = tag == Canary::padding_row ? Writer::padding_row : tag == Canary::invalid_row ? Writer::invalid_row : Writer::graph_row;
-      }
-      key.writer = d.writer;
-      key.writer_id = d.writer == Writer::request ? d.request : d.row;
-      const bool unwritten = d.writer == Writer::padding_row || d.writer == Writer::invalid_row ||
-                             d.writer == Writer::graph_row || d.writer == Writer::unwritten_rows;
-      if (unwritten) {
-        key.kind = FindingKind::padding_leak;
-      } else if (cell.role == CacheCell::Role::new_token) {
-        key.kind = FindingKind::wrong_value;
-      } else if (cell.role == CacheCell::Role::context) {
-        const bool own = d.writer == Writer::request && d.request == cell.request;
-        key.kind = own ? FindingKind::stray_write : FindingKind::cross_request_write;
-      } else {
-        key.kind = FindingKind::stray_write;
-      }
+    const CacheDiff x = classify_cache_diff(c_, cell, act, ini, values_);
+    const DecodedValue& d = x.value;
+    const std::optional<Canary> tag = x.tag;
+    GroupKey key{x.kind, victim, Writer::kernel, victim_id, -1};
+    switch (x.basis) {
+      case CacheDiff::Basis::location:
+        if (cell.role != CacheCell::Role::new_token) key.writer = Writer::unknown;
+        break;
+      case CacheDiff::Basis::over_read: key.writer = tag == Canary::input_gap ? Writer::input_gap : Writer::guard_pattern; break;
+      case CacheDiff::Basis::not_written: break;
+      case CacheDiff::Basis::value:
+        key.writer = writer_of(d.source);
+        key.writer_id = d.source == ValueSource::request ? d.request : d.row;
+        break;
     }
 
     Group& g = group(key, [&](Group& ng) {
@@ -688,14 +502,14 @@ class Differ {
       if (quantized_) {
         // Stored codes with their decoded values, and the distance for expected writes.
         const std::string found = key.kind == FindingKind::missing_write ? "its pre-run value" : value_text(act, c_.cache_dtype);
-        ng.example = cell_name(cell, e) + ": expected " + hex(exp, size) + " (" + meaning_expected(cell) + ", " + value_text(exp, c_.cache_dtype) +
-                     "), found " + hex(act, size) + " (" + found + ")";
-        ng.first_clause = where + " holds " + hex(act, size) + " (" + value_text(act, c_.cache_dtype) + ") instead of " + hex(exp, size) + " (" +
+        ng.example = cell_name(cell, e) + ": expected " + hex_bits(exp, size) + " (" + meaning_expected(cell) + ", " + value_text(exp, c_.cache_dtype) +
+                     "), found " + hex_bits(act, size) + " (" + found + ")";
+        ng.first_clause = where + " holds " + hex_bits(act, size) + " (" + value_text(act, c_.cache_dtype) + ") instead of " + hex_bits(exp, size) + " (" +
                           value_text(exp, c_.cache_dtype) + ")";
       } else {
-        ng.example = cell_name(cell, e) + ": expected " + hex(exp, size) + " (" + meaning_expected(cell) + "), found " + hex(act, size) +
-                     " (" + meaning_found(key, d, act, tag) + ")";
-        ng.first_clause = where + " holds " + (d.writer == Writer::request ? value_name(d) : meaning_found(key, d, act, tag));
+        ng.example = cell_name(cell, e) + ": expected " + hex_bits(exp, size) + " (" + meaning_expected(cell) + "), found " + hex_bits(act, size) +
+                     " (" + meaning_found(key, d, tag) + ")";
+        ng.first_clause = where + " holds " + (key.writer == Writer::request ? value_name(d) : meaning_found(key, d, tag));
       }
     });
     if (key.kind == FindingKind::wrong_value) {
@@ -714,16 +528,11 @@ class Differ {
       g.head.add(cell.head);
       g.dim.add(cell.dim);
     }
-    if (d.writer == Writer::request) g.writer_token.add(d.token);
+    if (key.writer == Writer::request) g.writer_token.add(d.token);
     if (key.kind == FindingKind::missing_write || key.kind == FindingKind::wrong_value) {
       g.victim_tokens.insert(cell.token);
       g.victim_token.add(cell.token);
     }
-  }
-
-  ValueIndex& decoder() {
-    if (!index_) index_.emplace(c_, initial_, loc_);
-    return *index_;
   }
 
   // "K block 12 slot 3 head 0 dim 5 (cache element 1234; request 7 context token 195)"; for the
@@ -754,14 +563,14 @@ class Differ {
     return "?";
   }
 
-  static std::string value_name(const Decoded& d) {
+  static std::string value_name(const DecodedValue& d) {
     return "request " + num(d.request) + " token " + num(d.token) + " head " + num(d.head) + " dim " + num(d.dim) + "'s " +
            (d.is_value ? "V" : "K") + " value";
   }
 
-  std::string meaning_found(const GroupKey& key, const Decoded& d, uint32_t act, std::optional<Canary> tag) const {
+  std::string meaning_found(const GroupKey& key, const DecodedValue& d, std::optional<Canary> tag) const {
     if (key.kind == FindingKind::missing_write) return "its pre-run value";
-    switch (d.writer) {
+    switch (key.writer) {
       case Writer::request: return value_name(d);
       case Writer::padding_row:
       case Writer::invalid_row:
@@ -980,7 +789,7 @@ class Differ {
   const CacheLocator scale_loc_;  // the scale cache buffer
   const bool quantized_;          // 1-byte cache dtype: classification by location only
   const int64_t scale_count_;     // static scales per tensor
-  std::optional<ValueIndex> index_;  // built on the first cache difference that needs decoding
+  ValueDecoder values_;           // indexes the input on the first cache difference that needs decoding
   std::vector<Group> groups_;
   std::unordered_map<GroupKey, size_t, GroupKeyHash> index_of_;
   Group* last_ = nullptr;  // group of the previous cell (cells of one group are usually adjacent)
@@ -996,6 +805,52 @@ bool same_layout(const ArenaLayout& a, const ArenaLayout& b) {
 }
 
 }  // namespace
+
+CacheDiff classify_cache_diff(const Case& c, const CacheCell& cell, uint32_t found, uint32_t pre_run, ValueDecoder& values) {
+  CacheDiff x;
+  const int size = dtype_size(c.cache_dtype);
+  if (is_quantized(c.cache_dtype)) {
+    // By location only (see the file comment).
+    x.basis = CacheDiff::Basis::location;
+    if (cell.role == CacheCell::Role::new_token) {
+      x.kind = found == pre_run ? FindingKind::missing_write : FindingKind::wrong_value;
+    } else {
+      x.kind = cell.role == CacheCell::Role::context ? FindingKind::cross_request_write : FindingKind::stray_write;
+    }
+    return x;
+  }
+  x.tag = golden::canary_of(found, c.cache_dtype);
+  const uint32_t all_ones = size == 4 ? 0xFFFFFFFFu : 0xFFFFu;
+  if (found == all_ones || x.tag == Canary::guard || x.tag == Canary::input_gap) {
+    x.kind = FindingKind::oob_read_suspected;
+    x.basis = CacheDiff::Basis::over_read;
+    return x;
+  }
+  if (cell.role == CacheCell::Role::new_token && found == pre_run) {
+    x.kind = FindingKind::missing_write;
+    x.basis = CacheDiff::Basis::not_written;
+    return x;
+  }
+  DecodedValue& d = x.value;
+  d = values.decode(found, cell);
+  if (d.source == ValueSource::unknown && (x.tag == Canary::padding_row || x.tag == Canary::invalid_row || x.tag == Canary::graph_row)) {
+    // The bits of a padding-row canary that no row converts to (e.g. a raw bit copy across dtypes).
+    d.source = x.tag == Canary::padding_row ? ValueSource::padding_row : x.tag == Canary::invalid_row ? ValueSource::invalid_row : ValueSource::graph_row;
+  }
+  const bool unwritten = d.source == ValueSource::padding_row || d.source == ValueSource::invalid_row ||
+                         d.source == ValueSource::graph_row || d.source == ValueSource::unwritten_rows;
+  if (unwritten) {
+    x.kind = FindingKind::padding_leak;
+  } else if (cell.role == CacheCell::Role::new_token) {
+    x.kind = FindingKind::wrong_value;
+  } else if (cell.role == CacheCell::Role::context) {
+    const bool own = d.source == ValueSource::request && d.request == cell.request;
+    x.kind = own ? FindingKind::stray_write : FindingKind::cross_request_write;
+  } else {
+    x.kind = FindingKind::stray_write;
+  }
+  return x;
+}
 
 std::optional<TolerancePolicy> parse_tolerance(std::string_view text) {
   if (text == "exact") return TolerancePolicy{};

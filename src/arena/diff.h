@@ -13,7 +13,9 @@
 
 #include "../case/case.h"
 #include "arena.h"
+#include "decode.h"
 #include "finding.h"
+#include "golden/payload.h"
 
 namespace kvf {
 
@@ -33,6 +35,27 @@ struct TolerancePolicy {
 // Parses "exact", "ulp:N" (N >= 0) or "written-any-value"; std::nullopt otherwise.
 std::optional<TolerancePolicy> parse_tolerance(std::string_view text);
 std::string to_string(const TolerancePolicy& p);
+
+// How the classifier files one differing element of the KV cache buffer (the rules of diff.cpp's
+// file comment, before any tolerance): the finding kind, what it rests on, and whose value the
+// element holds. compare_arenas() groups these; the cell map (report/cell_map.h) draws them.
+struct CacheDiff {
+  enum class Basis : uint8_t {
+    location,     // 1-byte cache: judged by where the cell is; `value` and `tag` are unused
+    over_read,    // the found bits are all ones, the guard pattern or the input-gap canary (`tag`)
+    not_written,  // an expected write still holding its pre-run value
+    value,        // decoded (`value`); a padding/invalid/graph-row canary no row converts to counts as that row kind
+  };
+  FindingKind kind = FindingKind::wrong_value;
+  Basis basis = Basis::value;
+  DecodedValue value;                 // basis value: whose value the element holds
+  std::optional<golden::Canary> tag;  // the canary the found bits are, if any (float caches only)
+};
+
+// Classifies cache buffer element `cell` (c's KV cache), which held `pre_run` before the run and
+// `found` after it, differing from the expected bits. `values` is the case's decoder; it is
+// consulted only for basis value.
+CacheDiff classify_cache_diff(const Case& c, const CacheCell& cell, uint32_t found, uint32_t pre_run, ValueDecoder& values);
 
 Verdict compare_arenas(const Case& c, const Arena& initial, const Arena& expected, const Arena& actual,
                        const TolerancePolicy& policy = {});

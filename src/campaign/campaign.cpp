@@ -9,6 +9,8 @@
 #include <set>
 #include <thread>
 
+#include <unistd.h>
+
 #include "case/case_json.h"
 #include "case/errors.h"
 #include "gen/generate.h"
@@ -21,7 +23,18 @@ namespace {
 
 std::atomic<bool> g_stop{false};
 
-extern "C" void on_stop_signal(int) { g_stop.store(true); }
+// The first ^C (or SIGTERM) asks the campaign to stop after the current case, keeping every
+// confirmed failure and printing the summary; a second one ends the process at once (files are
+// written atomically, so nothing partial is left; a worker dies with its parent).
+extern "C" void on_stop_signal(int sig) {
+  if (g_stop.exchange(true)) {
+    ::signal(sig, SIG_DFL);
+    ::raise(sig);
+    return;
+  }
+  static const char kNote[] = "\nkvfuzz: stopping after the current case (again to quit at once)\n";
+  [[maybe_unused]] const ssize_t n = ::write(2, kNote, sizeof kNote - 1);
+}
 
 using Clock = std::chrono::steady_clock;
 
@@ -206,6 +219,10 @@ void campaign_thread(CampaignState& st, const CampaignOptions& o, const Profile&
 CampaignResult run_campaign(const CampaignOptions& o, Progress& progress) {
   const Profile profile = profile_for(o.config);
   open_target(o.target, o.target_options);  // unknown or unavailable: throw before any thread starts
+  // A --corpus-out that cannot hold cases is refused now, not after hours of fuzzing.
+  std::error_code ec;
+  if (std::filesystem::exists(o.corpus_out, ec) && !std::filesystem::is_directory(o.corpus_out, ec))
+    throw InputError(o.corpus_out.string(), "", "exists and is not a directory; --corpus-out expects a directory for failing cases");
 
   CampaignState st;
   st.result.target = o.target;

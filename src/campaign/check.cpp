@@ -2,6 +2,7 @@
 #include "campaign/check.h"
 
 #include <chrono>
+#include <utility>
 
 #include "arena/diff.h"
 #include "golden/golden.h"
@@ -28,27 +29,33 @@ CaseOutcome check_case(Target& target, const Case& c, const CheckOptions& option
   return check_case(isolator, c, options.tolerance);
 }
 
-CaseOutcome check_case(Isolator& isolator, const Case& c, const TolerancePolicy& tolerance) {
-  const auto start = std::chrono::steady_clock::now();
-  const Arena initial = make_initial_arena(c);
+CaseRun run_case(Isolator& isolator, const Case& c, const TolerancePolicy& tolerance) {
+  Arena initial = make_initial_arena(c);
   Arena expected = initial;
   golden::golden_append(c, expected);
   Arena actual = initial;
-
-  CaseOutcome out;
   const IsolatedRun run = isolator.run(c, actual);
+
+  CaseRun r{std::move(initial), std::move(expected), std::move(actual), run.status, Verdict{}};
   switch (run.status) {
-    case IsolatedStatus::ok: out.verdict = compare_arenas(c, initial, expected, actual, tolerance); break;
+    case IsolatedStatus::ok: r.verdict = compare_arenas(c, r.initial, r.expected, r.actual, tolerance); break;
     case IsolatedStatus::launch_error:
-      out.verdict = single_finding(FindingKind::launch_error, "launch refused: " + run.message);
+      r.verdict = single_finding(FindingKind::launch_error, "launch refused: " + run.message);
       break;
     case IsolatedStatus::crash:
-      out.verdict = single_finding(FindingKind::crash, "the kernel crashed: " + run.message);
+      r.verdict = single_finding(FindingKind::crash, "the kernel crashed: " + run.message);
       break;
     case IsolatedStatus::timeout:
-      out.verdict = single_finding(FindingKind::timeout, "the kernel hung: " + run.message);
+      r.verdict = single_finding(FindingKind::timeout, "the kernel hung: " + run.message);
       break;
   }
+  return r;
+}
+
+CaseOutcome check_case(Isolator& isolator, const Case& c, const TolerancePolicy& tolerance) {
+  const auto start = std::chrono::steady_clock::now();
+  CaseOutcome out;
+  out.verdict = run_case(isolator, c, tolerance).verdict;
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return out;
 }

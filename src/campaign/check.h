@@ -1,6 +1,7 @@
 // check.h — one case, end to end: arena, golden expectation, isolated run, whole-arena diff.
 #pragma once
 
+#include "arena/arena.h"
 #include "arena/diff.h"
 #include "campaign/isolation.h"
 #include "case/case.h"
@@ -14,9 +15,22 @@ struct CheckOptions {
   TolerancePolicy tolerance;   // how values of expected writes are judged (default exact)
 };
 
+// One run of a case with its three arenas kept (same layout): what check_case() judges and what a
+// report (campaign/report_case.h) draws.
+struct CaseRun {
+  Arena initial;   // every byte given its known pre-run value (make_initial_arena)
+  Arena expected;  // `initial` after the golden model's append
+  Arena actual;    // `initial` after the target's run, as it was left (also after a crash or hang)
+  IsolatedStatus status = IsolatedStatus::ok;  // whether the run finished
+  Verdict verdict;  // ok: compare_arenas() of the three; else one crash, timeout or launch_error finding
+};
+
 // Builds the initial arena, derives the expected arena with the golden model, runs the target on a
-// copy through `isolator` and compares the whole image. Crashes, timeouts and launch errors become
-// single findings.
+// copy through `isolator` and, if the run finished, compares the whole image under `tolerance`.
+// Crashes, timeouts and launch errors become single findings.
+CaseRun run_case(Isolator& isolator, const Case& c, const TolerancePolicy& tolerance = {});
+
+// run_case() reduced to its verdict, timed.
 CaseOutcome check_case(Isolator& isolator, const Case& c, const TolerancePolicy& tolerance = {});
 
 // The same with a fresh worker for this one case.

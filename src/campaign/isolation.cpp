@@ -85,10 +85,26 @@ std::string describe_exit(int wstatus) {
 
 // The worker's main loop: never returns.
 [[noreturn]] void worker_main(Target& target, int sock, int memfd, int64_t capacity) {
-  signal(SIGINT, SIG_IGN);  // the parent decides when to stop; a ^C must not look like a crash
+  signal(SIGINT, SIG_IGN);   // the parent decides when to stop; a ^C must not look like a crash
+  signal(SIGTERM, SIG_IGN);  // the same for a SIGTERM sent to the process group (the parent handles it)
   prctl(PR_SET_PDEATHSIG, SIGKILL);
-  void* shared = mmap(nullptr, static_cast<size_t>(capacity), PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
+  // The arena lies between two inaccessible fences, and the capacity beyond the current image is
+  // made inaccessible per case: a write outside the image (and its guard bands) faults, a `crash`,
+  // whatever this worker ran before. Without this its outcome would depend on the worker's history
+  // (how large its mapping grew, what lies before it), so -j 1 and -j 2 could shrink a failure to
+  // different cases.
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  const size_t mapped = (static_cast<size_t>(capacity) + page - 1) / page * page;
+  constexpr size_t kFence = size_t{64} << 30;  // address space only (PROT_NONE, MAP_NORESERVE)
+  void* shared = MAP_FAILED;
+  void* reserve = mmap(nullptr, kFence + mapped + kFence, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (reserve != MAP_FAILED) {
+    shared = mmap(static_cast<char*>(reserve) + kFence, mapped, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, memfd, 0);
+  } else {  // no address space for fences (a tight RLIMIT_AS): unfenced
+    shared = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
+  }
   if (shared == MAP_FAILED) _exit(3);
+  size_t accessible = mapped;  // bytes of the mapping currently PROT_READ | PROT_WRITE
   for (;;) {
     uint64_t header[2];
     if (!read_all(sock, header, sizeof header)) _exit(0);  // parent closed: done
@@ -103,6 +119,13 @@ std::string describe_exit(int wstatus) {
         status = IsolatedStatus::launch_error;
         message = "worker: image size mismatch";
       } else {
+        const size_t used = std::min(mapped, (static_cast<size_t>(layout.total_bytes) + page - 1) / page * page);
+        if (used != accessible) {
+          char* base = static_cast<char*>(shared);
+          if (used > accessible) mprotect(base + accessible, used - accessible, PROT_READ | PROT_WRITE);
+          if (used < accessible) mprotect(base + used, accessible - used, PROT_NONE);
+          accessible = used;
+        }
         const RunResult r = target.run(c, static_cast<std::byte*>(shared), layout);
         if (r.status == RunStatus::launch_error) status = IsolatedStatus::launch_error;
         if (r.status == RunStatus::device_fault) status = IsolatedStatus::crash;  // answered, then exit

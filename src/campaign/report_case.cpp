@@ -1,12 +1,13 @@
 // report_case.cpp — see report_case.h.
 #include "campaign/report_case.h"
 
+#include <fstream>
 #include <system_error>
 
-#include "arena/diff.h"
+#include <nlohmann/json.hpp>
+
 #include "case/case_json.h"
 #include "case/errors.h"
-#include "golden/golden.h"
 #include "report/html.h"
 #include "report/markdown.h"
 
@@ -22,25 +23,12 @@ std::string quote_path(const std::filesystem::path& p) {
   return q + "'";
 }
 
-Verdict single_finding(FindingKind kind, const std::string& what) {
-  Finding f;
-  f.kind = kind;
-  f.victim = "the run";
-  f.writer = "the kernel";
-  f.sentence = what;
-  Verdict v;
-  v.findings.push_back(f);
-  return v;
-}
-
 }  // namespace
 
 CaseReport report_case(Target& target, const Case& c, const std::filesystem::path& file, const ReportOptions& o) {
-  const Arena initial = make_initial_arena(c);
-  Arena expected = initial;
-  golden::golden_append(c, expected);
-  Arena actual = initial;
-  const IsolatedRun run = run_isolated(target, c, actual, o.check.isolation);
+  Isolator isolator(target, o.check.isolation);
+  // Values are judged exactly, whatever o.check.tolerance says: the map marks every differing cell.
+  const CaseRun run = run_case(isolator, c, TolerancePolicy{});
 
   CaseReport r;
   r.case_file = file;
@@ -48,14 +36,9 @@ CaseReport report_case(Target& target, const Case& c, const std::filesystem::pat
   r.target = o.target;
   r.program = o.program;
   r.ran = run.status == IsolatedStatus::ok;
-  switch (run.status) {
-    case IsolatedStatus::ok: r.verdict = compare_arenas(c, initial, expected, actual); break;
-    case IsolatedStatus::launch_error: r.verdict = single_finding(FindingKind::launch_error, "launch refused: " + run.message); break;
-    case IsolatedStatus::crash: r.verdict = single_finding(FindingKind::crash, "the kernel crashed: " + run.message); break;
-    case IsolatedStatus::timeout: r.verdict = single_finding(FindingKind::timeout, "the kernel hung: " + run.message); break;
-  }
+  r.verdict = run.verdict;
   // A run that did not finish still left an image: the map shows it as it was left.
-  r.map = build_cell_map(c, r.verdict, initial, expected, actual);
+  r.map = build_cell_map(c, r.verdict, run.initial, run.expected, run.actual);
   const std::string tail = quote_path(file) + " --target " + o.target;
   r.replay_command = o.program + " replay " + tail;
   r.report_command = o.program + " report " + tail;
@@ -68,7 +51,37 @@ CaseReport report_case_file(const std::filesystem::path& file, const ReportOptio
   return report_case(*target, c, file, o);
 }
 
+namespace {
+
+// True when `file` is a report.json kvfuzz wrote (schema "kvfuzz-report").
+bool is_kvfuzz_report(const std::filesystem::path& file) {
+  std::error_code ec;
+  const auto size = std::filesystem::file_size(file, ec);
+  if (ec || size > (uintmax_t{1} << 30)) return false;
+  std::ifstream in(file, std::ios::binary);
+  const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  return j.is_object() && j.value("schema", std::string()) == "kvfuzz-report";
+}
+
+}  // namespace
+
+void check_report_dir(const std::filesystem::path& dir) {
+  std::error_code ec;
+  if (std::filesystem::exists(dir, ec) && !std::filesystem::is_directory(dir, ec))
+    throw InputError(dir.string(), "", "exists and is not a directory; expected a directory for the report");
+  const std::filesystem::path json_file = dir / "report.json";
+  if (std::filesystem::exists(json_file, ec) && is_kvfuzz_report(json_file)) return;  // an earlier report: replaced
+  for (const char* name : {"report.json", "report.md", "report.html"}) {
+    const std::filesystem::path f = dir / name;
+    if (std::filesystem::exists(f, ec))
+      throw InputError(f.string(), "",
+                       "exists and is not part of a kvfuzz report (no report.json of schema \"kvfuzz-report\" beside "
+                       "it); kvfuzz does not overwrite it: choose another directory (-o) or move the file away");
+  }
+}
+
 std::vector<std::filesystem::path> write_report(const CaseReport& report, const std::filesystem::path& dir) {
+  check_report_dir(dir);
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) throw InfraError("cannot create the report directory " + dir.string() + ": " + ec.message());

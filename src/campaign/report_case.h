@@ -1,9 +1,9 @@
 // report_case.h — re-running one case to explain it: the report behind `kvfuzz report` and the
 // reports `kvfuzz run` writes next to each failing case it saves.
 //
-// The run is the one check_case() performs (initial arena, golden expectation, isolated launch,
-// whole-image diff), but the three arenas are kept, so the report can show every cell
-// (report/cell_map.h). Rendering lives in src/report/ (html.h, markdown.h, case_report_json()).
+// The run is run_case() (campaign/check.h), the one check_case() performs (initial arena, golden
+// expectation, isolated launch, whole-image diff), whose three arenas the report keeps to show
+// every cell (report/cell_map.h). Values are judged exactly, whatever `check.tolerance` says. Rendering lives in src/report/ (html.h, markdown.h, case_report_json()).
 #pragma once
 
 #include <filesystem>
@@ -22,7 +22,7 @@ struct ReportOptions {
   std::string target = "cuda-emu";  // target to run the case on
   TargetOptions target_options;     // device index for GPU targets
   std::string program = "kvfuzz";   // binary name used in reproduction commands
-  CheckOptions check;               // isolation of the launch
+  CheckOptions check;               // isolation of the launch (its tolerance is not used)
   Limits limits;                    // limits applied when reading the case file
 };
 
@@ -32,8 +32,14 @@ CaseReport report_case(Target& target, const Case& c, const std::filesystem::pat
 // Reads `file` (InputError if it is not a valid case), runs it and builds its report.
 CaseReport report_case_file(const std::filesystem::path& file, const ReportOptions& options);
 
-// Writes report.json, report.md and report.html into `dir` (created if missing), atomically each.
-// Returns the paths written. Throws InfraError on I/O failure.
+// Refuses (InputError) a report directory that would overwrite a user's files: `dir` is usable when
+// it does not exist, holds none of report.json, report.md and report.html, or holds an earlier kvfuzz
+// report (report.json of schema "kvfuzz-report"), which is replaced. Other files in it are never
+// touched.
+void check_report_dir(const std::filesystem::path& dir);
+
+// Writes report.json, report.md and report.html into `dir` (created if missing), atomically each,
+// after check_report_dir(dir). Returns the paths written. Throws InfraError on I/O failure.
 std::vector<std::filesystem::path> write_report(const CaseReport& report, const std::filesystem::path& dir);
 
 // For every failure of a campaign: the report of its saved case, written to report_dir_for(file).

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdint>
 #include <initializer_list>
@@ -795,14 +796,26 @@ std::string case_hash(const Case& c) {
   return out;
 }
 
-void write_file_atomic(const std::filesystem::path& file, const std::string& text) {
+namespace {
+
+// A temporary name unique to this process and call: "<file>.tmp.<pid>.<n>". Never ends in ".json",
+// so replay and corpus directories never pick one up; a kill -9 mid-write can leave one behind,
+// never a partial <file>.
+std::filesystem::path temp_name(const std::filesystem::path& file) {
+  static std::atomic<uint64_t> counter{0};
   std::filesystem::path tmp = file;
-  tmp += ".tmp." + std::to_string(::getpid());
+  tmp += ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter.fetch_add(1));
+  return tmp;
+}
+
+// Writes `text` to a new temporary file beside `file` and syncs it; returns its name.
+std::filesystem::path write_temp(const std::filesystem::path& file, const std::string& text) {
+  const std::filesystem::path tmp = temp_name(file);
   const auto fail = [&](const std::string& what, int err, bool remove_tmp) {
     if (remove_tmp) ::unlink(tmp.c_str());
     throw InfraError("cannot write " + file.string() + ": " + what + " " + tmp.string() + ": " + errno_text(err));
   };
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd < 0) fail("cannot create", errno, false);
   size_t done = 0;
   while (done < text.size()) {
@@ -821,8 +834,12 @@ void write_file_atomic(const std::filesystem::path& file, const std::string& tex
     fail("fsync failed on", err, true);
   }
   if (::close(fd) != 0) fail("close failed on", errno, true);
-  if (::rename(tmp.c_str(), file.c_str()) != 0) fail("cannot rename", errno, true);
-  // Make the rename itself durable; best effort (some file systems refuse fsync on directories).
+  return tmp;
+}
+
+// Makes a rename in the directory of `file` durable; best effort (some file systems refuse fsync on
+// directories).
+void sync_parent(const std::filesystem::path& file) {
   const std::filesystem::path dir = file.has_parent_path() ? file.parent_path() : std::filesystem::path(".");
   const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dfd >= 0) {
@@ -831,14 +848,61 @@ void write_file_atomic(const std::filesystem::path& file, const std::string& tex
   }
 }
 
+}  // namespace
+
+void write_file_atomic(const std::filesystem::path& file, const std::string& text) {
+  const std::filesystem::path tmp = write_temp(file, text);
+  if (::rename(tmp.c_str(), file.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    throw InfraError("cannot write " + file.string() + ": cannot rename " + tmp.string() + ": " + errno_text(err));
+  }
+  sync_parent(file);
+}
+
+bool write_new_file_atomic(const std::filesystem::path& file, const std::string& text) {
+  const std::filesystem::path tmp = write_temp(file, text);
+  // link() fails with EEXIST instead of replacing: the no-clobber rename every file system has.
+  int rc = ::link(tmp.c_str(), file.c_str());
+  int err = errno;
+  if (rc != 0 && (err == EPERM || err == ENOTSUP || err == EOPNOTSUPP || err == ENOSYS)) {
+    // A file system without hard links: check, then rename (a race with another writer of the same
+    // name can replace its file, never leave a partial one).
+    struct stat st {};
+    if (::lstat(file.c_str(), &st) == 0) {
+      rc = -1;
+      err = EEXIST;
+    } else {
+      rc = ::rename(tmp.c_str(), file.c_str());
+      err = errno;
+    }
+  }
+  ::unlink(tmp.c_str());
+  if (rc != 0 && err == EEXIST) return false;
+  if (rc != 0) throw InfraError("cannot write " + file.string() + ": cannot link " + tmp.string() + ": " + errno_text(err));
+  sync_parent(file);
+  return true;
+}
+
 std::filesystem::path save_case(const Case& c, const std::filesystem::path& dir) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) throw InfraError("cannot create directory " + dir.string() + ": " + ec.message());
   const std::filesystem::path file = dir / (case_hash(c) + ".json");
   // replace: a provenance string with invalid UTF-8 (a command line) must not make saving fail.
-  write_file_atomic(file, case_to_json(c).dump(2, ' ', false, json::error_handler_t::replace) + "\n");
-  return file;
+  const std::string text = case_to_json(c).dump(2, ' ', false, json::error_handler_t::replace) + "\n";
+  if (write_new_file_atomic(file, text)) return file;
+  // The name exists. The same batch saved earlier (another run, another thread, the input of
+  // `kvfuzz shrink`) is kept as it is; anything else there is not ours to replace.
+  Limits any;  // only the identity of the existing file matters here, not its size
+  any.max_buffer_bytes = any.max_slots = any.max_requests = int64_t{1} << 62;
+  any.max_heads = any.max_head_dim = 1 << 30;
+  try {
+    if (case_hash(read_case_file(file, any)) == case_hash(c)) return file;
+  } catch (const InputError&) {  // not a case at all: refused below
+  }
+  throw InfraError("refusing to overwrite " + file.string() +
+                   ": it exists and is not the case kvfuzz would save there; move it away or choose another directory");
 }
 
 }  // namespace kvf

@@ -51,11 +51,19 @@ Case read_case_file(const std::filesystem::path& file, const Limits& limits = {}
 // The genotype, when present, is part of the hash.
 std::string case_hash(const Case& c);
 
-// Writes `text` to `file` atomically (temporary file in the same directory, fsync, rename).
+// Writes `text` to `file` atomically (temporary file "<file>.tmp.<pid>.<n>" in the same directory,
+// fsync, rename), replacing `file` if it exists. Readers see the old file or the new one, never a
+// partial one; a process killed mid-write can leave the temporary file behind (never named *.json).
 // Throws InfraError on I/O failure.
 void write_file_atomic(const std::filesystem::path& file, const std::string& text);
 
-// Writes the case as <dir>/<case_hash>.json (pretty JSON, atomically) and returns the path.
+// The same, but never replaces an existing `file`: returns false (and writes nothing) if it exists.
+bool write_new_file_atomic(const std::filesystem::path& file, const std::string& text);
+
+// Writes the case as <dir>/<case_hash>.json (pretty JSON, atomically) and returns the path. Never
+// overwrites: if that file already holds the same batch (same hash; saved by an earlier run, another
+// thread, or the input of `kvfuzz shrink`) it is kept unchanged and its path returned; if it holds
+// anything else, InfraError.
 std::filesystem::path save_case(const Case& c, const std::filesystem::path& dir);
 
 }  // namespace kvf

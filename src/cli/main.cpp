@@ -71,6 +71,20 @@ void write_text(const std::string& file, const std::string& text) {
   kvf::write_file_atomic(file, text);
 }
 
+// An output file that is also an input of the command (`replay case.json --json case.json`) would
+// destroy the input: refused before anything runs. Other existing output files are replaced.
+void refuse_output_over_input(const std::vector<std::string>& outputs, const std::vector<std::string>& inputs) {
+  for (const std::string& out : outputs) {
+    if (out.empty() || out == "-") continue;
+    for (const std::string& in : inputs) {
+      std::error_code ec;
+      if (!in.empty() && std::filesystem::equivalent(out, in, ec))
+        throw kvf::InputError(out, "", "is also an input of this command (" + in +
+                                           "); kvfuzz does not overwrite its inputs: choose another output file");
+    }
+  }
+}
+
 // Binary name for reproduction commands in reports ("kvfuzz", or a mutant's name).
 std::string program_name(const char* argv0) {
   const std::string name = std::filesystem::path(argv0 ? argv0 : "kvfuzz").filename().string();
@@ -311,6 +325,9 @@ int main(int argc, char** argv) {
       for (const auto& f : kvf::generate_cases(gen_opts)) std::cout << f.string() << "\n";
       return kClean;
     }
+    const std::vector<std::string> outputs = {json_file, ci.junit_file, ci.summary_md_file};
+    if (*run) refuse_output_over_input(outputs, {run_opts.config.string()});
+    if (*replay) refuse_output_over_input(outputs, replay_paths);
     if (*run) return cmd_run(run_opts, common, seed_opt->count() > 0, json_file, ci, program_name(argv[0]));
     if (*replay) {
       for (const std::string& p : replay_paths) replay_opts.paths.emplace_back(p);

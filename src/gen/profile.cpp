@@ -9,11 +9,11 @@
 #include <limits>
 #include <optional>
 #include <set>
-#include <sstream>
 #include <string_view>
 
 #include <nlohmann/json.hpp>
 
+#include "../case/case_json.h"
 #include "../case/errors.h"
 
 namespace kvf {
@@ -23,6 +23,29 @@ using nlohmann::json;
 
 constexpr std::string_view kSchema = "kvfuzz-config";
 constexpr int kVersion = 1;
+
+// A key or name echoed in a message: printable ASCII only ('~' and '/' escaped as in RFC 6901,
+// other bytes as \xNN), at most 64 bytes.
+std::string pointer_token(std::string_view key) {
+  static const char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (size_t i = 0; i < key.size() && i < 64; ++i) {
+    const auto ch = static_cast<unsigned char>(key[i]);
+    if (ch == '~') {
+      out += "~0";
+    } else if (ch == '/') {
+      out += "~1";
+    } else if (ch >= 0x20 && ch < 0x7f) {
+      out.push_back(static_cast<char>(ch));
+    } else {
+      out += "\\x";
+      out.push_back(kHex[ch >> 4]);
+      out.push_back(kHex[ch & 15]);
+    }
+  }
+  if (key.size() > 64) out += "...";
+  return out;
+}
 
 // Reads one profile object; `file` names the file in every error.
 class ProfileReader {
@@ -56,7 +79,8 @@ class ProfileReader {
   Weighted<T> weighted(const json& j, const std::string& path, ParseValue parse_value) const {
     if (!j.is_object()) fail(path, "expected an object {\"values\": [...], \"weights\": [...]}");
     for (const auto& [key, _] : j.items())
-      if (key != "values" && key != "weights") fail(path + "/" + key, "unknown key; expected only \"values\" and \"weights\"");
+      if (key != "values" && key != "weights")
+        fail(path + "/" + pointer_token(key), "unknown key; expected only \"values\" and \"weights\"");
     if (!j.contains("values")) fail(path, "missing key \"values\" (a non-empty array, simplest first)");
     if (!j.contains("weights")) fail(path, "missing key \"weights\" (an array of integers >= 0, one per value)");
     const json& values = j.at("values");
@@ -98,7 +122,7 @@ class ProfileReader {
     return weighted<E>(j, path, [&](const json& v, const std::string& p) {
       if (!v.is_string()) fail(p, "expected a string, one of " + expected);
       const std::optional<E> e = from_string(v.get<std::string>());
-      if (!e) fail(p, "unknown name \"" + v.get<std::string>() + "\"; expected one of " + expected);
+      if (!e) fail(p, "unknown name \"" + pointer_token(v.get<std::string>()) + "\"; expected one of " + expected);
       return *e;
     });
   }
@@ -122,15 +146,20 @@ const std::set<std::string>& profile_keys() {
 Profile profile_from_json(const json& j, const std::string& file) {
   ProfileReader r(file);
   if (!j.is_object()) r.fail("", "expected a JSON object (schema \"kvfuzz-config\")");
+  // Schema and version first: a newer kvfuzz's profile may have keys this one does not know.
+  if (!j.contains("schema")) r.fail("/schema", "missing key \"schema\"; expected \"kvfuzz-config\"");
+  if (r.string(j.at("schema"), "/schema") != kSchema) r.fail("/schema", "expected \"kvfuzz-config\"");
+  if (!j.contains("version")) r.fail("/version", "missing key \"version\"; expected the integer 1");
+  const json& jv = j.at("version");
+  if (jv.is_number_unsigned() && jv.get<uint64_t>() > static_cast<uint64_t>(kVersion))
+    r.fail("/version", "version " + jv.dump() + " was written by a newer kvfuzz; this one reads version 1");
+  const int64_t version = r.integer(jv, "/version", 0, std::numeric_limits<int32_t>::max());
+  if (version != kVersion) r.fail("/version", "expected 1");
   for (const auto& [key, _] : j.items())
-    if (!profile_keys().count(key)) r.fail("/" + key, "unknown key; see configs/default.json for the accepted keys");
+    if (!profile_keys().count(key))
+      r.fail("/" + pointer_token(key), "unknown key; see configs/default.json for the accepted keys");
   for (const std::string& key : profile_keys())
     if (!j.contains(key)) r.fail("", "missing key \"" + key + "\"; see configs/default.json for the full form");
-
-  if (r.string(j.at("schema"), "/schema") != kSchema) r.fail("/schema", "expected \"kvfuzz-config\"");
-  const int64_t version = r.integer(j.at("version"), "/version", 0, std::numeric_limits<int32_t>::max());
-  if (version > kVersion) r.fail("/version", "version " + std::to_string(version) + " was written by a newer kvfuzz; this one reads version 1");
-  if (version != kVersion) r.fail("/version", "expected 1");
 
   const std::string layouts = "paged_nhd, paged_hnd, contiguous_bshd, contiguous_bhsd, packed_kv_nhd";
   const std::string float_dtypes = "f16, bf16, f32";
@@ -202,19 +231,36 @@ Profile profile_from_json(const json& j, const std::string& file) {
 
 }  // namespace
 
+Profile profile_from_text(std::string_view text, const std::string& file) {
+  if (text.find_first_not_of(" \t\r\n") == std::string_view::npos)
+    throw InputError(file, "", "the file is empty; expected a JSON object (a kvfuzz-config profile, see configs/)");
+  try {
+    return profile_from_json(parse_json_strict(text, file), file);
+  } catch (const InputError&) {
+    throw;
+  } catch (const std::bad_alloc&) {
+    throw InputError(file, "", "out of memory while reading the profile");
+  } catch (const std::exception& e) {  // not expected; keeps the "only InputError" promise
+    throw InputError(file, "", std::string("cannot read the profile: ") + e.what());
+  }
+}
+
 Profile load_profile(const std::filesystem::path& file) {
   const std::string name = file.string();
+  std::error_code ec;
+  if (std::filesystem::is_directory(file, ec))
+    throw InputError(name, "", "is a directory; expected a kvfuzz-config JSON file (see configs/)");
   std::ifstream in(file, std::ios::binary);
   if (!in) throw InputError(name, "", "cannot open the profile file; expected a readable kvfuzz-config JSON file");
-  std::ostringstream text;
-  text << in.rdbuf();
-  json j;
-  try {
-    j = json::parse(text.str());
-  } catch (const json::parse_error& e) {
-    throw InputError(name, "", std::string("not valid JSON: ") + e.what());
-  }
-  return profile_from_json(j, name);
+  // Profiles are small; a size cap keeps a mistaken path (a disk image, /dev/zero) from being read whole.
+  constexpr std::streamsize kMaxProfileBytes = std::streamsize{1} << 20;
+  std::string text(static_cast<size_t>(kMaxProfileBytes) + 1, '\0');
+  in.read(text.data(), kMaxProfileBytes + 1);
+  if (in.bad()) throw InputError(name, "", "cannot read the profile file");
+  text.resize(static_cast<size_t>(in.gcount()));
+  if (text.size() > static_cast<size_t>(kMaxProfileBytes))
+    throw InputError(name, "", "the file is larger than the 1 MiB limit on profiles; expected a kvfuzz-config JSON file");
+  return profile_from_text(text, name);
 }
 
 Profile default_profile() {

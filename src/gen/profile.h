@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "../case/types.h"
@@ -70,8 +71,13 @@ struct Profile {
   bool operator==(const Profile&) const = default;
 };
 
-// Reads and validates a profile file. Throws InputError (case/errors.h) on any problem.
+// Reads and validates a profile file (at most 1 MiB). Throws InputError (case/errors.h) on any problem.
 Profile load_profile(const std::filesystem::path& file);
+
+// The same reader on in-memory text (the fuzzing entry point, tests/fuzz/fuzz_profile_reader.cpp):
+// strict JSON (parse_json_strict: duplicate keys, nesting depth, invalid UTF-8 refused), then every
+// key, type and range. `file` is used in error messages only. Throws only InputError.
+Profile profile_from_text(std::string_view text, const std::string& file);
 
 // The built-in default profile (identical to configs/default.json; a test checks they agree).
 Profile default_profile();

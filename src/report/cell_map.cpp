@@ -1,29 +1,26 @@
 // cell_map.cpp — see cell_map.h.
 //
 // The cache buffer is scanned in chunks (memcmp), and only differing chunks element by element.
-// Each differing element is located (CacheLocator), classified with the classifier's rules
-// (arena/diff.cpp, in order: over-read pattern, missing write, padding value, then by location) and
-// its value decoded to the input element that holds it. Per element only integers are kept;
-// strings are built once per damaged (block, slot) and once per matrix label.
+// Each differing element is located (CacheLocator) and classified by the classifier itself
+// (classify_cache_diff(), arena/diff.h: over-read pattern, missing write, padding value, then by
+// location), which decodes its value to the input element that holds it (arena/decode.h). Per
+// element only integers are kept; strings are built once per damaged (block, slot) and once per
+// matrix label.
 #include "report/cell_map.h"
 
 #include <algorithm>
 #include <cstring>
 #include <map>
-#include <optional>
 #include <sstream>
 #include <tuple>
 #include <utility>
 
-#include "../../kernels/cuda/kv_layout.cuh"
-#include "golden/convert.h"
-#include "golden/payload.h"
+#include "arena/decode.h"
+#include "arena/diff.h"
 
 namespace kvf {
 
 namespace {
-
-using golden::Canary;
 
 std::string num(int64_t v) { return std::to_string(v); }
 
@@ -88,148 +85,26 @@ VictimKey victim_of(const CacheCell& cell) {
   return {};
 }
 
-// The input element a cache value came from.
-struct Decoded {
-  WriterKey::Kind kind = WriterKey::unknown;
-  int64_t row = -1;  // -1 if several
-  bool is_value = false;
-  int64_t head = -1, dim = -1;
-  int64_t request = -1, token = -1;
-};
-
-// Every input element's value as the cache would store it, indexed by bits. Candidates among
-// several: the cell's own tensor, head and dim first, then its head and dim, preferring the row of
-// the previous decode (rows are written contiguously); else a unique one; else ambiguous.
-class Decoder {
- public:
-  // Float caches only: the contract's conversion of every input element.
-  Decoder(const Case& c, const Arena& initial, const CacheLocator& loc) : c_(c), loc_(loc) {
-    const int in_size = dtype_size(c.input_dtype);
-    for (const bool is_value : {false, true}) {
-      const InputView& v = is_value ? c.value : c.key;
-      for (int64_t row = 0; row < c.num_input_rows; ++row) {
-        for (int64_t h = 0; h < c.num_heads; ++h) {
-          for (int64_t d = 0; d < c.head_dim; ++d) {
-            const int64_t e = v.offset + input_elem_offset(v.stride_token, v.stride_head, row, h, d);
-            const auto bits = static_cast<uint32_t>(load_elem(initial.input(), e, in_size));
-            entries_.emplace_back(golden::convert_bits(bits, c.input_dtype, c.cache_dtype), id(is_value, row, h, d));
-          }
-        }
-      }
-    }
-    std::sort(entries_.begin(), entries_.end());
+// The writer key of a classified cell: decoded writers as they are; over-read patterns, missing
+// writes and (1-byte caches) location-only cells by what the classifier rests on.
+WriterKey writer_of(const CacheDiff& x, const CacheCell& cell) {
+  if (x.kind == FindingKind::missing_write) return {WriterKey::not_written, -1};
+  switch (x.basis) {
+    case CacheDiff::Basis::location: return {cell.role == CacheCell::Role::new_token ? WriterKey::other : WriterKey::unknown, -1};
+    case CacheDiff::Basis::over_read: return {WriterKey::over_read, -1};
+    case CacheDiff::Basis::not_written: return {WriterKey::not_written, -1};
+    case CacheDiff::Basis::value: break;
   }
-
-  Decoded decode(uint32_t bits, const CacheCell& cell) {
-    const auto [lo, end] = std::equal_range(entries_.cbegin(), entries_.cend(), Entry{bits, 0}, ByBits{});
-    if (lo == end) return Decoded{};
-    bool any_written = false;
-    Decoded unwritten;
-    for (It it = lo; it != end; ++it) {
-      const int64_t row = static_cast<int64_t>(it->second % rows());
-      const WriterKey::Kind k = row_kind(row);
-      if (k == WriterKey::request) {
-        any_written = true;
-        break;
-      }
-      if (it == lo) {
-        unwritten.kind = k;
-        unwritten.row = row;
-      } else {
-        if (k != unwritten.kind) unwritten.kind = WriterKey::unwritten_rows;
-        if (row != unwritten.row) unwritten.row = -1;
-      }
-    }
-    if (!any_written) return unwritten;
-    if (cell.role != CacheCell::Role::gap) {
-      const uint64_t own = id(cell.is_value, 0, cell.head, cell.dim);
-      const uint64_t both = id(false, 0, cell.head, cell.dim);
-      if (auto d = pick(lo, end, own, own + rows())) return *d;
-      if (auto d = pick(lo, end, both, both + 2 * rows())) return *d;
-    }
-    if (end - lo == 1) return use(lo->second);
-    Decoded d;
-    d.kind = WriterKey::ambiguous;
-    return d;
+  switch (x.value.source) {
+    case ValueSource::request: return {WriterKey::request, x.value.request};
+    case ValueSource::padding_row: return {WriterKey::padding_row, -1};
+    case ValueSource::invalid_row: return {WriterKey::invalid_row, -1};
+    case ValueSource::graph_row: return {WriterKey::graph_row, -1};
+    case ValueSource::unwritten_rows: return {WriterKey::unwritten_rows, -1};
+    case ValueSource::unknown: return {WriterKey::unknown, -1};
+    case ValueSource::ambiguous: return {WriterKey::ambiguous, -1};
   }
-
- private:
-  using Entry = std::pair<uint32_t, uint64_t>;  // (bits as stored, candidate id)
-  using It = std::vector<Entry>::const_iterator;
-  struct ByBits {
-    bool operator()(const Entry& a, const Entry& b) const { return a.first < b.first; }
-  };
-
-  uint64_t rows() const { return static_cast<uint64_t>(c_.num_input_rows); }
-  // Ids sort by (head, dim, tensor, row), so one (bits, head, dim[, tensor]) is a contiguous range.
-  uint64_t id(bool is_value, int64_t row, int64_t head, int64_t dim) const {
-    return ((static_cast<uint64_t>(head) * static_cast<uint64_t>(c_.head_dim) + static_cast<uint64_t>(dim)) * 2 +
-            (is_value ? 1 : 0)) * rows() + static_cast<uint64_t>(row);
-  }
-
-  WriterKey::Kind row_kind(int64_t row) const {
-    if (row >= c_.num_slots()) return WriterKey::graph_row;
-    const int64_t slot = c_.slot_mapping[static_cast<size_t>(row)];
-    if (slot < 0) return WriterKey::padding_row;
-    if (slot >= c_.capacity()) return WriterKey::invalid_row;
-    return WriterKey::request;
-  }
-
-  Decoded use(uint64_t candidate) {
-    Decoded d;
-    d.row = static_cast<int64_t>(candidate % rows());
-    uint64_t rest = candidate / rows();
-    d.is_value = rest % 2 == 1;
-    rest /= 2;
-    d.dim = static_cast<int64_t>(rest % static_cast<uint64_t>(c_.head_dim));
-    d.head = static_cast<int64_t>(rest / static_cast<uint64_t>(c_.head_dim));
-    d.kind = row_kind(d.row);
-    if (d.kind == WriterKey::request) {
-      const int64_t slot = c_.slot_mapping[static_cast<size_t>(d.row)];
-      const CacheLocator::Owner o = loc_.owner(slot / c_.cache.block_size);
-      d.request = o.request;
-      d.token = o.logical * c_.cache.block_size + slot % c_.cache.block_size;
-      if (d.request < 0) d.kind = WriterKey::unknown;
-    }
-    hint_row_ = d.row;
-    return d;
-  }
-
-  std::optional<Decoded> pick(It lo, It end, uint64_t id_lo, uint64_t id_hi) {
-    const auto first = std::lower_bound(lo, end, Entry{lo->first, id_lo});
-    const auto last = std::lower_bound(first, end, Entry{lo->first, id_hi});
-    if (first == last) return std::nullopt;
-    if (hint_row_ >= 0) {
-      for (uint64_t base = id_lo; base < id_hi; base += rows()) {
-        const Entry want{lo->first, base + static_cast<uint64_t>(hint_row_)};
-        const auto it = std::lower_bound(first, last, want);
-        if (it != last && *it == want) return use(want.second);
-      }
-    }
-    if (last - first == 1) return use(first->second);
-    Decoded d;
-    d.kind = WriterKey::ambiguous;
-    return d;
-  }
-
-  const Case& c_;
-  const CacheLocator& loc_;
-  std::vector<Entry> entries_;  // sorted
-  int64_t hint_row_ = -1;
-};
-
-const char* canary_meaning(Canary t) {
-  switch (t) {
-    case Canary::cache_gap: return "the stride-gap canary";
-    case Canary::free_block: return "the free-block canary";
-    case Canary::block_tail: return "the block-tail canary";
-    case Canary::guard: return "the guard pattern";
-    case Canary::input_gap: return "the input-gap canary";
-    case Canary::padding_row: return "the padding-row canary";
-    case Canary::invalid_row: return "the invalid-row canary";
-    case Canary::graph_row: return "the graph-padding-row canary";
-  }
-  return "a canary";
+  return {WriterKey::unknown, -1};
 }
 
 std::string expected_meaning(const CacheCell& cell) {
@@ -243,26 +118,27 @@ std::string expected_meaning(const CacheCell& cell) {
   return "?";
 }
 
-std::string found_meaning(const Case& c, FindingKind kind, const Decoded& d, std::optional<Canary> tag) {
-  if (kind == FindingKind::missing_write) return "its pre-run value (never written)";
-  switch (d.kind) {
-    case WriterKey::request:
+std::string found_meaning(const Case& c, const CacheDiff& x, const WriterKey& writer) {
+  if (x.kind == FindingKind::missing_write) return "its pre-run value (never written)";
+  const DecodedValue& d = x.value;
+  switch (d.source) {
+    case ValueSource::request:
       return "request " + num(d.request) + " token " + num(d.token) + " head " + num(d.head) + " dim " + num(d.dim) + "'s " +
              (d.is_value ? "V" : "K") + " value (input row " + num(d.row) + ")";
-    case WriterKey::padding_row:
-    case WriterKey::invalid_row:
-    case WriterKey::graph_row:
+    case ValueSource::padding_row:
+    case ValueSource::invalid_row:
+    case ValueSource::graph_row:
       if (d.row >= 0) {
         if (d.row >= c.num_slots()) return "CUDA-graph padding row " + num(d.row) + "'s value (row >= T = " + num(c.num_slots()) + ")";
-        return std::string(d.kind == WriterKey::padding_row ? "padding" : "invalid-slot") + " row " + num(d.row) + "'s value (slot " +
+        return std::string(d.source == ValueSource::padding_row ? "padding" : "invalid-slot") + " row " + num(d.row) + "'s value (slot " +
                num(c.slot_mapping[static_cast<size_t>(d.row)]) + ")";
       }
-      return "the value of " + writer_label({d.kind, -1});
-    case WriterKey::unwritten_rows: return "a value only rows that must not be written hold";
-    case WriterKey::ambiguous: return "a value several input elements hold";
+      return "the value of " + writer_label({writer.kind, -1});
+    case ValueSource::unwritten_rows: return "a value only rows that must not be written hold";
+    case ValueSource::ambiguous: return "a value several input elements hold";
     default: break;
   }
-  if (tag) return canary_meaning(*tag);
+  if (x.tag) return canary_name(*x.tag);
   return "a value no input element holds";
 }
 
@@ -362,11 +238,10 @@ CellMap build_cell_map(const Case& c, const Verdict& verdict, const Arena& initi
   // Differing cache elements.
   const ArenaLayout& l = expected.layout();
   const int size = dtype_size(c.cache_dtype);
-  const uint32_t all_ones = size == 4 ? 0xFFFFFFFFu : 0xFFFFu;
   // 1-byte (quantised) caches: every byte is a real code, canaries included, so the classifier
-  // judges them by location only; so does the map.
+  // judges them by location only and the map shows no decoded value.
   const bool quantized = size == 1;
-  std::optional<Decoder> decoder;
+  ValueDecoder decoder(c, initial, loc);  // indexes the input on the first decode
   std::map<std::pair<int64_t, int64_t>, SlotAcc> slots;                 // (block, pos) -> damage
   std::map<VictimKey, std::map<WriterKey, int64_t>> matrix;            // cache cells by victim, writer
   constexpr int64_t kChunk = 4096;
@@ -383,46 +258,9 @@ CellMap build_cell_map(const Case& c, const Verdict& verdict, const Arena& initi
       const auto act = static_cast<uint32_t>(load_elem(ac, e, size));
       const auto ini = static_cast<uint32_t>(load_elem(initial.cache(), e, size));
       const CacheCell cell = loc.locate(e);
-      const std::optional<Canary> tag = quantized ? std::nullopt : golden::canary_of(act, c.cache_dtype);
-
-      // The classifier's rules (arena/diff.cpp).
-      FindingKind kind = FindingKind::wrong_value;
-      Decoded d;
-      WriterKey writer{WriterKey::other, -1};
-      if (quantized) {
-        if (cell.role == CacheCell::Role::new_token) {
-          kind = act == ini ? FindingKind::missing_write : FindingKind::wrong_value;
-          if (act == ini) writer = {WriterKey::not_written, -1};
-        } else {
-          writer = {WriterKey::unknown, -1};
-          kind = cell.role == CacheCell::Role::context ? FindingKind::cross_request_write : FindingKind::stray_write;
-        }
-      } else if (act == all_ones || tag == Canary::guard || tag == Canary::input_gap) {
-        kind = FindingKind::oob_read_suspected;
-        writer = {WriterKey::over_read, -1};
-      } else if (cell.role == CacheCell::Role::new_token && act == ini) {
-        kind = FindingKind::missing_write;
-        writer = {WriterKey::not_written, -1};
-      } else {
-        if (!decoder) decoder.emplace(c, initial, loc);
-        d = decoder->decode(act, cell);
-        if (d.kind == WriterKey::unknown && (tag == Canary::padding_row || tag == Canary::invalid_row || tag == Canary::graph_row)) {
-          d.kind = tag == Canary::padding_row ? WriterKey::padding_row : tag == Canary::invalid_row ? WriterKey::invalid_row : WriterKey::graph_row;
-        }
-        writer = {d.kind, d.kind == WriterKey::request ? d.request : -1};
-        const bool unwritten = d.kind == WriterKey::padding_row || d.kind == WriterKey::invalid_row ||
-                               d.kind == WriterKey::graph_row || d.kind == WriterKey::unwritten_rows;
-        if (unwritten) {
-          kind = FindingKind::padding_leak;
-        } else if (cell.role == CacheCell::Role::new_token) {
-          kind = FindingKind::wrong_value;
-        } else if (cell.role == CacheCell::Role::context) {
-          const bool own = d.kind == WriterKey::request && d.request == cell.request;
-          kind = own ? FindingKind::stray_write : FindingKind::cross_request_write;
-        } else {
-          kind = FindingKind::stray_write;
-        }
-      }
+      const CacheDiff diff = classify_cache_diff(c, cell, act, ini, decoder);  // the classifier's own rules
+      const FindingKind kind = diff.kind;
+      const WriterKey writer = writer_of(diff, cell);
 
       const VictimKey victim = victim_of(cell);
       ++matrix[victim][writer];
@@ -447,7 +285,7 @@ CellMap build_cell_map(const Case& c, const Verdict& verdict, const Arena& initi
         f.found = act;
         f.expected_meaning = expected_meaning(cell);
         f.found_meaning = quantized && kind != FindingKind::missing_write ? "a stored code (1-byte caches are judged by location only)"
-                                                                          : found_meaning(c, kind, d, tag);
+                                                                          : found_meaning(c, diff, writer);
         f.victim = victim_label(victim);
         f.writer = writer_label(writer);
         f.writer_request = writer.kind == WriterKey::request ? writer.id : -1;
@@ -523,13 +361,6 @@ CellMap build_cell_map(const Case& c, const Verdict& verdict, const Arena& initi
 
 std::filesystem::path report_dir_for(const std::filesystem::path& case_file) {
   return case_file.parent_path() / (case_file.stem().string() + ".report");
-}
-
-std::string hex_bits(uint32_t bits, int bytes) {
-  static const char* digits = "0123456789abcdef";
-  std::string s = "0x";
-  for (int i = 2 * bytes - 1; i >= 0; --i) s += digits[(bits >> (4 * i)) & 0xF];
-  return s;
 }
 
 std::string describe_cell(const CellDecode& d) {

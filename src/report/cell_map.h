@@ -4,8 +4,8 @@
 // the role and owner of every (block, slot) of the cache, and for every (block, slot) that differs
 // after the run, which tensors, heads and dims differ, what they should hold and whose value they
 // hold instead. It is computed from the three arenas of one run (initial, expected, actual) through
-// the public arena API (CacheLocator, load_elem) and the payload functions, with the same rules the
-// classifier (arena/diff.cpp) applies, so a reader can see each finding on the map.
+// the public arena API (CacheLocator, load_elem), and each differing element is filed by the
+// classifier's own classify_cache_diff() (arena/diff.h), so a reader can see each finding on the map.
 //
 // html.h, markdown.h and case_report_json() render a CaseReport; campaign/report_case.h builds one.
 #pragma once
@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "arena/arena.h"
+#include "arena/decode.h"  // hex_bits(), which the renderers share too
 #include "arena/finding.h"
 #include "case/case.h"
 
@@ -118,8 +119,7 @@ int severity(FindingKind k);
 // The report as JSON (schema "kvfuzz-report", version 1). Lists at most `max_damage` damaged slots.
 nlohmann::json case_report_json(const CaseReport& r, size_t max_damage = 2000);
 
-// Plain-text pieces every renderer shares.
-std::string hex_bits(uint32_t bits, int bytes);           // "0x7e00"
+// Plain-text pieces every renderer shares (and hex_bits(), arena/decode.h: "0x7e00").
 std::string describe_cell(const CellDecode& d);           // "K block 3 slot 1 head 0 dim 2 (cache element 98)"
 std::string describe_damage(const SlotDamage& s);         // multi-line tooltip text of one damaged slot
 std::string case_shape_line(const Case& c);               // "paged_nhd, f16 -> bf16, 8 heads x 128, ..."

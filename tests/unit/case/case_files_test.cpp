@@ -82,6 +82,29 @@ TEST_F(CaseFiles, saveCaseNamesTheFileByHashAndReadsBack) {
   EXPECT_EQ(std::distance(fs::directory_iterator(sub), fs::directory_iterator{}), 1);
 }
 
+TEST_F(CaseFiles, writeNewFileAtomicNeverReplacesAFile) {
+  const fs::path file = dir_ / "a.json";
+  EXPECT_TRUE(write_new_file_atomic(file, "first\n"));
+  EXPECT_FALSE(write_new_file_atomic(file, "second\n"));
+  EXPECT_EQ(slurp(file), "first\n");
+  EXPECT_EQ(names(), std::vector<std::string>{"a.json"});  // no temporary file left either
+}
+
+TEST_F(CaseFiles, saveCaseKeepsTheSameCaseAndRefusesToOverwriteAnythingElse) {
+  const Case c = make_case();
+  const fs::path file = save_case(c, dir_);
+  const std::string first = slurp(file);
+  Case again = c;  // the same batch found by another run: the first file stays as it is
+  again.provenance.command_line = "kvfuzz run --seed 99";
+  EXPECT_EQ(save_case(again, dir_), file);
+  EXPECT_EQ(slurp(file), first);
+  // A file of the user's under that name is not replaced.
+  write_file_atomic(file, "my notes\n");
+  EXPECT_THROW(save_case(c, dir_), InfraError);
+  EXPECT_EQ(slurp(file), "my notes\n");
+  EXPECT_EQ(names(), std::vector<std::string>{file.filename().string()});
+}
+
 TEST_F(CaseFiles, readCaseFileRefusesAMissingFile) {
   const fs::path file = dir_ / "missing.json";
   try {

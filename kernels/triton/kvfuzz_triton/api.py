@@ -1,0 +1,297 @@
+"""Launchers of kv_append_kernel: the raw-parameter entry point and the torch API."""
+import dataclasses
+import os
+
+import triton
+
+from .kv_append import kv_append_kernel
+
+DTYPES = ("f16", "bf16", "f32", "fp8_e4m3", "fp8_e5m2", "int8")  # index = kvf::DType
+FLOAT_DTYPES = DTYPES[:3]
+QUANT_DTYPES = DTYPES[3:]
+SCALE_KINDS = ("none", "per_tensor", "per_head", "per_block", "per_token_head")  # index = kvf::ScaleKind
+VARIANTS = ("token", "head")
+QMAX = {"fp8_e4m3": 448.0, "fp8_e5m2": 57344.0, "int8": 127.0}
+
+TILE_ELEMENTS = 4096  # elements of one program's [BLOCK_H, BLOCK_D] tile
+
+
+def interpreting():
+    """True when kernels run under Triton's CPU interpreter (TRITON_INTERPRET=1)."""
+    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+
+@dataclasses.dataclass
+class KvAppendParams:
+    """One append call in raw form; mirrors kvf::KvAppendParams (kernels/cuda/kv_append.cuh).
+
+    Pointer fields take anything Triton accepts as a pointer: torch tensors, or HostPtr under the
+    interpreter (the slot_mapping pointer's dtype, "i32" or "i64", selects the index type). Strides
+    are in elements. Optional pointers are None when absent.
+    """
+    key: object
+    value: object
+    key_stride_token: int
+    key_stride_head: int
+    value_stride_token: int
+    value_stride_head: int
+    slot_mapping: object
+    num_slots: int
+    k_cache: object
+    v_cache: object
+    num_blocks: int
+    block_size: int
+    stride_block: int
+    stride_pos: int
+    stride_head: int
+    num_heads: int
+    head_dim: int
+    input_dtype: str = "f16"
+    cache_dtype: str = "f16"
+    invalid_slots: object = None  # int64 counter of slots >= capacity
+    scale_kind: str = "none"
+    k_scale: object = None  # fp32 static scales: [1], [H] or [num_blocks, H]
+    v_scale: object = None
+    k_scale_cache: object = None  # fp32 per_token_head scale caches, addressed with the strides below
+    v_scale_cache: object = None
+    scale_stride_block: int = 0
+    scale_stride_pos: int = 0
+    scale_stride_head: int = 0
+
+
+def check_params(p):
+    """Raises ValueError for a parameter combination the kernel does not implement."""
+    if p.input_dtype not in FLOAT_DTYPES:
+        raise ValueError(f"input dtype must be one of {FLOAT_DTYPES}, got {p.input_dtype!r}")
+    if p.cache_dtype not in DTYPES:
+        raise ValueError(f"cache dtype must be one of {DTYPES}, got {p.cache_dtype!r}")
+    if p.scale_kind not in SCALE_KINDS:
+        raise ValueError(f"scale_kind must be one of {SCALE_KINDS}, got {p.scale_kind!r}")
+    quantised = p.cache_dtype in QUANT_DTYPES
+    if quantised and p.scale_kind == "none":
+        raise ValueError(f"a {p.cache_dtype} cache needs a scale_kind")
+    if not quantised and p.scale_kind != "none":
+        raise ValueError(f"scale_kind {p.scale_kind!r} needs a quantised cache, not {p.cache_dtype}")
+    if p.scale_kind == "per_token_head":
+        if p.k_scale_cache is None or p.v_scale_cache is None:
+            raise ValueError("per_token_head needs k_scale_cache and v_scale_cache")
+    elif p.scale_kind != "none" and (p.k_scale is None or p.v_scale is None):
+        raise ValueError(f"{p.scale_kind} needs k_scale and v_scale")
+    for name in ("num_slots", "num_heads", "head_dim", "num_blocks", "block_size"):
+        if getattr(p, name) < 0:
+            raise ValueError(f"{name} must be >= 0")
+    if p.block_size == 0 and p.num_blocks != 0:
+        raise ValueError("block_size must be > 0")
+
+
+def tile_sizes(num_heads, head_dim, variant):
+    """(BLOCK_H, BLOCK_D): the whole head dim, and heads up to TILE_ELEMENTS (1 head head-major)."""
+    block_d = triton.next_power_of_2(max(head_dim, 1))
+    if variant == "head":
+        return 1, block_d
+    block_h = min(triton.next_power_of_2(max(num_heads, 1)), max(1, TILE_ELEMENTS // block_d))
+    return block_h, block_d
+
+
+def pick_variant(stride_pos, stride_head):
+    """Head-major where a head's consecutive slots are nearer than a slot's heads (HND-like)."""
+    return "head" if abs(stride_pos) < abs(stride_head) else "token"
+
+
+def launch(p, *, variant=None, fp8_software=None, num_warps=4):
+    """Runs kv_append_kernel on raw parameters. variant: "token", "head" or None (by strides).
+
+    Returns the compiled kernel on the GPU (its .asm holds the PTX), None otherwise.
+
+    fp8_software: None = the exact integer fp8 conversion under the interpreter and the hardware
+    conversion on the GPU (both are bit-identical to the contract on sm_90).
+    """
+    check_params(p)
+    variant = variant or pick_variant(p.stride_pos, p.stride_head)
+    if variant not in VARIANTS:
+        raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
+    if p.num_slots == 0 or p.num_heads == 0 or p.head_dim == 0:
+        return None  # nothing to write; never launch an empty grid
+    if fp8_software is None:
+        fp8_software = interpreting()
+    block_h, block_d = tile_sizes(p.num_heads, p.head_dim, variant)
+    head_programs = triton.cdiv(p.num_heads, block_h) if variant == "head" else 1
+    dynamic = p.scale_kind == "per_token_head"
+    k_scale = p.k_scale_cache if dynamic else p.k_scale
+    v_scale = p.v_scale_cache if dynamic else p.v_scale
+    dummy = p.key  # never dereferenced: the constexprs compile its uses away
+    return kv_append_kernel[(p.num_slots, head_programs)](
+        p.key, p.value, p.slot_mapping, p.k_cache, p.v_cache,
+        dummy if k_scale is None else k_scale, dummy if v_scale is None else v_scale,
+        dummy if p.invalid_slots is None else p.invalid_slots,
+        p.num_heads, p.head_dim,
+        p.key_stride_token, p.key_stride_head, p.value_stride_token, p.value_stride_head,
+        p.num_blocks, p.block_size, p.stride_block, p.stride_pos, p.stride_head,
+        p.scale_stride_block, p.scale_stride_pos, p.scale_stride_head,
+        IN_DTYPE=DTYPES.index(p.input_dtype), CACHE_DTYPE=DTYPES.index(p.cache_dtype),
+        SCALE_KIND=SCALE_KINDS.index(p.scale_kind), HAS_COUNTER=p.invalid_slots is not None,
+        HEAD_MAJOR=variant == "head", FP8_SOFTWARE=bool(fp8_software),
+        BLOCK_H=block_h, BLOCK_D=block_d, num_warps=num_warps)
+
+
+# ---------------------------------------------------------------------------------------------
+# torch API
+
+def _torch_dtype_names():
+    import torch
+    names = {torch.float16: "f16", torch.bfloat16: "bf16", torch.float32: "f32", torch.int8: "int8"}
+    for attr, name in (("float8_e4m3fn", "fp8_e4m3"), ("float8_e5m2", "fp8_e5m2")):
+        if hasattr(torch, attr):
+            names[getattr(torch, attr)] = name
+    return names
+
+
+def _is_tensor(x):
+    import torch
+    return isinstance(x, torch.Tensor)
+
+
+def kv_append(key, value, key_cache, value_cache, slot_mapping, *, layout, scale_kind=None,
+              k_scale=None, v_scale=None, k_scale_cache=None, v_scale_cache=None,
+              invalid_slots=None, cache_dtype=None, variant=None, fp8_software=None):
+    """Appends key/value rows to a paged KV cache in place (see the package docstring)."""
+    import torch
+
+    def fail(msg):
+        raise ValueError(f"kv_append: {msg}")
+
+    names = _torch_dtype_names()
+    if layout not in ("nhd", "hnd"):
+        fail(f'layout must be "nhd" ([blocks, block_size, heads, head_dim]) or "hnd" '
+             f'([blocks, heads, block_size, head_dim]), got {layout!r}')
+    for name, t in (("key", key), ("value", value), ("key_cache", key_cache),
+                    ("value_cache", value_cache), ("slot_mapping", slot_mapping)):
+        if not _is_tensor(t):
+            fail(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    if key.dim() != 3 or value.dim() != 3:
+        fail(f"key and value must be 3-D [tokens, heads, head_dim], got {tuple(key.shape)} and {tuple(value.shape)}")
+    if key.shape != value.shape:
+        fail(f"key and value shapes differ: {tuple(key.shape)} vs {tuple(value.shape)}")
+    if key.dtype != value.dtype:
+        fail(f"key and value dtypes differ: {key.dtype} vs {value.dtype}")
+    input_dtype = names.get(key.dtype)
+    if input_dtype not in FLOAT_DTYPES:
+        fail(f"key/value dtype must be float16, bfloat16 or float32, got {key.dtype}")
+    num_rows, num_heads, head_dim = key.shape
+    if head_dim > 1 and (key.stride(2) != 1 or value.stride(2) != 1):
+        fail("the last dim of key and value must be contiguous (stride 1)")
+    if slot_mapping.dtype not in (torch.int32, torch.int64):
+        fail(f"slot_mapping must be int32 or int64, got {slot_mapping.dtype}")
+    if slot_mapping.dim() != 1:
+        fail(f"slot_mapping must be 1-D, got shape {tuple(slot_mapping.shape)}")
+    num_slots = slot_mapping.shape[0]
+    if num_slots > 1 and slot_mapping.stride(0) != 1:
+        fail("slot_mapping must be contiguous")
+    if num_slots > num_rows:
+        fail(f"slot_mapping has {num_slots} entries but key has only {num_rows} rows")
+
+    if key_cache.dim() != 4 or value_cache.dim() != 4:
+        fail(f"key_cache and value_cache must be 4-D, got {tuple(key_cache.shape)} and {tuple(value_cache.shape)}")
+    if key_cache.shape != value_cache.shape or key_cache.stride() != value_cache.stride():
+        fail("key_cache and value_cache must have the same shape and strides")
+    if key_cache.dtype != value_cache.dtype:
+        fail(f"key_cache and value_cache dtypes differ: {key_cache.dtype} vs {value_cache.dtype}")
+    if layout == "nhd":
+        num_blocks, block_size, cache_heads, cache_dim = key_cache.shape
+        stride_block, stride_pos, stride_head, stride_dim = key_cache.stride()
+    else:
+        num_blocks, cache_heads, block_size, cache_dim = key_cache.shape
+        stride_block, stride_head, stride_pos, stride_dim = key_cache.stride()
+    if (cache_heads, cache_dim) != (num_heads, head_dim):
+        fail(f"cache is {tuple(key_cache.shape)} ({layout}): {cache_heads} heads x {cache_dim} dims, "
+             f"but key has {num_heads} heads x {head_dim} dims")
+    if head_dim > 1 and stride_dim != 1:
+        fail("the last dim of the caches must be contiguous (stride 1)")
+
+    tensor_cache_dtype = "uint8" if key_cache.dtype == torch.uint8 else names.get(key_cache.dtype)
+    if cache_dtype is None:
+        if tensor_cache_dtype == "uint8":
+            fail('a uint8 cache needs cache_dtype="fp8_e4m3" or "fp8_e5m2"')
+        if tensor_cache_dtype is None:
+            fail(f"unsupported cache dtype {key_cache.dtype}")
+        cache_dtype = tensor_cache_dtype
+    else:
+        if cache_dtype not in DTYPES:
+            fail(f"cache_dtype must be one of {DTYPES}, got {cache_dtype!r}")
+        if not (cache_dtype == tensor_cache_dtype
+                or (tensor_cache_dtype == "uint8" and cache_dtype in ("fp8_e4m3", "fp8_e5m2"))):
+            fail(f"cache_dtype {cache_dtype!r} does not match the cache tensors' dtype {key_cache.dtype}")
+
+    quantised = cache_dtype in QUANT_DTYPES
+    if quantised and scale_kind is None:
+        fail(f"a {cache_dtype} cache needs scale_kind (per_tensor, per_head, per_block or per_token_head)")
+    if not quantised:
+        if scale_kind is not None:
+            fail(f"scale_kind={scale_kind!r} given for a {cache_dtype} cache (scales apply to fp8/int8 caches only)")
+        if any(s is not None for s in (k_scale, v_scale, k_scale_cache, v_scale_cache)):
+            fail(f"scales given for a {cache_dtype} cache (scales apply to fp8/int8 caches only)")
+        scale_kind = "none"
+    elif scale_kind not in SCALE_KINDS[1:]:
+        fail(f"scale_kind must be one of {SCALE_KINDS[1:]}, got {scale_kind!r}")
+
+    scale_strides = (0, 0, 0)
+    if scale_kind == "per_token_head":
+        if k_scale is not None or v_scale is not None:
+            fail("per_token_head computes its scales: pass k_scale_cache/v_scale_cache, not k_scale/v_scale")
+        for name, t in (("k_scale_cache", k_scale_cache), ("v_scale_cache", v_scale_cache)):
+            if not _is_tensor(t):
+                fail(f"per_token_head needs {name} (float32, {'[blocks, block_size, heads]' if layout == 'nhd' else '[blocks, heads, block_size]'})")
+            if t.dtype != torch.float32:
+                fail(f"{name} must be float32, got {t.dtype}")
+        want = (num_blocks, block_size, num_heads) if layout == "nhd" else (num_blocks, num_heads, block_size)
+        if tuple(k_scale_cache.shape) != want or tuple(v_scale_cache.shape) != want:
+            fail(f"scale caches must have shape {want} ({layout}), got {tuple(k_scale_cache.shape)} and {tuple(v_scale_cache.shape)}")
+        if k_scale_cache.stride() != v_scale_cache.stride():
+            fail("k_scale_cache and v_scale_cache must have the same strides")
+        s = k_scale_cache.stride()
+        scale_strides = (s[0], s[1], s[2]) if layout == "nhd" else (s[0], s[2], s[1])
+    elif quantised:
+        if k_scale_cache is not None or v_scale_cache is not None:
+            fail(f"scale caches are for per_token_head only, not {scale_kind}")
+        want = {"per_tensor": (1,), "per_head": (num_heads,), "per_block": (num_blocks, num_heads)}[scale_kind]
+        for name, t in (("k_scale", k_scale), ("v_scale", v_scale)):
+            if not _is_tensor(t):
+                fail(f"{scale_kind} needs {name} (a float32 tensor of shape {want})")
+            if t.dtype != torch.float32:
+                fail(f"{name} must be float32, got {t.dtype}")
+            shape = tuple(t.shape)
+            if not (shape == want or (scale_kind == "per_tensor" and t.numel() == 1)):
+                fail(f"{name} must have shape {want} for {scale_kind}, got {shape}")
+            if not t.is_contiguous():
+                fail(f"{name} must be contiguous")
+
+    if invalid_slots is not None:
+        if not _is_tensor(invalid_slots) or invalid_slots.dtype != torch.int64 or invalid_slots.numel() != 1:
+            fail("invalid_slots must be a one-element int64 tensor")
+
+    tensors = [key, value, key_cache, value_cache, slot_mapping, k_scale, v_scale, k_scale_cache,
+               v_scale_cache, invalid_slots]
+    devices = {t.device for t in tensors if t is not None}
+    if len(devices) != 1:
+        fail(f"all tensors must be on one device, got {sorted(str(d) for d in devices)}")
+    device = devices.pop()
+    if device.type == "cpu" and not interpreting():
+        fail("CPU tensors run only under Triton's interpreter (TRITON_INTERPRET=1)")
+    if variant is not None and variant not in VARIANTS:
+        fail(f"variant must be one of {VARIANTS} or None, got {variant!r}")
+
+    p = KvAppendParams(
+        key=key, value=value, key_stride_token=key.stride(0), key_stride_head=key.stride(1),
+        value_stride_token=value.stride(0), value_stride_head=value.stride(1),
+        slot_mapping=slot_mapping, num_slots=num_slots, k_cache=key_cache, v_cache=value_cache,
+        num_blocks=num_blocks, block_size=block_size, stride_block=stride_block, stride_pos=stride_pos,
+        stride_head=stride_head, num_heads=num_heads, head_dim=head_dim, input_dtype=input_dtype,
+        cache_dtype=cache_dtype, invalid_slots=invalid_slots, scale_kind=scale_kind,
+        k_scale=k_scale, v_scale=v_scale, k_scale_cache=k_scale_cache, v_scale_cache=v_scale_cache,
+        scale_stride_block=scale_strides[0], scale_stride_pos=scale_strides[1],
+        scale_stride_head=scale_strides[2])
+    if device.type == "cuda":
+        with torch.cuda.device(device):
+            launch(p, variant=variant, fp8_software=fp8_software)
+    else:
+        launch(p, variant=variant, fp8_software=fp8_software)

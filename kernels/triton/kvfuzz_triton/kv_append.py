@@ -1,0 +1,223 @@
+"""Triton kernels of the kvfuzz append contract (DESIGN.md §1), bit for bit the CUDA kernel's.
+
+One @triton.jit kernel, `kv_append_kernel`, covers the whole contract; what varies per call is only
+constexpr (dtypes, scale kind, variant, tile sizes), so ahead-of-time compilation is one fixed
+specialisation per combination. Arguments are pointers, int scalars and constexprs only (scales
+travel as fp32 pointers: AOT passes float scalars as double, research/triton-tooling.md P1), every
+address is computed in int64 (P10), constexprs come last (P6), and the callers never launch an
+empty grid (P2).
+
+Grid: (num_slots, head_programs). Program (t, p) handles slot entry t and
+  - token-major (HEAD_MAJOR=0, head_programs = 1): every head of the row, in tiles of BLOCK_H
+    heads x BLOCK_D dims; suits NHD caches, where a token's heads are one contiguous row;
+  - head-major (HEAD_MAJOR=1, head_programs = cdiv(H, BLOCK_H)): heads [p*BLOCK_H, (p+1)*BLOCK_H);
+    suits HND caches, where a head's consecutive slots are adjacent.
+
+Conversions (identical to kernels/cuda/kv_append.cuh):
+  - equal dtypes: raw bit copy through integer pointers (NaN payloads survive);
+  - float -> float: exact widening to fp32, then round-to-nearest-even; every NaN becomes the
+    canonical NaN (0x7FFF f16/bf16, 0x7FFFFFFF f32). bf16 is widened and rounded with integer
+    arithmetic (Triton's interpreter truncates fp32 -> bf16, research/triton-tooling.md §2.4);
+  - quantised: q = x / scale with IEEE division (tl.math.div_rn -> div.rn.f32; `/` and
+    tl.fdiv(ieee_rounding=True) both lower to the approximate div.full.f32 in Triton 3.6), then
+      fp8: round to nearest even, saturate to ±max finite (±Inf too), NaN -> 0x7F. Either the
+           hardware conversion (FP8_SOFTWARE=0: clamp, then cvt.rn.satfinite) or an exact integer
+           implementation (FP8_SOFTWARE=1), which is also what runs under the interpreter, whose
+           fp8 casts are wrong (triton-tooling §2.4);
+      int8: round half to even by (q + 1.5*2^23) - 1.5*2^23 (exact in fp32 for |q| <= 2^22, q is
+           clamped to ±256 first), saturate to [-128, 127], NaN -> 0;
+    scale = k_scale[0] / k_scale[h] / k_scale[block*H + h] (physical block), or per token-head
+    max(amax, 1e-6) / QMAX with amax = max |x| over D ignoring NaN, stored in the scale cache.
+"""
+import triton
+import triton.language as tl
+
+# Element types; the values are those of kvf::DType in kernels/cuda/kv_append.cuh.
+F16 = tl.constexpr(0)
+BF16 = tl.constexpr(1)
+F32 = tl.constexpr(2)
+FP8_E4M3 = tl.constexpr(3)
+FP8_E5M2 = tl.constexpr(4)
+INT8 = tl.constexpr(5)
+
+# Scale kinds; the values are those of kvf::ScaleKind.
+SCALE_NONE = tl.constexpr(0)
+PER_TENSOR = tl.constexpr(1)
+PER_HEAD = tl.constexpr(2)
+PER_BLOCK = tl.constexpr(3)
+PER_TOKEN_HEAD = tl.constexpr(4)
+
+ROUND_MAGIC = tl.constexpr(12582912.0)  # 1.5 * 2^23: adding and subtracting it rounds to an integer
+
+
+@triton.jit
+def _bits_ptr(ptr, DTYPE: tl.constexpr):
+    """The pointer reinterpreted as one to unsigned integers of the element's width."""
+    if DTYPE == F32:
+        return ptr.to(tl.pointer_type(tl.uint32))
+    elif DTYPE == F16 or DTYPE == BF16:
+        return ptr.to(tl.pointer_type(tl.uint16))
+    else:
+        return ptr.to(tl.pointer_type(tl.uint8))
+
+
+@triton.jit
+def _load_f32(ptrs, mask, IN_DTYPE: tl.constexpr):
+    """Loads input elements widened exactly to fp32 (ptrs are unsigned-integer pointers)."""
+    bits = tl.load(ptrs, mask=mask, other=0)
+    if IN_DTYPE == BF16:
+        x = (bits.to(tl.uint32) << 16).to(tl.float32, bitcast=True)
+    elif IN_DTYPE == F16:
+        x = bits.to(tl.float16, bitcast=True).to(tl.float32)
+    else:
+        x = bits.to(tl.float32, bitcast=True)
+    return x
+
+
+@triton.jit
+def _float_bits(x, CACHE_DTYPE: tl.constexpr):
+    """fp32 -> f16/bf16/f32 bits, round to nearest even, every NaN canonical."""
+    is_nan = x != x
+    if CACHE_DTYPE == F16:
+        bits = tl.where(is_nan, 0x7FFF, x.to(tl.float16).to(tl.uint16, bitcast=True).to(tl.uint32))
+        return bits.to(tl.uint16)
+    elif CACHE_DTYPE == BF16:
+        u = x.to(tl.uint32, bitcast=True)
+        rounded = (u + 0x7FFF + ((u >> 16) & 1)) >> 16
+        return tl.where(is_nan, 0x7FFF, rounded).to(tl.uint16)
+    else:
+        return tl.where(is_nan, 0x7FFFFFFF, x.to(tl.uint32, bitcast=True)).to(tl.uint32)
+
+
+@triton.jit
+def _fp8_bits(q, CACHE_DTYPE: tl.constexpr, FP8_SOFTWARE: tl.constexpr):
+    """fp32 -> fp8 e4m3/e5m2 code: round to nearest even, saturate to ±max finite, NaN -> 0x7F."""
+    if CACHE_DTYPE == FP8_E4M3:
+        MAX_FINITE: tl.constexpr = 448.0
+        MANT: tl.constexpr = 3
+        BIAS: tl.constexpr = 7
+        SUB_SCALE: tl.constexpr = 512.0  # 2^9: one unit = the smallest subnormal
+        MIN_NORMAL: tl.constexpr = 0.015625  # 2^-6
+    else:
+        MAX_FINITE: tl.constexpr = 57344.0
+        MANT: tl.constexpr = 2
+        BIAS: tl.constexpr = 15
+        SUB_SCALE: tl.constexpr = 65536.0  # 2^16
+        MIN_NORMAL: tl.constexpr = 0.00006103515625  # 2^-14
+    is_nan = q != q
+    if FP8_SOFTWARE:
+        sign = ((q.to(tl.uint32, bitcast=True) >> 24) & 0x80).to(tl.int32)
+        a = tl.minimum(tl.abs(q), MAX_FINITE)  # saturates ±Inf too; NaN is replaced below
+        ab = a.to(tl.int32, bitcast=True)
+        SHIFT: tl.constexpr = 23 - MANT
+        # Normal results: round the fp32 mantissa to MANT bits, half to even; a carry moves into
+        # the exponent by itself. Then rebias the exponent.
+        normal = ((ab + ((1 << (SHIFT - 1)) - 1) + ((ab >> SHIFT) & 1)) >> SHIFT) - ((127 - BIAS) << MANT)
+        # Subnormal results: the count of smallest subnormals, rounded half to even (exact: a *
+        # SUB_SCALE < 2^MANT + 1 is a power-of-two scaling).
+        sub = ((a * SUB_SCALE + ROUND_MAGIC) - ROUND_MAGIC).to(tl.int32)
+        code = sign | tl.where(a < MIN_NORMAL, sub, normal)
+        return tl.where(is_nan, 0x7F, code).to(tl.uint8)
+    else:
+        clamped = tl.minimum(tl.maximum(q, -MAX_FINITE), MAX_FINITE)
+        if CACHE_DTYPE == FP8_E4M3:
+            code = clamped.to(tl.float8e4nv, fp_downcast_rounding="rtne").to(tl.uint8, bitcast=True)
+        else:
+            code = clamped.to(tl.float8e5, fp_downcast_rounding="rtne").to(tl.uint8, bitcast=True)
+        return tl.where(is_nan, 0x7F, code.to(tl.int32)).to(tl.uint8)
+
+
+@triton.jit
+def _int8_bits(q):
+    """fp32 -> int8 (as its byte): round half to even, saturate to [-128, 127], NaN -> 0."""
+    is_nan = q != q
+    clamped = tl.minimum(tl.maximum(tl.where(is_nan, 0.0, q), -256.0), 256.0)
+    rounded = (clamped + ROUND_MAGIC) - ROUND_MAGIC
+    rounded = tl.minimum(tl.maximum(rounded, -128.0), 127.0)
+    return rounded.to(tl.int32).to(tl.uint8)  # two's complement byte
+
+
+@triton.jit
+def _append_rows(src_base, stride_token, stride_head, dst_base, scale_ptr, token, block, pos, h0,
+                 h_end, num_heads, head_dim, cache_stride_block, cache_stride_pos, cache_stride_head,
+                 scale_stride_block, scale_stride_pos, scale_stride_head, IN_DTYPE: tl.constexpr,
+                 CACHE_DTYPE: tl.constexpr, SCALE_KIND: tl.constexpr, FP8_SOFTWARE: tl.constexpr,
+                 BLOCK_H: tl.constexpr, BLOCK_D: tl.constexpr):
+    """Writes heads [h0, min(h0 + BLOCK_H, h_end)) of one input row into one cache slot."""
+    heads = (h0 + tl.arange(0, BLOCK_H)).to(tl.int64)
+    dims = tl.arange(0, BLOCK_D).to(tl.int64)
+    head_mask = heads < h_end
+    mask = head_mask[:, None] & (dims < head_dim)[None, :]
+    src = _bits_ptr(src_base, IN_DTYPE) + (token * stride_token + heads[:, None] * stride_head + dims[None, :])
+    dst_offset = block * cache_stride_block + pos * cache_stride_pos + heads[:, None] * cache_stride_head + dims[None, :]
+    dst = _bits_ptr(dst_base, CACHE_DTYPE) + dst_offset
+    if CACHE_DTYPE == IN_DTYPE:
+        tl.store(dst, tl.load(src, mask=mask, other=0), mask=mask)
+    elif CACHE_DTYPE <= F32:
+        tl.store(dst, _float_bits(_load_f32(src, mask, IN_DTYPE), CACHE_DTYPE), mask=mask)
+    else:
+        x = _load_f32(src, mask, IN_DTYPE)
+        if CACHE_DTYPE == INT8:
+            QMAX: tl.constexpr = 127.0
+        elif CACHE_DTYPE == FP8_E4M3:
+            QMAX: tl.constexpr = 448.0
+        else:
+            QMAX: tl.constexpr = 57344.0
+        if SCALE_KIND == PER_TOKEN_HEAD:
+            amax = tl.max(tl.where(x != x, 0.0, tl.abs(x)), axis=1)  # masked dims load as 0
+            scale = tl.math.div_rn(tl.maximum(amax, 1e-6), QMAX)
+            cell = block * scale_stride_block + pos * scale_stride_pos + heads * scale_stride_head
+            tl.store(scale_ptr + cell, scale, mask=head_mask)
+        elif SCALE_KIND == PER_TENSOR:
+            scale = tl.load(scale_ptr + heads * 0, mask=head_mask, other=1.0)
+        elif SCALE_KIND == PER_HEAD:
+            scale = tl.load(scale_ptr + heads, mask=head_mask, other=1.0)
+        else:  # PER_BLOCK: the slot's physical block
+            scale = tl.load(scale_ptr + (block * num_heads + heads), mask=head_mask, other=1.0)
+        q = tl.math.div_rn(x, scale[:, None])
+        if CACHE_DTYPE == INT8:
+            tl.store(dst, _int8_bits(q), mask=mask)
+        else:
+            tl.store(dst, _fp8_bits(q, CACHE_DTYPE, FP8_SOFTWARE), mask=mask)
+
+
+@triton.jit
+def kv_append_kernel(
+    key_ptr, value_ptr, slot_ptr, k_cache_ptr, v_cache_ptr,
+    k_scale_ptr, v_scale_ptr,  # fp32: static scales, or the scale caches for PER_TOKEN_HEAD
+    invalid_slots_ptr,  # int64 counter (only touched when HAS_COUNTER)
+    num_heads, head_dim,
+    key_stride_token, key_stride_head, value_stride_token, value_stride_head,
+    num_blocks, block_size, cache_stride_block, cache_stride_pos, cache_stride_head,
+    scale_stride_block, scale_stride_pos, scale_stride_head,
+    IN_DTYPE: tl.constexpr, CACHE_DTYPE: tl.constexpr, SCALE_KIND: tl.constexpr,
+    HAS_COUNTER: tl.constexpr, HEAD_MAJOR: tl.constexpr, FP8_SOFTWARE: tl.constexpr,
+    BLOCK_H: tl.constexpr, BLOCK_D: tl.constexpr,
+):
+    token = tl.program_id(0).to(tl.int64)
+    slot = tl.load(slot_ptr + token).to(tl.int64)
+    if HEAD_MAJOR:
+        h_begin = tl.program_id(1) * BLOCK_H
+        h_end = tl.minimum(h_begin + BLOCK_H, num_heads)
+    else:
+        h_begin = 0
+        h_end = num_heads
+    if slot >= 0:  # slot < 0: padding, skipped
+        block = slot // block_size
+        pos = slot - block * block_size
+        if block >= num_blocks:  # slot >= capacity: never written, counted once per slot entry
+            if HAS_COUNTER:
+                if tl.program_id(1) == 0:
+                    tl.atomic_add(invalid_slots_ptr, 1)
+        else:
+            for h0 in range(h_begin, h_end, BLOCK_H):
+                _append_rows(key_ptr, key_stride_token, key_stride_head, k_cache_ptr, k_scale_ptr, token,
+                             block, pos, h0, h_end, num_heads, head_dim, cache_stride_block,
+                             cache_stride_pos, cache_stride_head, scale_stride_block, scale_stride_pos,
+                             scale_stride_head, IN_DTYPE, CACHE_DTYPE, SCALE_KIND, FP8_SOFTWARE, BLOCK_H,
+                             BLOCK_D)
+                _append_rows(value_ptr, value_stride_token, value_stride_head, v_cache_ptr, v_scale_ptr,
+                             token, block, pos, h0, h_end, num_heads, head_dim, cache_stride_block,
+                             cache_stride_pos, cache_stride_head, scale_stride_block, scale_stride_pos,
+                             scale_stride_head, IN_DTYPE, CACHE_DTYPE, SCALE_KIND, FP8_SOFTWARE, BLOCK_H,
+                             BLOCK_D)

@@ -1,0 +1,169 @@
+// decode.cpp — see decode.h.
+#include "arena/decode.h"
+
+#include <algorithm>
+
+#include "golden/convert.h"
+
+namespace kvf {
+
+namespace {
+
+struct ByBits {
+  bool operator()(const std::pair<uint32_t, uint64_t>& e, uint32_t bits) const { return e.first < bits; }
+  bool operator()(uint32_t bits, const std::pair<uint32_t, uint64_t>& e) const { return bits < e.first; }
+};
+
+}  // namespace
+
+void ValueDecoder::build() {
+  built_ = true;
+  const Case& c = c_;
+  const int in_size = dtype_size(c.input_dtype);
+  entries_.reserve(static_cast<size_t>(2 * c.num_input_rows * c.num_heads * c.head_dim));
+  for (const bool is_value : {false, true}) {
+    const InputView& v = is_value ? c.value : c.key;
+    for (int64_t row = 0; row < c.num_input_rows; ++row) {
+      for (int64_t h = 0; h < c.num_heads; ++h) {
+        for (int64_t d = 0; d < c.head_dim; ++d) {
+          const int64_t e = v.offset + input_elem_offset(v.stride_token, v.stride_head, row, h, d);
+          const auto bits = static_cast<uint32_t>(load_elem(initial_.input(), e, in_size));
+          entries_.emplace_back(golden::convert_bits(bits, c.input_dtype, c.cache_dtype), id(is_value, row, h, d));
+        }
+      }
+    }
+  }
+  std::sort(entries_.begin(), entries_.end());
+}
+
+DecodedValue ValueDecoder::decode(uint32_t bits, const CacheCell& cell) {
+  if (!built_) build();
+  const auto [lo, end] = std::equal_range(entries_.cbegin(), entries_.cend(), bits, ByBits{});
+  if (lo == end) return DecodedValue{};
+
+  const Unwritten& u = unwritten(bits, lo, end);
+  if (!u.any_written) {
+    DecodedValue d;
+    d.source = u.kind;
+    d.row = u.row;
+    return d;
+  }
+  DecodedValue d;
+  if (cell.role != CacheCell::Role::gap) {
+    const uint64_t own = id(cell.is_value, 0, cell.head, cell.dim);
+    const uint64_t both = id(false, 0, cell.head, cell.dim);
+    const auto rows = static_cast<uint64_t>(c_.num_input_rows);
+    if (pick(lo, end, own, own + rows, d)) return d;
+    if (pick(lo, end, both, both + 2 * rows, d)) return d;
+  }
+  if (end - lo == 1) return use(lo->second);
+  d.source = ValueSource::ambiguous;
+  return d;
+}
+
+// Candidate ids sort by (head, dim, tensor, row), so one (bits, head, dim[, tensor]) is a range.
+uint64_t ValueDecoder::id(bool is_value, int64_t row, int64_t head, int64_t dim) const {
+  return ((static_cast<uint64_t>(head) * static_cast<uint64_t>(c_.head_dim) + static_cast<uint64_t>(dim)) * 2 +
+          (is_value ? 1 : 0)) * static_cast<uint64_t>(c_.num_input_rows) + static_cast<uint64_t>(row);
+}
+
+ValueSource ValueDecoder::row_kind(int64_t row) const {
+  if (row >= c_.num_slots()) return ValueSource::graph_row;
+  const int64_t slot = c_.slot_mapping[static_cast<size_t>(row)];
+  if (slot < 0) return ValueSource::padding_row;
+  if (slot >= c_.capacity()) return ValueSource::invalid_row;
+  return ValueSource::request;
+}
+
+DecodedValue ValueDecoder::use(uint64_t candidate) {
+  DecodedValue d;
+  const auto rows = static_cast<uint64_t>(c_.num_input_rows);
+  d.row = static_cast<int64_t>(candidate % rows);
+  uint64_t rest = candidate / rows;
+  d.is_value = rest % 2 == 1;
+  rest /= 2;
+  d.dim = static_cast<int64_t>(rest % static_cast<uint64_t>(c_.head_dim));
+  d.head = static_cast<int64_t>(rest / static_cast<uint64_t>(c_.head_dim));
+  d.source = row_kind(d.row);
+  if (d.source == ValueSource::request) {
+    const int64_t slot = c_.slot_mapping[static_cast<size_t>(d.row)];
+    const CacheLocator::Owner o = loc_.owner(slot / c_.cache.block_size);
+    d.request = o.request;
+    d.token = o.logical * c_.cache.block_size + slot % c_.cache.block_size;
+    if (d.request < 0) d.source = ValueSource::unknown;  // an invalid case: slot in a free block
+  }
+  hint_row_ = d.row;
+  return d;
+}
+
+// Picks among the candidates in [lo, end) with ids in [id_lo, id_hi) into `out`; false if there are none.
+bool ValueDecoder::pick(It lo, It end, uint64_t id_lo, uint64_t id_hi, DecodedValue& out) {
+  const auto first = std::lower_bound(lo, end, Entry{lo->first, id_lo});
+  const auto last = std::lower_bound(first, end, Entry{lo->first, id_hi});
+  if (first == last) return false;
+  if (hint_row_ >= 0) {
+    for (uint64_t base = id_lo; base < id_hi; base += static_cast<uint64_t>(c_.num_input_rows)) {
+      const Entry want{lo->first, base + static_cast<uint64_t>(hint_row_)};
+      const auto it = std::lower_bound(first, last, want);
+      if (it != last && *it == want) {
+        out = use(want.second);
+        return true;
+      }
+    }
+  }
+  if (last - first == 1) {
+    out = use(first->second);
+  } else {
+    out = DecodedValue{};
+    out.source = ValueSource::ambiguous;
+  }
+  return true;
+}
+
+// Whether any candidate of `bits` ([lo, end)) is a written row, else their common kind and row;
+// computed once per bits.
+const ValueDecoder::Unwritten& ValueDecoder::unwritten(uint32_t bits, It lo, It end) {
+  const auto found = unwritten_.find(bits);
+  if (found != unwritten_.end()) return found->second;
+  Unwritten u;
+  for (It it = lo; it != end; ++it) {
+    const auto row = static_cast<int64_t>(it->second % static_cast<uint64_t>(c_.num_input_rows));
+    const ValueSource k = row_kind(row);
+    if (k == ValueSource::request) {
+      u.any_written = true;
+      break;
+    }
+    if (it == lo) {
+      u.kind = k;
+      u.row = row;
+    } else {
+      if (k != u.kind) u.kind = ValueSource::unwritten_rows;
+      if (row != u.row) u.row = -1;
+    }
+  }
+  return unwritten_.emplace(bits, u).first->second;
+}
+
+const char* canary_name(golden::Canary t) {
+  using golden::Canary;
+  switch (t) {
+    case Canary::cache_gap: return "the stride-gap canary";
+    case Canary::free_block: return "the free-block canary";
+    case Canary::block_tail: return "the block-tail canary";
+    case Canary::guard: return "the guard pattern";
+    case Canary::input_gap: return "the input-gap canary";
+    case Canary::padding_row: return "the padding-row canary";
+    case Canary::invalid_row: return "the invalid-row canary";
+    case Canary::graph_row: return "the graph-padding-row canary";
+  }
+  return "a canary";
+}
+
+std::string hex_bits(uint64_t bits, int bytes) {
+  static const char* digits = "0123456789abcdef";
+  std::string s = "0x";
+  for (int i = 2 * bytes - 1; i >= 0; --i) s += digits[(bits >> (4 * i)) & 0xF];
+  return s;
+}
+
+}  // namespace kvf

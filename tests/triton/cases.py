@@ -1,0 +1,256 @@
+"""Test batches for the Triton kernels: numpy buffers with canaries, and two ways to run them.
+
+A Case holds every buffer as a flat numpy array of the stored element's unsigned type (uint16 for
+f16/bf16, uint32 for f32, uint8 for fp8/int8), with guard elements before and after each view and
+canary bits everywhere the contract says nothing is written. run_raw() launches the kernel on the
+buffers in place through HostPtr (interpreter only); run_torch() copies them into torch tensors
+(CPU under the interpreter, CUDA on a GPU), calls the torch API on strided views and copies back.
+"""
+import dataclasses
+
+import numpy as np
+
+from reference import QMAX, STORAGE, widen
+
+TRITON_NAME = {"f16": "fp16", "bf16": "bf16", "f32": "fp32", "fp8_e4m3": "u8", "fp8_e5m2": "u8", "int8": "u8"}
+GUARD = 5
+
+
+@dataclasses.dataclass
+class Case:
+    input_dtype: str
+    cache_dtype: str
+    layout: str  # nhd | hnd (how the 4-D cache view is ordered)
+    num_slots: int
+    num_rows: int
+    num_heads: int
+    head_dim: int
+    num_blocks: int
+    block_size: int
+    stride_block: int
+    stride_pos: int
+    stride_head: int
+    slots: np.ndarray
+    buffers: dict  # name -> flat numpy array (stored bits)
+    inputs: dict  # "k"/"v" -> (buffer, base, stride_token, stride_head)
+    input_buffer: dict  # "k"/"v" -> buffer name
+    cache_buffer: dict  # "k"/"v" -> buffer name
+    cache_base: dict
+    scale_kind: str = "none"
+    scales: dict = None  # "k"/"v" -> float32 array (static kinds)
+    scale_base: int = 0
+    scale_strides: tuple = (0, 0, 0)
+    counter: bool = True
+
+
+def random_bits(rng, n, dtype):
+    """Random stored bit patterns of a float dtype (NaN payloads, Inf, subnormals included)."""
+    if dtype == "f32":
+        return rng.integers(0, 2 ** 32, n, dtype=np.uint64).astype(np.uint32)
+    return rng.integers(0, 2 ** 16, n, dtype=np.uint32).astype(np.uint16)
+
+
+def values_bits(rng, n, dtype, magnitude):
+    """Bits of normally distributed values (times magnitude) with specials sprinkled in."""
+    x = (rng.standard_normal(n) * magnitude).astype(np.float32)
+    specials = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-40, -3e-39, 2.5, -0.5, 1e30],
+                        np.float32)
+    pick = rng.random(n) < 0.1
+    x[pick] = rng.choice(specials, pick.sum())
+    if dtype == "f16":
+        return x.astype(np.float16).view(np.uint16)
+    if dtype == "bf16":
+        return (x.view(np.uint32) >> 16).astype(np.uint16)
+    return x.view(np.uint32)
+
+
+def cache_strides(layout, nb, bs, h, d, pad):
+    """(stride_block, stride_pos, stride_head, extent) of a cache; pad > 0 adds gaps everywhere."""
+    if layout == "nhd":
+        sh = d + pad
+        sp = h * sh + pad
+        sb = bs * sp + 2 * pad
+    else:
+        sp = d + pad
+        sh = bs * sp + pad
+        sb = h * sh + 2 * pad
+    extent = (nb - 1) * sb + (bs - 1) * sp + (h - 1) * sh + d if nb and bs else 0
+    return sb, sp, sh, extent
+
+
+def make_case(rng, *, input_dtype="f16", cache_dtype=None, layout="nhd", num_slots=6, extra_rows=2,
+              num_heads=3, head_dim=8, num_blocks=3, block_size=4, pad=0, packed=False, fused_q_heads=None,
+              slot_dtype=np.int64, slots=None, scale_kind="none", values="bits", magnitude=1.0,
+              scale_values="random", counter=True):
+    cache_dtype = cache_dtype or input_dtype
+    h, d, nb, bs = num_heads, head_dim, num_blocks, block_size
+    in_t = STORAGE[input_dtype]
+    rows = num_slots + extra_rows
+    buffers, inputs, input_buffer = {}, {}, {}
+
+    def fill(n):
+        if values == "bits":
+            return random_bits(rng, n, input_dtype)
+        return values_bits(rng, n, input_dtype, magnitude)
+
+    if fused_q_heads is not None:  # views into a fused QKV projection [rows, (Hq + 2H) * D + pad]
+        width = (fused_q_heads + 2 * h) * d + pad
+        qkv = np.full(GUARD * 2 + rows * width, in_t(0xFFFF if in_t is np.uint16 else 0xFFFFFFFF), in_t)
+        qkv[GUARD:GUARD + num_slots * width] = fill(num_slots * width)
+        buffers["qkv"] = qkv
+        inputs["k"] = (qkv, GUARD + fused_q_heads * d, width, d)
+        inputs["v"] = (qkv, GUARD + (fused_q_heads + h) * d, width, d)
+        input_buffer = {"k": "qkv", "v": "qkv"}
+    else:
+        row = h * (d + pad) + pad
+        for which, name in (("k", "key"), ("v", "value")):
+            buf = np.full(GUARD * 2 + rows * row, in_t(0xFFFF if in_t is np.uint16 else 0xFFFFFFFF), in_t)
+            buf[GUARD:GUARD + num_slots * row] = fill(num_slots * row)  # padding rows stay NaN
+            buffers[name] = buf
+            inputs[which] = (buf, GUARD, row, d + pad)
+            input_buffer[which] = name
+
+    sb, sp, sh, extent = cache_strides(layout, nb, bs, h, d, pad)
+    c_t = STORAGE[cache_dtype]
+    canary = {np.uint8: 0xA5, np.uint16: 0x7E5A, np.uint32: 0x7FC0DEAD}[c_t]
+    if packed:  # K and V in one [nb, 2, bs, H, D]-like tensor: V's base is half a block further
+        assert layout == "nhd" and pad == 0
+        sb = 2 * bs * h * d
+        half = bs * h * d
+        extent = (nb - 1) * sb + half + (bs - 1) * sp + (h - 1) * sh + d if nb else half
+        buffers["kv_cache"] = np.full(extent + 2 * GUARD, c_t(canary), c_t)
+        cache_buffer = {"k": "kv_cache", "v": "kv_cache"}
+        cache_base = {"k": GUARD, "v": GUARD + half}
+    else:
+        buffers["k_cache"] = np.full(extent + 2 * GUARD, c_t(canary), c_t)
+        buffers["v_cache"] = np.full(extent + 2 * GUARD, c_t(canary ^ 0x5A), c_t)
+        cache_buffer = {"k": "k_cache", "v": "v_cache"}
+        cache_base = {"k": GUARD, "v": GUARD}
+
+    cap = nb * bs
+    if slots is None:
+        valid = rng.permutation(cap)[:num_slots]
+        slots = [int(s) for s in valid]
+        for i in range(0, num_slots, 3):  # every third entry: padding or an invalid slot
+            slots[i] = [-1, cap, cap + 7, -5][i // 3 % 4]
+    slots = np.array(slots, dtype=slot_dtype)
+    buffers["slots"] = slots
+
+    case = Case(input_dtype, cache_dtype, layout, num_slots, rows, h, d, nb, bs, sb, sp, sh, slots,
+                buffers, inputs, input_buffer, cache_buffer, cache_base, scale_kind=scale_kind,
+                counter=counter)
+    if counter:
+        buffers["invalid"] = np.array([3], np.int64)  # counts on top of what is there
+
+    if scale_kind in ("per_tensor", "per_head", "per_block"):
+        n = {"per_tensor": 1, "per_head": h, "per_block": nb * h}[scale_kind]
+        case.scales = {}
+        for which in ("k", "v"):
+            if scale_values == "pow2":
+                s = 2.0 ** rng.integers(-3, 4, n)
+            else:
+                s = rng.uniform(0.05, 3.0, n)
+            s = s.astype(np.float32)
+            case.scales[which] = s
+            buffers[f"{which}_scale"] = s.view(np.uint32)
+    elif scale_kind == "per_token_head":
+        ssb, ssp, ssh, sext = cache_strides(layout, nb, bs, h, 1, pad)
+        case.scale_strides = (ssb, ssp, ssh)
+        case.scale_base = GUARD
+        for which in ("k", "v"):
+            buffers[f"{which}_scale_cache"] = np.full(sext + 2 * GUARD, np.uint32(0x7FBADBAD), np.uint32)
+    return case
+
+
+# ---------------------------------------------------------------------------------------------
+# Running a case
+
+def run_raw(case, variant=None, fp8_software=None):
+    """Launches the kernel in place on the numpy buffers through HostPtr (interpreter only)."""
+    from kvfuzz_triton import HostPtr, KvAppendParams, launch
+
+    def ptr(buf, base, name):
+        return HostPtr(buf.ctypes.data + base * buf.itemsize, name)
+
+    c = case
+    kb, kbase, kst, ksh = c.inputs["k"]
+    vb, vbase, vst, vsh = c.inputs["v"]
+    p = KvAppendParams(
+        key=ptr(kb, kbase, TRITON_NAME[c.input_dtype]), value=ptr(vb, vbase, TRITON_NAME[c.input_dtype]),
+        key_stride_token=kst, key_stride_head=ksh, value_stride_token=vst, value_stride_head=vsh,
+        slot_mapping=ptr(c.slots, 0, "i64" if c.slots.dtype == np.int64 else "i32"), num_slots=c.num_slots,
+        k_cache=ptr(c.buffers[c.cache_buffer["k"]], c.cache_base["k"], TRITON_NAME[c.cache_dtype]),
+        v_cache=ptr(c.buffers[c.cache_buffer["v"]], c.cache_base["v"], TRITON_NAME[c.cache_dtype]),
+        num_blocks=c.num_blocks, block_size=c.block_size, stride_block=c.stride_block,
+        stride_pos=c.stride_pos, stride_head=c.stride_head, num_heads=c.num_heads, head_dim=c.head_dim,
+        input_dtype=c.input_dtype, cache_dtype=c.cache_dtype,
+        invalid_slots=ptr(c.buffers["invalid"], 0, "i64") if c.counter else None,
+        scale_kind=c.scale_kind)
+    if c.scales:
+        p.k_scale = ptr(c.buffers["k_scale"], 0, "fp32")
+        p.v_scale = ptr(c.buffers["v_scale"], 0, "fp32")
+    if c.scale_kind == "per_token_head":
+        p.k_scale_cache = ptr(c.buffers["k_scale_cache"], c.scale_base, "fp32")
+        p.v_scale_cache = ptr(c.buffers["v_scale_cache"], c.scale_base, "fp32")
+        p.scale_stride_block, p.scale_stride_pos, p.scale_stride_head = c.scale_strides
+    return launch(p, variant=variant, fp8_software=fp8_software)
+
+
+TORCH_VIEW = {np.uint8: "uint8", np.uint16: "int16", np.uint32: "int32", np.int64: "int64", np.int32: "int32"}
+
+
+def run_torch(case, device, variant=None, fp8_software=None, cache_tensor_dtype=None, **overrides):
+    """Copies the buffers to torch tensors on `device`, calls kv_append on views, copies back."""
+    import torch
+    from kvfuzz_triton import kv_append
+
+    c = case
+    tdt = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32,
+           "fp8_e4m3": torch.float8_e4m3fn, "fp8_e5m2": torch.float8_e5m2, "int8": torch.int8}
+    flat = {}
+    for name, buf in c.buffers.items():
+        view = buf.view(getattr(np, TORCH_VIEW[buf.dtype.type])) if buf.dtype.type in TORCH_VIEW else buf
+        flat[name] = torch.from_numpy(view.copy()).to(device)
+
+    def typed(name, dtype):
+        t = flat[name]
+        return t if t.dtype == dtype else t.view(dtype)
+
+    kb, kbase, kst, ksh = c.inputs["k"]
+    vb, vbase, vst, vsh = c.inputs["v"]
+    shape3 = (c.num_rows, c.num_heads, c.head_dim)
+    key = typed(c.input_buffer["k"], tdt[c.input_dtype]).as_strided(shape3, (kst, ksh, 1), kbase)
+    value = typed(c.input_buffer["v"], tdt[c.input_dtype]).as_strided(shape3, (vst, vsh, 1), vbase)
+    cache_dt = cache_tensor_dtype or tdt[c.cache_dtype]
+    if c.layout == "nhd":
+        shape4 = (c.num_blocks, c.block_size, c.num_heads, c.head_dim)
+        strides4 = (c.stride_block, c.stride_pos, c.stride_head, 1)
+    else:
+        shape4 = (c.num_blocks, c.num_heads, c.block_size, c.head_dim)
+        strides4 = (c.stride_block, c.stride_head, c.stride_pos, 1)
+    kc = typed(c.cache_buffer["k"], cache_dt).as_strided(shape4, strides4, c.cache_base["k"])
+    vc = typed(c.cache_buffer["v"], cache_dt).as_strided(shape4, strides4, c.cache_base["v"])
+    kwargs = {"layout": c.layout, "variant": variant, "fp8_software": fp8_software}
+    if c.counter:
+        kwargs["invalid_slots"] = flat["invalid"]
+    if c.scale_kind != "none":
+        kwargs["scale_kind"] = c.scale_kind
+    if c.scales:
+        shape = (c.num_blocks, c.num_heads) if c.scale_kind == "per_block" else (-1,)
+        kwargs["k_scale"] = typed("k_scale", torch.float32).reshape(shape)
+        kwargs["v_scale"] = typed("v_scale", torch.float32).reshape(shape)
+    if c.scale_kind == "per_token_head":
+        ssb, ssp, ssh = c.scale_strides
+        if c.layout == "nhd":
+            s3, st3 = (c.num_blocks, c.block_size, c.num_heads), (ssb, ssp, ssh)
+        else:
+            s3, st3 = (c.num_blocks, c.num_heads, c.block_size), (ssb, ssh, ssp)
+        kwargs["k_scale_cache"] = typed("k_scale_cache", torch.float32).as_strided(s3, st3, c.scale_base)
+        kwargs["v_scale_cache"] = typed("v_scale_cache", torch.float32).as_strided(s3, st3, c.scale_base)
+    kwargs.update(overrides)
+    kv_append(key, value, kc, vc, flat["slots"], **kwargs)
+    if device != "cpu":
+        torch.cuda.synchronize()
+    for name, buf in c.buffers.items():
+        out = flat[name].cpu().numpy()
+        buf[...] = out.view(buf.dtype)

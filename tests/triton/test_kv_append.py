@@ -1,0 +1,444 @@
+"""Triton append kernels against the independent numpy reference (tests/triton/reference.py).
+
+Default: Triton's CPU interpreter (TRITON_INTERPRET=1, set in conftest.py). Kernels run through the
+raw entry point on numpy buffers (HostPtr); where torch is importable the torch API runs too, on CPU
+tensors. KVFUZZ_TRITON_GPU=1 runs the torch API on CUDA instead, plus the GPU-only tests (hardware
+fp8 rounding, the PTX of the division).
+
+Every check compares whole buffers bit for bit: caches and scale caches with their guard elements,
+gaps and canaries, the inputs (never written) and the invalid-slot counter. Under the interpreter the
+hardware fp8 cast gets only values it converts faithfully (test_fp8_hardware_cast_under_interpreter).
+"""
+import os
+
+import numpy as np
+import pytest
+
+from cases import make_case, run_raw, run_torch
+from reference import QMAX, expected
+
+GPU = os.environ.get("KVFUZZ_TRITON_GPU") == "1"
+try:
+    import torch  # noqa: F401
+    HAVE_TORCH = True
+except ImportError:
+    HAVE_TORCH = False
+
+# How a case is run: "raw" (HostPtr, interpreter), "torch" (torch API; CPU under the interpreter,
+# CUDA with KVFUZZ_TRITON_GPU=1).
+BACKENDS = ["torch"] if GPU else (["raw", "torch"] if HAVE_TORCH else ["raw"])
+DEVICE = "cuda" if GPU else "cpu"
+gpu_only = pytest.mark.skipif(not GPU, reason="needs a GPU (KVFUZZ_TRITON_GPU=1)")
+interp_only = pytest.mark.skipif(GPU, reason="interpreter-only test")
+needs_torch = pytest.mark.skipif(not HAVE_TORCH, reason="torch is not installed")
+
+
+def run(case, backend, **kw):
+    if backend == "raw":
+        return run_raw(case, **kw)
+    return run_torch(case, DEVICE, **kw)
+
+
+def check(case, backend, **kw):
+    """Runs the case and requires every buffer to equal the reference's, bit for bit."""
+    before = {name: buf.copy() for name, buf in case.buffers.items()}
+    want, invalid = expected(case)
+    run(case, backend, **kw)
+    for name, buf in case.buffers.items():
+        if name == "invalid":
+            assert int(buf[0]) == int(before[name][0]) + invalid, "invalid-slot counter"
+            continue
+        diff = np.flatnonzero(buf != want[name])
+        assert diff.size == 0, (f"{name}: {diff.size} elements differ, first at {diff[:8].tolist()}: "
+                                f"got {[hex(int(buf[i])) for i in diff[:4]]}, "
+                                f"want {[hex(int(want[name][i])) for i in diff[:4]]} "
+                                f"(before {[hex(int(before[name][i])) for i in diff[:4]]})")
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request):
+    return request.param
+
+
+@pytest.fixture
+def rng(request):
+    return np.random.default_rng(abs(hash(request.node.name)) % 2 ** 32)
+
+
+# ---------------------------------------------------------------------------------------------
+# Float caches: bit copies and conversions
+
+@pytest.mark.parametrize("input_dtype", ["f16", "bf16", "f32"])
+@pytest.mark.parametrize("variant", ["token", "head"])
+def test_bit_copy_keeps_every_pattern(rng, backend, input_dtype, variant):
+    # Random bit patterns: NaN payloads, Inf, subnormals, -0 must all survive a same-dtype copy.
+    check(make_case(rng, input_dtype=input_dtype, head_dim=7, num_heads=3), backend, variant=variant)
+
+
+@pytest.mark.parametrize("input_dtype,cache_dtype", [
+    ("f16", "bf16"), ("f16", "f32"), ("bf16", "f16"), ("bf16", "f32"), ("f32", "f16"), ("f32", "bf16")])
+def test_float_conversion_rounds_to_nearest_even(rng, backend, input_dtype, cache_dtype):
+    check(make_case(rng, input_dtype=input_dtype, cache_dtype=cache_dtype, num_slots=7, head_dim=16),
+          backend)
+
+
+def test_float_conversion_ties_and_overflow(backend):
+    # f32 -> bf16 / f16 exact ties (both directions of even), overflow to Inf, NaN payloads.
+    rng = np.random.default_rng(1)
+    for cache_dtype in ("bf16", "f16"):
+        case = make_case(rng, input_dtype="f32", cache_dtype=cache_dtype, num_slots=2, num_heads=1,
+                         head_dim=16, slots=[1, 6])
+        ties = np.array([0x3F808000, 0x3F818000, 0xBF808000, 0x7F7FFFFF, 0x7F7F8000, 0x477FF000, 0x477FEFFF,
+                         0x387FE000, 0x33800000, 0x7F800001, 0xFFC12345, 0x00000001, 0x80000000,
+                         0x3F800001, 0x3F807FFF, 0x47800000], np.uint32)
+        buf, base, st, _ = case.inputs["k"]
+        buf[base:base + 16] = ties
+        buf[base + st:base + st + 16] = ties[::-1]
+        check(case, backend)
+
+
+# ---------------------------------------------------------------------------------------------
+# Layouts, strides, slots
+
+@pytest.mark.parametrize("layout,pad", [("nhd", 0), ("hnd", 0), ("nhd", 3), ("hnd", 2)])
+@pytest.mark.parametrize("variant", [None, "token", "head"])
+def test_layouts_and_gapped_strides(rng, backend, layout, pad, variant):
+    check(make_case(rng, layout=layout, pad=pad, num_heads=3, head_dim=5, block_size=3), backend,
+          variant=variant)
+
+
+def test_packed_kv_cache(rng, backend):
+    # K and V interleaved per block in one tensor ([nb, 2, bs, H, D]).
+    check(make_case(rng, packed=True, num_heads=2, head_dim=8, block_size=4), backend)
+
+
+def test_contiguous_per_sequence_cache(rng, backend):
+    # [B, S, H, D] with block = sequence and block_size = max_seq_len (a non-power of two).
+    check(make_case(rng, num_blocks=2, block_size=13, num_slots=9, num_heads=2, head_dim=4), backend)
+
+
+@pytest.mark.parametrize("q_heads,kv_heads", [(8, 2), (4, 1), (3, 3)])
+def test_gqa_fused_qkv_views(rng, backend, q_heads, kv_heads):
+    # key/value are slices of a fused [T, (Hq + 2 Hkv) * D (+pad)] projection; padding rows are NaN.
+    check(make_case(rng, fused_q_heads=q_heads, num_heads=kv_heads, head_dim=6, pad=1, extra_rows=3),
+          backend)
+
+
+@pytest.mark.parametrize("num_heads,head_dim", [(1, 1), (5, 3), (7, 46), (2, 100), (1, 576), (33, 2)])
+def test_odd_head_counts_and_dims(rng, backend, num_heads, head_dim):
+    check(make_case(rng, num_heads=num_heads, head_dim=head_dim, num_slots=3, num_blocks=2, block_size=2),
+          backend)
+
+
+def test_many_heads_span_several_tiles(rng, backend):
+    # 40 heads x 128 dims: more than one [BLOCK_H, BLOCK_D] tile per token in the token-major variant.
+    check(make_case(rng, num_heads=40, head_dim=128, num_slots=2, num_blocks=1, block_size=2), backend,
+          variant="token")
+
+
+@pytest.mark.parametrize("slot_dtype", [np.int32, np.int64])
+def test_padding_invalid_slots_and_counter(rng, backend, slot_dtype):
+    slots = [-1, 0, 12, 11, -7, 13, 2 ** 31 - 1, 5]
+    if slot_dtype == np.int64:
+        slots[6] = 2 ** 40  # far past the cache: must be counted, never written
+    check(make_case(rng, slots=slots, num_slots=8, num_blocks=3, block_size=4, slot_dtype=slot_dtype), backend)
+
+
+def test_without_counter(rng, backend):
+    check(make_case(rng, slots=[3, 99, -1], num_slots=3, counter=False), backend)
+
+
+def test_all_padding_and_last_slot(rng, backend):
+    check(make_case(rng, slots=[-1, -1, 11], num_slots=3, num_blocks=3, block_size=4), backend)
+
+
+def test_empty_batch_launches_nothing(rng, backend):
+    # T = 0 (with padding rows present): nothing changes, and no grid is launched.
+    case = make_case(rng, num_slots=0, extra_rows=2, slots=[])
+    assert run(case, backend) is None or backend == "torch"
+    check(case, backend)
+
+
+def test_empty_cache(rng, backend):
+    # Zero blocks: every non-negative slot is invalid.
+    check(make_case(rng, num_blocks=0, slots=[0, -1, 4], num_slots=3), backend)
+
+
+# ---------------------------------------------------------------------------------------------
+# Quantised caches
+
+@pytest.mark.parametrize("scale_kind", ["per_tensor", "per_head", "per_block", "per_token_head"])
+@pytest.mark.parametrize("input_dtype", ["f16", "bf16", "f32"])
+def test_int8(rng, backend, scale_kind, input_dtype):
+    check(make_case(rng, input_dtype=input_dtype, cache_dtype="int8", scale_kind=scale_kind, values="values",
+                    magnitude=40.0, head_dim=12), backend)
+
+
+def test_int8_ties_round_half_even(backend):
+    # x / 1.0 exactly on .5: -2.5 -> -2, -1.5 -> -2, 0.5 -> 0, 126.5 -> 126, 127.5 -> 127 (sat), ...
+    rng = np.random.default_rng(2)
+    case = make_case(rng, input_dtype="f32", cache_dtype="int8", scale_kind="per_tensor", num_slots=1,
+                     num_heads=1, head_dim=16, slots=[5], scale_values="pow2")
+    case.scales["k"][0] = case.scales["v"][0] = 1.0
+    case.buffers["k_scale"][:] = case.buffers["v_scale"][:] = np.float32(1.0).view(np.uint32)
+    x = np.array([-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, 126.5, 127.5, -128.5, -129.5, 1e9, -np.inf,
+                  np.nan, 3.4999998, 4194304.5, -0.0], np.float32)
+    for which in ("k", "v"):
+        buf, base, _, _ = case.inputs[which]
+        buf[base:base + 16] = x.view(np.uint32)
+    check(case, backend)
+
+
+@pytest.mark.parametrize("layout", ["nhd", "hnd"])
+def test_per_token_head_scale_cache_layouts(rng, backend, layout):
+    # Scale caches laid out like the KV cache without D, gapped; zero and constant rows included.
+    case = make_case(rng, input_dtype="f16", cache_dtype="int8", scale_kind="per_token_head", layout=layout,
+                     pad=2, values="values", magnitude=3.0, num_heads=2, head_dim=8)
+    assert case.slots[1] >= 0  # token 1 is written (tokens 0, 3, ... are padding or invalid)
+    buf, base, st, sh = case.inputs["k"]
+    buf[base + st:base + st + 8] = 0  # all-zero row: scale floor 1e-6 / QMAX
+    buf[base + st + sh:base + st + sh + 8] = np.float16(2.0).view(np.uint16)  # constant row
+    check(case, backend)
+
+
+FP8 = ["fp8_e4m3", "fp8_e5m2"]
+
+
+@pytest.mark.parametrize("cache_dtype", FP8)
+@pytest.mark.parametrize("scale_kind", ["per_tensor", "per_head", "per_block", "per_token_head"])
+def test_fp8_software_conversion(rng, backend, cache_dtype, scale_kind):
+    # The exact integer conversion (the default under the interpreter): bit-exact everywhere,
+    # including saturation (magnitudes beyond QMAX), NaN, Inf, subnormals and -0.
+    mag = QMAX[cache_dtype] / 4
+    check(make_case(rng, input_dtype="f32", cache_dtype=cache_dtype, scale_kind=scale_kind, values="values",
+                    magnitude=mag, head_dim=16, num_slots=4), backend, fp8_software=True)
+
+
+@pytest.mark.parametrize("cache_dtype", FP8)
+@pytest.mark.parametrize("fp8_software", [True, pytest.param(False, marks=gpu_only)])
+def test_fp8_every_tie_and_boundary(backend, cache_dtype, fp8_software):
+    # Every fp8 value, every midpoint between neighbours and its fp32 neighbours, the saturation and
+    # underflow boundaries. The hardware conversion runs on the GPU only.
+    from reference import _FP8
+    codes, vals = _FP8[cache_dtype]
+    mids = (vals[1:] + vals[:-1]) / 2
+    pts = np.concatenate([vals, mids]).astype(np.float32)
+    pts = np.concatenate([pts, np.nextafter(pts, np.float32(np.inf)), np.nextafter(pts, np.float32(0))])
+    pts = np.concatenate([pts, -pts, [np.inf, -np.inf, np.nan, QMAX[cache_dtype] * 1.0625, 1e-45]])
+    pts = pts.astype(np.float32)
+    n = 256
+    rows = -(-pts.size // n)
+    data = np.zeros(rows * n, np.float32)
+    data[:pts.size] = pts
+    rng = np.random.default_rng(3)
+    case = make_case(rng, input_dtype="f32", cache_dtype=cache_dtype, scale_kind="per_tensor", num_slots=rows,
+                     num_heads=1, head_dim=n, num_blocks=rows, block_size=1, extra_rows=0,
+                     slots=list(range(rows)), scale_values="pow2")
+    for which in ("k", "v"):
+        case.scales[which][0] = 1.0
+        case.buffers[f"{which}_scale"][0] = np.float32(1.0).view(np.uint32)
+        buf, base, _, _ = case.inputs[which]
+        buf[base:base + rows * n] = data.view(np.uint32)
+    check(case, backend, fp8_software=fp8_software)
+
+
+@interp_only
+@pytest.mark.parametrize("cache_dtype", FP8)
+def test_fp8_hardware_cast_under_interpreter(cache_dtype):
+    # Triton 3.6's interpreter converts fp32 -> fp8 wrongly (research/triton-tooling.md §2.4), so the
+    # hardware path (fp8_software=False) is checked here only where the interpreter is faithful:
+    # inputs whose x / scale is exactly representable, ±Inf (saturated by the explicit clamp) and NaN
+    # (mapped to 0x7F explicitly); for those, every buffer is still compared bit for bit. Other values
+    # would be "written-any-value" here; their rounding is checked on the GPU (test_fp8_*_on_gpu,
+    # test_fp8_every_tie_and_boundary).
+    rng = np.random.default_rng(4)
+    from reference import _FP8
+    _, vals = _FP8[cache_dtype]
+    case = make_case(rng, input_dtype="f32", cache_dtype=cache_dtype, scale_kind="per_head", num_slots=4,
+                     num_heads=2, head_dim=16, scale_values="pow2")
+    for which in ("k", "v"):
+        buf, base, st, sh = case.inputs[which]
+        for t in range(case.num_slots):
+            for h in range(2):
+                exact = rng.choice(vals, 16) * rng.choice([-1, 1], 16) * case.scales[which][h]
+                exact[:3] = [np.nan, np.inf, -np.inf]
+                buf[base + t * st + h * sh:base + t * st + h * sh + 16] = exact.astype(np.float32).view(np.uint32)
+    check(case, "raw", fp8_software=False)
+
+
+@gpu_only
+@pytest.mark.parametrize("cache_dtype", FP8)
+@pytest.mark.parametrize("fp8_software", [False, True])
+@pytest.mark.parametrize("scale_kind", ["per_tensor", "per_token_head"])
+def test_fp8_rounding_on_gpu(rng, cache_dtype, fp8_software, scale_kind):
+    # Random values, ties and saturation on the real hardware: both conversions bit-exact.
+    check(make_case(rng, input_dtype="bf16", cache_dtype=cache_dtype, scale_kind=scale_kind, values="values",
+                    magnitude=QMAX[cache_dtype] / 3, num_heads=8, head_dim=128, num_slots=64, num_blocks=40,
+                    block_size=16), "torch", fp8_software=fp8_software)
+
+
+@gpu_only
+def test_gpu_division_is_ieee():
+    # x / scale must be div.rn.f32: Triton's `/` and tl.fdiv(ieee_rounding=True) emit div.full.f32.
+    rng = np.random.default_rng(5)
+    from kvfuzz_triton import kv_append_kernel
+    check(make_case(rng, input_dtype="f32", cache_dtype="int8", scale_kind="per_token_head", values="values",
+                    num_heads=2, head_dim=64), "torch")
+    ptx = "\n".join(k.asm["ptx"] for k in _compiled(kv_append_kernel))
+    assert "div.rn.f32" in ptx and "div.full.f32" not in ptx and "div.approx" not in ptx
+
+
+def _compiled(kernel):
+    out = []
+    for cache in kernel.device_caches.values():
+        out.extend(cache[0].values())
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Torch API: argument validation
+
+@needs_torch
+class TestValidation:
+    def setup_method(self):
+        import torch
+        self.torch = torch
+        self.dev = DEVICE
+        self.key = torch.zeros(4, 2, 8, dtype=torch.float16, device=self.dev)
+        self.value = torch.zeros(4, 2, 8, dtype=torch.float16, device=self.dev)
+        self.kc = torch.zeros(3, 4, 2, 8, dtype=torch.float16, device=self.dev)
+        self.vc = torch.zeros(3, 4, 2, 8, dtype=torch.float16, device=self.dev)
+        self.slots = torch.tensor([0, 1, -1, 5], dtype=torch.int64, device=self.dev)
+
+    def call(self, **kw):
+        from kvfuzz_triton import kv_append
+        args = dict(key=self.key, value=self.value, key_cache=self.kc, value_cache=self.vc,
+                    slot_mapping=self.slots, layout="nhd")
+        args.update(kw)
+        return kv_append(**args)
+
+    def expect(self, match, **kw):
+        with pytest.raises(ValueError, match=match):
+            self.call(**kw)
+
+    def test_valid_call_returns_none(self):
+        assert self.call() is None
+
+    def test_layout_is_required_and_checked(self):
+        from kvfuzz_triton import kv_append
+        with pytest.raises(TypeError):
+            kv_append(self.key, self.value, self.kc, self.vc, self.slots)
+        self.expect(r'layout must be "nhd"', layout="NHD")
+
+    def test_shapes(self):
+        t = self.torch
+        self.expect("key and value must be 3-D", key=self.key.reshape(4, 16))
+        self.expect("key and value shapes differ", value=self.value[:, :1])
+        self.expect(r"cache is \(3, 4, 2, 8\) \(hnd\): 4 heads x 8 dims, but key has 2 heads", layout="hnd")
+        self.expect("key_cache and value_cache must be 4-D", key_cache=self.kc[0])
+        self.expect("same shape and strides", value_cache=self.vc.transpose(1, 2).contiguous().transpose(1, 2))
+        self.expect("slot_mapping has 5 entries but key has only 4 rows",
+                    slot_mapping=t.zeros(5, dtype=t.int64, device=self.dev))
+        self.expect("slot_mapping must be 1-D", slot_mapping=self.slots.reshape(2, 2))
+
+    def test_contiguity(self):
+        t = self.torch
+        wide = t.zeros(4, 2, 16, dtype=t.float16, device=self.dev)
+        self.expect("last dim of key and value must be contiguous", key=wide[:, :, ::2])
+        wide_c = t.zeros(3, 4, 2, 16, dtype=t.float16, device=self.dev)
+        self.expect("last dim of the caches must be contiguous", key_cache=wide_c[..., ::2],
+                    value_cache=wide_c[..., 1::2])
+        self.expect("slot_mapping must be contiguous",
+                    slot_mapping=t.zeros(8, dtype=t.int64, device=self.dev)[::2])
+
+    def test_dtypes(self):
+        t = self.torch
+        self.expect("key and value dtypes differ", value=self.value.float())
+        self.expect("key/value dtype must be float16, bfloat16 or float32", key=self.key.double(),
+                    value=self.value.double())
+        self.expect("slot_mapping must be int32 or int64", slot_mapping=self.slots.float())
+        self.expect("key_cache and value_cache dtypes differ", value_cache=self.vc.float())
+        self.expect("unsupported cache dtype", key_cache=self.kc.double(), value_cache=self.vc.double())
+        u8 = t.zeros(3, 4, 2, 8, dtype=t.uint8, device=self.dev)
+        self.expect("a uint8 cache needs cache_dtype", key_cache=u8, value_cache=u8.clone())
+        self.expect("cache_dtype 'int8' does not match", cache_dtype="int8")
+
+    def test_quantisation_arguments(self):
+        t = self.torch
+        i8 = t.zeros(3, 4, 2, 8, dtype=t.int8, device=self.dev)
+        s1 = t.ones(1, device=self.dev)
+        q = dict(key_cache=i8, value_cache=i8.clone())
+        self.expect("a int8 cache needs scale_kind", **q)
+        self.expect("per_tensor needs k_scale", scale_kind="per_tensor", **q)
+        self.expect("scale_kind must be one of", scale_kind="per_channel", k_scale=s1, v_scale=s1, **q)
+        self.expect(r"k_scale must have shape \(2,\) for per_head", scale_kind="per_head", k_scale=s1,
+                    v_scale=s1, **q)
+        self.expect(r"v_scale must have shape \(3, 2\) for per_block", scale_kind="per_block",
+                    k_scale=t.ones(3, 2, device=self.dev), v_scale=t.ones(2, device=self.dev), **q)
+        self.expect("k_scale must be float32", scale_kind="per_tensor", k_scale=s1.half(), v_scale=s1, **q)
+        self.expect("scale caches are for per_token_head only", scale_kind="per_tensor", k_scale=s1,
+                    v_scale=s1, k_scale_cache=t.ones(3, 4, 2, device=self.dev), **q)
+        self.expect("per_token_head computes its scales", scale_kind="per_token_head", k_scale=s1, **q)
+        self.expect("per_token_head needs k_scale_cache", scale_kind="per_token_head", **q)
+        self.expect(r"scale caches must have shape \(3, 4, 2\)", scale_kind="per_token_head",
+                    k_scale_cache=t.ones(3, 2, 4, device=self.dev), v_scale_cache=t.ones(3, 2, 4, device=self.dev), **q)
+        self.expect("scale_kind='per_tensor' given for a f16 cache", scale_kind="per_tensor", k_scale=s1,
+                    v_scale=s1)
+        self.expect("scales given for a f16 cache", k_scale=s1)
+
+    def test_counter_and_variant(self):
+        t = self.torch
+        self.expect("invalid_slots must be a one-element int64 tensor",
+                    invalid_slots=t.zeros(1, dtype=t.int32, device=self.dev))
+        self.expect("variant must be one of", variant="diagonal")
+
+    def test_devices(self):
+        if GPU:
+            self.expect("all tensors must be on one device", slot_mapping=self.slots.cpu())
+        else:
+            os.environ["TRITON_INTERPRET"] = "0"
+            try:
+                self.expect("CPU tensors run only under Triton's interpreter")
+            finally:
+                os.environ["TRITON_INTERPRET"] = "1"
+
+    def test_not_tensors(self):
+        self.expect("slot_mapping must be a torch.Tensor", slot_mapping=[0, 1, 2, 3])
+
+
+@needs_torch
+def test_uint8_storage_for_fp8(rng):
+    # vLLM-style uint8 cache storage with cache_dtype naming the fp8 format.
+    import torch
+    case = make_case(rng, input_dtype="f16", cache_dtype="fp8_e4m3", scale_kind="per_tensor", values="values",
+                     magnitude=50.0)
+    want, _ = expected(case)
+    run_torch(case, DEVICE, cache_tensor_dtype=torch.uint8, cache_dtype="fp8_e4m3", fp8_software=True)
+    assert (case.buffers["k_cache"] == want["k_cache"]).all() and (case.buffers["v_cache"] == want["v_cache"]).all()
+
+
+def test_raw_params_refused():
+    from kvfuzz_triton import KvAppendParams, check_params
+    p = KvAppendParams(key=None, value=None, key_stride_token=0, key_stride_head=0, value_stride_token=0,
+                       value_stride_head=0, slot_mapping=None, num_slots=0, k_cache=None, v_cache=None,
+                       num_blocks=1, block_size=1, stride_block=1, stride_pos=1, stride_head=1, num_heads=1,
+                       head_dim=1, input_dtype="f16", cache_dtype="fp8_e4m3")
+    with pytest.raises(ValueError, match="a fp8_e4m3 cache needs a scale_kind"):
+        check_params(p)
+    p.cache_dtype, p.scale_kind = "f16", "per_head"
+    with pytest.raises(ValueError, match="scale_kind 'per_head' needs a quantised cache"):
+        check_params(p)
+    p.input_dtype, p.scale_kind = "int8", "none"
+    with pytest.raises(ValueError, match="input dtype must be one of"):
+        check_params(p)
+    p.input_dtype, p.cache_dtype, p.scale_kind = "f16", "int8", "per_block"
+    with pytest.raises(ValueError, match="per_block needs k_scale and v_scale"):
+        check_params(p)
+
+
+def test_variant_choice_by_strides():
+    from kvfuzz_triton import pick_variant, tile_sizes
+    assert pick_variant(stride_pos=256, stride_head=64) == "token"  # NHD
+    assert pick_variant(stride_pos=64, stride_head=1024) == "head"  # HND
+    assert tile_sizes(40, 128, "token") == (32, 128)
+    assert tile_sizes(40, 576, "head") == (1, 1024)
