@@ -265,9 +265,4 @@ IsolatedRun Isolator::run(const Case& c, Arena& image) {
   return {static_cast<IsolatedStatus>(status), message};
 }
 
-IsolatedRun run_isolated(Target& target, const Case& c, Arena& image, const IsolationOptions& options) {
-  Isolator isolator(target, options);
-  return isolator.run(c, image);
-}
-
 }  // namespace kvf

@@ -59,7 +59,4 @@ class Isolator {
   int64_t workers_started_ = 0;
 };
 
-// One launch with a short-lived Isolator (a fresh worker): for one-off runs such as reports.
-IsolatedRun run_isolated(Target& target, const Case& c, Arena& image, const IsolationOptions& options);
-
 }  // namespace kvf
