@@ -26,6 +26,18 @@ const Entry kTargets[] = {
 #endif
 };
 
+// Targets named by a prefix and an argument: "plugin:PATH.so", "python:MODULE:FUNCTION". `make`
+// receives what follows the prefix (never empty) and throws InputError for a malformed argument.
+struct PrefixEntry {
+  const char* prefix;  // including the colon
+  const char* usage;   // for error messages and `kvfuzz targets`
+  std::unique_ptr<Target> (*make)(const std::string& argument, const TargetOptions&);
+};
+
+const PrefixEntry kPrefixTargets[] = {
+    {nullptr, nullptr, nullptr},  // placeholder so the array is never empty; skipped below
+};
+
 }  // namespace
 
 std::vector<TargetInfo> list_targets() {
@@ -39,6 +51,16 @@ std::unique_ptr<Target> make_target(const std::string& name, const TargetOptions
   for (const Entry& e : kTargets) {
     if (name == e.name) return e.make(options);
     known += known.empty() ? e.name : std::string(", ") + e.name;
+  }
+  for (const PrefixEntry& e : kPrefixTargets) {
+    if (e.prefix == nullptr) continue;
+    const std::string prefix = e.prefix;
+    if (name.compare(0, prefix.size(), prefix) == 0) {
+      const std::string argument = name.substr(prefix.size());
+      if (argument.empty()) throw InputError("", "", "target \"" + name + "\" needs an argument: " + e.usage);
+      return e.make(argument, options);
+    }
+    known += std::string(", ") + e.usage;
   }
 #if !defined(KVFUZZ_HAVE_CUDA)
   if (name == "cuda") throw InfraError("target cuda is not available: this kvfuzz was built without a CUDA compiler");

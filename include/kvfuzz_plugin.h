@@ -1,0 +1,175 @@
+/* kvfuzz_plugin.h — the C ABI through which kvfuzz fuzzes a KV-cache append kernel it did not build.
+ *
+ * A plugin is a shared object exporting the three functions at the end of this file. kvfuzz
+ * (`--target plugin:PATH.so`) loads it inside its isolated worker process, asks what the kernel
+ * supports (kvfuzz_plugin_query), and for every case calls kvfuzz_plugin_append() once with
+ * pointers into a canary-guarded arena: host pointers for a host plugin, device pointers for a
+ * device plugin. After the call returns, kvfuzz synchronises the device (device plugins) and
+ * compares the whole arena with its golden model. A plugin that crashes, faults the GPU or hangs
+ * is a finding; the worker is replaced and the campaign goes on.
+ *
+ * The contract the kernel must implement is kvfuzz's (DESIGN.md §1, README "The append contract"):
+ * for every entry t of slot_mapping with 0 <= slot < num_blocks * block_size, rows key[t] and
+ * value[t] ([num_heads, head_dim]) are written to the cache slot, converted to the cache dtype;
+ * slot < 0 is padding and is skipped; slot >= capacity is never written and, when invalid_slots
+ * is not NULL, counted there; no other byte changes. Element (block b, position o, head h, dim d)
+ * of a cache tensor is at  base + b*stride_block + o*stride_pos + h*stride_head + d  (elements,
+ * 64-bit arithmetic). Input row t, head h, dim d is at  base + t*stride_token + h*stride_head + d.
+ *
+ * Versioning: KVFUZZ_PLUGIN_ABI_VERSION changes whenever a struct below changes incompatibly;
+ * kvfuzz refuses a plugin whose kvfuzz_plugin_abi_version() differs from its own. Structs carry
+ * their size in struct_size so that fields can be appended within a version.
+ *
+ * Everything here is plain C (C99); the header includes only <stddef.h> and <stdint.h>.
+ */
+#ifndef KVFUZZ_PLUGIN_H
+#define KVFUZZ_PLUGIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define KVFUZZ_PLUGIN_ABI_VERSION 1u
+
+/* Element types. Inputs are F16/BF16/F32; caches may also be FP8_E4M3, FP8_E5M2 or INT8
+ * (quantised: scale_kind != KVFZ_SCALE_NONE). */
+typedef enum kvfz_dtype {
+  KVFZ_F16 = 0,
+  KVFZ_BF16 = 1,
+  KVFZ_F32 = 2,
+  KVFZ_FP8_E4M3 = 3,
+  KVFZ_FP8_E5M2 = 4,
+  KVFZ_INT8 = 5
+} kvfz_dtype;
+
+/* Element type of slot_mapping. */
+typedef enum kvfz_index_type { KVFZ_I32 = 0, KVFZ_I64 = 1 } kvfz_index_type;
+
+/* Where the scales of a quantised cache come from; stored value = convert(x / scale) with IEEE
+ * fp32 division, round to nearest even, saturation (fp8 to +-max finite, int8 to [-128, 127]). */
+typedef enum kvfz_scale_kind {
+  KVFZ_SCALE_NONE = 0,          /* float cache */
+  KVFZ_SCALE_PER_TENSOR = 1,    /* k_scale[0], v_scale[0] */
+  KVFZ_SCALE_PER_HEAD = 2,      /* k_scale[h] */
+  KVFZ_SCALE_PER_BLOCK = 3,     /* k_scale[b * num_heads + h], b = the slot's physical block */
+  KVFZ_SCALE_PER_TOKEN_HEAD = 4 /* dynamic: scale = max(amax over the row's head_dim values, NaN
+                                   ignored, 1e-6f) / QMAX, written to the scale cache at
+                                   (b, o, h) = scale_base + b*stride_block + o*stride_pos + h*stride_head */
+} kvfz_scale_kind;
+
+/* Cache layouts kvfuzz generates. The name is informational: the geometry (strides) below is all
+ * a kernel needs. Used as bits (1u << layout) in kvfz_capabilities.layouts. */
+typedef enum kvfz_layout {
+  KVFZ_LAYOUT_PAGED_NHD = 0,       /* [num_blocks, block_size, H, D] */
+  KVFZ_LAYOUT_PAGED_HND = 1,       /* [num_blocks, H, block_size, D] */
+  KVFZ_LAYOUT_CONTIGUOUS_BSHD = 2, /* [B, S, H, D]: block = sequence */
+  KVFZ_LAYOUT_CONTIGUOUS_BHSD = 3, /* [B, H, S, D] */
+  KVFZ_LAYOUT_PACKED_KV_NHD = 4    /* [num_blocks, 2, block_size, H, D]: K and V of a block adjacent */
+} kvfz_layout;
+
+/* Where the pointers of an append call live. */
+typedef enum kvfz_memory { KVFZ_MEMORY_HOST = 0, KVFZ_MEMORY_DEVICE = 1 } kvfz_memory;
+
+/* How the kernel rounds quantised / narrowed values; kvfuzz maps it to a tolerance policy. */
+typedef enum kvfz_rounding {
+  KVFZ_ROUNDING_EXACT = 0,        /* the contract's rounding, bit for bit (--tolerance exact) */
+  KVFZ_ROUNDING_WITHIN_1ULP = 1,  /* within one unit of the stored format (--tolerance ulp:1) */
+  KVFZ_ROUNDING_UNSPECIFIED = 2   /* any value at the right place (--tolerance written-any-value) */
+} kvfz_rounding;
+
+/* Optional features (bits of kvfz_capabilities.features). A case needing a feature the plugin
+ * does not declare is never sent to it. */
+#define KVFZ_FEATURE_FUSED_QKV 1u          /* key/value are views into one QKV buffer (stride_token > H*D) */
+#define KVFZ_FEATURE_STRIDED_INPUT 2u      /* any input strides (gaps between rows and heads) */
+#define KVFZ_FEATURE_PADDED_CACHE 4u       /* cache strides with gaps (stride_head > D, ...) */
+#define KVFZ_FEATURE_GRAPH_PADDING_ROWS 8u /* num_input_rows > num_slots (rows never read) */
+#define KVFZ_FEATURE_INVALID_SLOT_COUNTER 16u /* counts slots >= capacity in *invalid_slots */
+#define KVFZ_FEATURE_UNALIGNED 32u         /* base pointers not 16-byte aligned */
+
+/* Strides and extent of one cache tensor, in elements of its dtype (fp32 elements, and no dim,
+ * for scale caches). */
+typedef struct kvfz_cache_geometry {
+  int64_t num_blocks;
+  int64_t block_size;
+  int64_t stride_block;
+  int64_t stride_pos;
+  int64_t stride_head;
+} kvfz_cache_geometry;
+
+/* One append call. */
+typedef struct kvfz_append_args {
+  uint32_t struct_size;  /* sizeof(kvfz_append_args) as compiled into kvfuzz */
+  int32_t memory;        /* kvfz_memory: host or device pointers */
+  void* stream;          /* device plugins: the cudaStream_t / CUstream to launch on; NULL for host */
+
+  const void* key;       /* [num_input_rows, num_heads, head_dim] view, last dim contiguous */
+  const void* value;
+  int64_t key_stride_token, key_stride_head;     /* elements */
+  int64_t value_stride_token, value_stride_head; /* elements */
+  int32_t input_dtype;   /* kvfz_dtype */
+
+  const void* slot_mapping; /* [num_slots]; < 0 padding; >= capacity invalid */
+  int32_t slot_type;        /* kvfz_index_type */
+  int64_t num_slots;        /* T: rows to append; rows >= T of key/value are never read */
+  int64_t num_input_rows;   /* T_in >= T */
+
+  void* k_cache;            /* base of the K cache tensor */
+  void* v_cache;            /* base of the V cache tensor (same geometry) */
+  kvfz_cache_geometry cache;
+  int32_t cache_dtype;      /* kvfz_dtype */
+  int32_t layout;           /* kvfz_layout (informational) */
+  int32_t num_heads;        /* H_kv */
+  int32_t head_dim;         /* D */
+  unsigned long long* invalid_slots; /* NULL, or a counter to add 1 to per slot >= capacity */
+
+  int32_t scale_kind;       /* kvfz_scale_kind */
+  const float* k_scale;     /* static scales: [1], [H] or [num_blocks, H] fp32; NULL otherwise */
+  const float* v_scale;
+  float* k_scale_cache;     /* per_token_head: base of the K / V scale caches; NULL otherwise */
+  float* v_scale_cache;
+  kvfz_cache_geometry scale_cache;
+} kvfz_append_args;
+
+/* What the kernel supports. kvfuzz zero-fills the struct and sets struct_size before the query. */
+typedef struct kvfz_capabilities {
+  uint32_t struct_size;   /* set by kvfuzz */
+  int32_t memory;         /* kvfz_memory the plugin wants its pointers in */
+  const char* name;       /* short name for reports, e.g. "my-append"; static storage */
+  const char* description;/* one line; static storage; may be NULL */
+  uint32_t layouts;       /* bits 1u << kvfz_layout */
+  uint32_t input_dtypes;  /* bits 1u << kvfz_dtype */
+  uint32_t cache_dtypes;  /* bits 1u << kvfz_dtype */
+  uint32_t scale_kinds;   /* bits 1u << kvfz_scale_kind; bit 0 (NONE) for float caches */
+  uint32_t slot_types;    /* bits 1u << kvfz_index_type */
+  uint32_t features;      /* KVFZ_FEATURE_* bits */
+  int32_t min_head_dim, max_head_dim; /* inclusive; 0 = no limit */
+  int32_t head_dim_multiple;          /* head_dim % this == 0; 0 or 1 = any */
+  int32_t max_num_heads;              /* 0 = no limit */
+  int32_t max_block_size;             /* 0 = no limit */
+  int32_t block_size_pow2_only;       /* nonzero: block sizes must be powers of two */
+  int32_t same_input_cache_dtype;     /* nonzero: float caches only of the input's dtype (bit copy) */
+  int32_t rounding;                   /* kvfz_rounding */
+} kvfz_capabilities;
+
+/* Exported by every plugin (visibility default, C linkage). */
+
+/* Must return KVFUZZ_PLUGIN_ABI_VERSION as the plugin was compiled. */
+uint32_t kvfuzz_plugin_abi_version(void);
+
+/* Fills *caps. Returns 0, or nonzero if the plugin cannot run here (it may write a reason of at
+ * most error_size bytes, NUL-terminated, into error). device is the CUDA device index (--device). */
+int kvfuzz_plugin_query(kvfz_capabilities* caps, int device, char* error, size_t error_size);
+
+/* Runs one append. Returns 0 when the kernel was launched (device plugins may return before it
+ * finishes; kvfuzz synchronises), nonzero when the call was refused (a `launch_error` finding;
+ * write the reason into error). Must not keep pointers past the call. */
+int kvfuzz_plugin_append(const kvfz_append_args* args, char* error, size_t error_size);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* KVFUZZ_PLUGIN_H */
