@@ -329,15 +329,15 @@ class Reader {
 
   template <typename E>
   E enum_field(const json& obj, const std::string& path, const char* key, std::optional<E> (*parse)(std::string_view),
-               std::initializer_list<const char*> names, const char* what) const {
+               const char* what) const {
+    const std::string names = quoted_names<E>();
     const json& v = at(obj, key);
     const std::string p = child(path, key);
     if (v.is_string()) {
       if (const std::optional<E> e = parse(v.get_ref<const json::string_t&>())) return *e;
-      fail(p, std::string("unknown ") + what + " " + quote(v.get_ref<const json::string_t&>()) + "; expected one of " +
-                  join_quoted(names));
+      fail(p, std::string("unknown ") + what + " " + quote(v.get_ref<const json::string_t&>()) + "; expected one of " + names);
     }
-    fail(p, std::string("expected a string, one of ") + join_quoted(names) + ", got " + describe(v));
+    fail(p, std::string("expected a string, one of ") + names + ", got " + describe(v));
   }
 
   const json& array_field(const json& obj, const std::string& path, const char* key) const {
@@ -362,32 +362,23 @@ class Reader {
   const std::string& file_;
 };
 
-constexpr std::initializer_list<const char*> kDTypes = {"f16", "bf16", "f32", "fp8_e4m3", "fp8_e5m2", "int8"};
-constexpr std::initializer_list<const char*> kIndexTypes = {"i32", "i64"};
-constexpr std::initializer_list<const char*> kLayouts = {"paged_nhd", "paged_hnd", "contiguous_bshd", "contiguous_bhsd",
-                                                          "packed_kv_nhd"};
-constexpr std::initializer_list<const char*> kDists = {"finite", "special", "constant", "ties"};
-constexpr std::initializer_list<const char*> kScaleKinds = {"none", "per_tensor", "per_head", "per_block",
-                                                             "per_token_head"};
-constexpr std::initializer_list<const char*> kScaleDists = {"unit", "pow2", "random", "extreme"};
-
 DType read_dtype(const Reader& rd, const json& obj, const std::string& path, const char* key) {
-  return rd.enum_field<DType>(obj, path, key, dtype_from_string, kDTypes, "dtype");
+  return rd.enum_field<DType>(obj, path, key, dtype_from_string, "dtype");
 }
 IndexType read_index_type(const Reader& rd, const json& obj, const std::string& path, const char* key) {
-  return rd.enum_field<IndexType>(obj, path, key, index_type_from_string, kIndexTypes, "index type");
+  return rd.enum_field<IndexType>(obj, path, key, index_type_from_string, "index type");
 }
 Layout read_layout(const Reader& rd, const json& obj, const std::string& path, const char* key) {
-  return rd.enum_field<Layout>(obj, path, key, layout_from_string, kLayouts, "layout");
+  return rd.enum_field<Layout>(obj, path, key, layout_from_string, "layout");
 }
 ValueDist read_dist(const Reader& rd, const json& obj, const std::string& path, const char* key) {
-  return rd.enum_field<ValueDist>(obj, path, key, value_dist_from_string, kDists, "value distribution");
+  return rd.enum_field<ValueDist>(obj, path, key, value_dist_from_string, "value distribution");
 }
 ScaleKind read_scale_kind(const Reader& rd, const json& obj, const std::string& path, const char* key) {
-  return rd.enum_field<ScaleKind>(obj, path, key, scale_kind_from_string, kScaleKinds, "scale kind");
+  return rd.enum_field<ScaleKind>(obj, path, key, scale_kind_from_string, "scale kind");
 }
 ScaleDist read_scale_dist(const Reader& rd, const json& obj, const std::string& path, const char* key) {
-  return rd.enum_field<ScaleDist>(obj, path, key, scale_dist_from_string, kScaleDists, "scale distribution");
+  return rd.enum_field<ScaleDist>(obj, path, key, scale_dist_from_string, "scale distribution");
 }
 
 void read_schema(const Reader& rd, const json& j) {

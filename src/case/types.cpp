@@ -7,6 +7,7 @@
 #include <array>
 #include <cstdint>
 #include <limits>
+#include <string>
 #include <utility>
 
 namespace kvf {
@@ -76,7 +77,21 @@ std::optional<E> value_of(const NameTable<E, N>& table, std::string_view name) {
   return std::nullopt;
 }
 
+template <typename E, size_t N>
+std::string quote_all(const NameTable<E, N>& table) {
+  std::string out;
+  for (const auto& [v, name] : table) out += (out.empty() ? "\"" : ", \"") + std::string(name) + "\"";
+  return out;
+}
+
 }  // namespace
+
+template <> std::string quoted_names<DType>() { return quote_all(kDTypeNames); }
+template <> std::string quoted_names<IndexType>() { return quote_all(kIndexTypeNames); }
+template <> std::string quoted_names<Layout>() { return quote_all(kLayoutNames); }
+template <> std::string quoted_names<ValueDist>() { return quote_all(kValueDistNames); }
+template <> std::string quoted_names<ScaleKind>() { return quote_all(kScaleKindNames); }
+template <> std::string quoted_names<ScaleDist>() { return quote_all(kScaleDistNames); }
 
 std::string_view to_string(DType t) { return name_of(kDTypeNames, t); }
 std::string_view to_string(IndexType t) { return name_of(kIndexTypeNames, t); }

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
 
 #include "../../kernels/cuda/kv_append.cuh"  // DType, IndexType
@@ -51,6 +52,10 @@ std::optional<Layout> layout_from_string(std::string_view s);
 std::optional<ValueDist> value_dist_from_string(std::string_view s);
 std::optional<ScaleKind> scale_kind_from_string(std::string_view s);
 std::optional<ScaleDist> scale_dist_from_string(std::string_view s);
+// Every name of enumeration E in declaration order, quoted and comma-separated ("\"i32\", \"i64\""),
+// for "expected one of ..." messages; read from the same tables as to_string.
+template <typename E>
+std::string quoted_names();
 
 // True for fp8_e4m3, fp8_e5m2 and int8 (caches that need a ScaleKind other than none).
 bool is_quantized(DType t);
