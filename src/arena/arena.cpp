@@ -5,6 +5,8 @@
 // the same CacheLocator roles, so the two cannot disagree about what a cell is.
 #include "arena/arena.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -12,6 +14,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "arena/windows.h"
 #include "golden/payload.h"
 
 namespace kvf {
@@ -78,7 +81,13 @@ ArenaLayout plan_arena(const Case& c) {
 // ---------------------------------------------------------------------------------------------
 // Storage
 
-void Arena::Free::operator()(std::byte* p) const { std::free(p); }
+void Arena::Free::operator()(std::byte* p) const {
+  if (mapped > 0) {
+    munmap(p, mapped);
+  } else {
+    std::free(p);
+  }
+}
 
 namespace {
 
@@ -90,21 +99,56 @@ std::byte* allocate_image(int64_t bytes) {
   return static_cast<std::byte*>(p);
 }
 
+// Address space for a windowed image: reads as zeros, and only the pages written (the materialised
+// ranges) take memory. Huge pages are refused so that a 4 KiB window costs 4 KiB.
+std::byte* map_image(size_t bytes) {
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) throw std::bad_alloc();
+  madvise(p, bytes, MADV_NOHUGEPAGE);
+  return static_cast<std::byte*>(p);
+}
+
 }  // namespace
 
-Arena::Arena(const ArenaLayout& layout) : layout_(layout), data_(allocate_image(layout.total_bytes)) {}
+void Arena::allocate() {
+  if (!windowed_) {
+    data_ = std::unique_ptr<std::byte[], Free>(allocate_image(layout_.total_bytes), Free{});
+    return;
+  }
+  const auto bytes = static_cast<size_t>(std::max<int64_t>(round_up(layout_.total_bytes, kWindowPage, "image"), kWindowPage));
+  data_ = std::unique_ptr<std::byte[], Free>(map_image(bytes), Free{bytes});
+}
 
-Arena::Arena(const Arena& other) : layout_(other.layout_), data_(allocate_image(other.layout_.total_bytes)) {
-  std::memcpy(data_.get(), other.data_.get(), static_cast<size_t>(layout_.total_bytes));
+void Arena::copy_from(const Arena& other) {
+  for (const ByteRange& r : materialized_)
+    std::memcpy(data_.get() + r.begin, other.data_.get() + r.begin, static_cast<size_t>(r.size()));
+}
+
+Arena::Arena(const ArenaLayout& layout) : layout_(layout), materialized_{{0, layout.total_bytes}} { allocate(); }
+
+Arena::Arena(const ArenaLayout& layout, std::vector<ByteRange> materialized)
+    : layout_(layout), windowed_(true), materialized_(std::move(materialized)) {
+  for (const ByteRange& r : materialized_)
+    if (r.begin < 0 || r.end < r.begin || r.end > layout_.total_bytes)
+      throw std::invalid_argument("arena: a materialised range lies outside the image");
+  allocate();
+}
+
+Arena::Arena(const Arena& other) : layout_(other.layout_), windowed_(other.windowed_), materialized_(other.materialized_) {
+  allocate();
+  copy_from(other);
 }
 
 Arena& Arena::operator=(const Arena& other) {
   if (this == &other) return *this;
-  if (data_ == nullptr || layout_.total_bytes != other.layout_.total_bytes) {
-    data_.reset(allocate_image(other.layout_.total_bytes));
+  if (data_ == nullptr || windowed_ || other.windowed_ || layout_.total_bytes != other.layout_.total_bytes) {
+    layout_ = other.layout_;
+    windowed_ = other.windowed_;
+    allocate();
   }
   layout_ = other.layout_;
-  std::memcpy(data_.get(), other.data_.get(), static_cast<size_t>(layout_.total_bytes));
+  materialized_ = other.materialized_;
+  copy_from(other);
   return *this;
 }
 
@@ -144,7 +188,7 @@ CacheLocator CacheLocator::scale_cache(const Case& c) {
 }
 
 CacheLocator::CacheLocator(const Case& c, const CacheGeometry& g, int64_t k_offset, int64_t v_offset, int64_t head_dim)
-    : c_(c), g_(g), k_offset_(k_offset), v_offset_(v_offset), owners_(static_cast<size_t>(std::max<int64_t>(g.num_blocks, 0))) {
+    : c_(c), shape_(g, k_offset, v_offset, c.num_heads, head_dim), owners_(static_cast<size_t>(std::max<int64_t>(g.num_blocks, 0))) {
   for (size_t r = 0; r < c.requests.size(); ++r) {
     const auto& blocks = c.requests[r].blocks;
     for (size_t li = 0; li < blocks.size(); ++li) {
@@ -152,17 +196,6 @@ CacheLocator::CacheLocator(const Case& c, const CacheGeometry& g, int64_t k_offs
       if (b >= 0 && b < g.num_blocks) owners_[static_cast<size_t>(b)] = Owner{static_cast<int64_t>(r), static_cast<int64_t>(li)};
     }
   }
-  const Dim all[4] = {{g.stride_block, g.num_blocks, 0},
-                      {g.stride_pos, g.block_size, 1},
-                      {g.stride_head, c.num_heads, 2},
-                      {1, head_dim, 3}};
-  for (const Dim& d : all) {
-    if (d.extent <= 0) invertible_ = false;  // no cell at all: every element is a gap
-    if (d.extent <= 1) continue;  // index is always 0; its stride does not matter
-    if (d.stride <= 0) invertible_ = false;
-    dims_[num_dims_++] = d;
-  }
-  std::sort(dims_, dims_ + num_dims_, [](const Dim& a, const Dim& b) { return a.stride > b.stride; });
 }
 
 CacheCell CacheLocator::cell(bool is_value, int64_t block, int64_t pos, int64_t head, int64_t dim) const {
@@ -179,7 +212,7 @@ CacheCell CacheLocator::cell(bool is_value, int64_t block, int64_t pos, int64_t 
   }
   const Request& r = c_.requests[static_cast<size_t>(o.request)];
   cell.request = o.request;
-  cell.token = o.logical * g_.block_size + pos;
+  cell.token = o.logical * shape_.g.block_size + pos;
   if (cell.token < r.context_len) {
     cell.role = CacheCell::Role::context;
   } else if (cell.token < r.context_len + r.new_len) {
@@ -191,26 +224,9 @@ CacheCell CacheLocator::cell(bool is_value, int64_t block, int64_t pos, int64_t 
 }
 
 CacheCell CacheLocator::locate(int64_t elem) const {
-  if (!invertible_) return CacheCell{};
-  for (const bool is_value : {false, true}) {
-    const int64_t base = is_value ? v_offset_ : k_offset_;
-    int64_t rest = elem - base;
-    if (rest < 0) continue;
-    int64_t index[4] = {0, 0, 0, 0};  // block, pos, head, dim
-    bool fits = true;
-    for (int i = 0; i < num_dims_ && fits; ++i) {
-      const int64_t q = rest / dims_[i].stride;
-      if (q >= dims_[i].extent) fits = false;
-      index[dims_[i].which] = q;
-      rest -= q * dims_[i].stride;
-    }
-    if (!fits || rest != 0) continue;
-    // The greedy decomposition is unique under the nested-strides rule; check it against the one
-    // addressing formula anyway, so an invalid case can only make us say "gap", never lie.
-    if (base + cache_elem_offset(g_, index[0], index[1], index[2], index[3]) != elem) continue;
-    return cell(is_value, index[0], index[1], index[2], index[3]);
-  }
-  return CacheCell{};
+  const CellIndex i = shape_.locate(elem);
+  if (!i.is_cell) return CacheCell{};
+  return cell(i.is_value, i.block, i.pos, i.head, i.dim);
 }
 
 CacheCell locate_cache_elem(const Case& c, int64_t elem) { return CacheLocator(c).locate(elem); }
@@ -218,12 +234,44 @@ CacheCell locate_cache_elem(const Case& c, int64_t elem) { return CacheLocator(c
 // ---------------------------------------------------------------------------------------------
 // Initial fill
 
-Arena make_initial_arena(const Case& c) {
+namespace {
+
+// Cells (tensor, b, pos, head, dim) of block `b` of the KV cache by their role: context cells hold
+// earlier tokens, free blocks the free-block canary, new-token cells and block tails the tail canary.
+void fill_block(const Case& c, const CacheLocator& loc, Arena& a, int64_t b) {
   using golden::Canary;
   using golden::Tensor;
-  Arena a(plan_arena(c));
+  const int cache_size = dtype_size(c.cache_dtype);
+  const uint32_t free_block = golden::canary_bits(c.cache_dtype, Canary::free_block);
+  const uint32_t tail = golden::canary_bits(c.cache_dtype, Canary::block_tail);
+  for (const Tensor t : {Tensor::key, Tensor::value}) {
+    const bool is_value = t == Tensor::value;
+    const int64_t base = is_value ? c.cache_v_offset : c.cache_k_offset;
+    for (int64_t p = 0; p < c.cache.block_size; ++p) {
+      const CacheCell role = loc.cell(is_value, b, p, 0, 0);
+      for (int64_t h = 0; h < c.num_heads; ++h) {
+        for (int64_t d = 0; d < c.head_dim; ++d) {
+          uint32_t bits;
+          switch (role.role) {
+            case CacheCell::Role::context: bits = golden::context_bits(c, t, role.request, role.token, h, d); break;
+            case CacheCell::Role::free_block: bits = free_block; break;
+            default: bits = tail; break;  // new-token cells (not yet written) and block tails
+          }
+          store_elem(a.cache(), base + cache_elem_offset(c.cache, b, p, h, d), cache_size, bits);
+        }
+      }
+    }
+  }
+}
+
+// Every section but the KV cache buffer: guard bands (0xFF, and zeros after slot_mapping), input
+// buffer, slot_mapping, static scales, scale cache, counter. The cache buffer is left to the caller.
+void fill_all_but_cache(const Case& c, Arena& a) {
+  using golden::Canary;
+  using golden::Tensor;
   const ArenaLayout& l = a.layout();
-  std::memset(a.data(), 0xFF, static_cast<size_t>(l.total_bytes));  // guard bands (and everything, to start)
+  for (const ByteRange& r : a.materialized())  // guard bands (and everything, to start)
+    std::memset(a.data() + r.begin, 0xFF, static_cast<size_t>(r.size()));
 
   // Input buffer: input-gap canary everywhere, then the key and value views row by row.
   const int in_size = dtype_size(c.input_dtype);
@@ -261,34 +309,6 @@ Arena make_initial_arena(const Case& c) {
     store_elem(a.scales(), scale_count + i, 4, golden::scale_bits(c, Tensor::value, i));
   }
 
-  // Cache buffer: gap canary everywhere, then every (tensor, block, pos, head, dim) cell by role.
-  const int cache_size = dtype_size(c.cache_dtype);
-  const uint32_t gap = golden::canary_bits(c.cache_dtype, Canary::cache_gap);
-  const uint32_t free_block = golden::canary_bits(c.cache_dtype, Canary::free_block);
-  const uint32_t tail = golden::canary_bits(c.cache_dtype, Canary::block_tail);
-  for (int64_t e = 0; e < c.cache_buffer_elems; ++e) store_elem(a.cache(), e, cache_size, gap);
-  const CacheLocator loc(c);
-  for (const Tensor t : {Tensor::key, Tensor::value}) {
-    const bool is_value = t == Tensor::value;
-    const int64_t base = is_value ? c.cache_v_offset : c.cache_k_offset;
-    for (int64_t b = 0; b < c.cache.num_blocks; ++b) {
-      for (int64_t p = 0; p < c.cache.block_size; ++p) {
-        const CacheCell role = loc.cell(is_value, b, p, 0, 0);
-        for (int64_t h = 0; h < c.num_heads; ++h) {
-          for (int64_t d = 0; d < c.head_dim; ++d) {
-            uint32_t bits;
-            switch (role.role) {
-              case CacheCell::Role::context: bits = golden::context_bits(c, t, role.request, role.token, h, d); break;
-              case CacheCell::Role::free_block: bits = free_block; break;
-              default: bits = tail; break;  // new-token cells (not yet written) and block tails
-            }
-            store_elem(a.cache(), base + cache_elem_offset(c.cache, b, p, h, d), cache_size, bits);
-          }
-        }
-      }
-    }
-  }
-
   // Scale cache buffer (per_token_head): fp32 gap canary everywhere, then every (tensor, block, pos,
   // head) cell by the role of its KV cache cell: context cells hold earlier tokens' scales,
   // new-token cells and block tails the tail canary, free blocks the free-block canary.
@@ -321,6 +341,37 @@ Arena make_initial_arena(const Case& c) {
   // The invalid-slot counter starts at zero.
   const unsigned long long zero = 0;
   std::memcpy(a.data() + l.counter_begin, &zero, sizeof zero);
+}
+
+}  // namespace
+
+Arena make_initial_arena(const Case& c) {
+  Arena a(plan_arena(c));
+  fill_all_but_cache(c, a);
+  // Cache buffer: gap canary everywhere, then every (tensor, block, pos, head, dim) cell by role.
+  const int cache_size = dtype_size(c.cache_dtype);
+  const uint32_t gap = golden::canary_bits(c.cache_dtype, golden::Canary::cache_gap);
+  for (int64_t e = 0; e < c.cache_buffer_elems; ++e) store_elem(a.cache(), e, cache_size, gap);
+  const CacheLocator loc(c);
+  for (int64_t b = 0; b < c.cache.num_blocks; ++b) fill_block(c, loc, a, b);
+  return a;
+}
+
+Arena make_initial_arena(const Case& c, const WindowPlan& plan) {
+  Arena a(plan_arena(c), plan.ranges);
+  fill_all_but_cache(c, a);
+  // Cache windows, as the dense arena has them: the gap canary on stride gaps, the free-block canary
+  // on cells, then the cells of every owned block (all inside windows) by role.
+  const ArenaLayout& l = a.layout();
+  const int cache_size = dtype_size(c.cache_dtype);
+  const uint32_t gap = golden::canary_bits(c.cache_dtype, golden::Canary::cache_gap);
+  const uint32_t free_block = golden::canary_bits(c.cache_dtype, golden::Canary::free_block);
+  const CacheLocator loc(c);
+  for (const ElemRange& w : cache_windows(plan, l))
+    for (int64_t e = w.begin; e < w.end; ++e) store_elem(a.cache(), e, cache_size, loc.shape().locate(e).is_cell ? free_block : gap);
+  for (const Request& r : c.requests)
+    for (const int64_t b : r.blocks)
+      if (b >= 0 && b < c.cache.num_blocks) fill_block(c, loc, a, b);
   return a;
 }
 

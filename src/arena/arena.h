@@ -14,6 +14,11 @@
 // provenance-encoded context, per-region canaries, guard patterns. A target runs the kernel with
 // pointers into the image (host image for cuda-emu; a device copy for GPU targets), and the image
 // afterwards is compared with the golden expectation (diff.h).
+//
+// Large caches (windows.h): an arena may be *windowed*. It has the same layout and the same
+// addresses, but only its materialised byte ranges (every section but the cache, and windows of the
+// cache) hold bytes; the rest of the image is reserved address space that reads as zeros and is
+// never compared: its pre-run bits are the fill (CacheFill, cache_fill.cuh), and the target checks it.
 #pragma once
 
 #include <cstddef>
@@ -22,8 +27,16 @@
 #include <vector>
 
 #include "../case/case.h"
+#include "cache_fill.cuh"
 
 namespace kvf {
+
+// A byte range [begin, end) of an arena image.
+struct ByteRange {
+  int64_t begin = 0, end = 0;
+  int64_t size() const { return end - begin; }
+  bool operator==(const ByteRange&) const = default;
+};
 
 // Byte offsets of each section in the image. Every section begins 256-byte aligned.
 struct ArenaLayout {
@@ -47,7 +60,11 @@ ArenaLayout plan_arena(const Case& c);
 
 class Arena {
  public:
+  // A dense image: every byte materialised (uninitialised).
   explicit Arena(const ArenaLayout& layout);
+  // A windowed image: only `materialized` (sorted, disjoint, page-aligned ranges inside the image,
+  // as plan_windows() makes them) is backed by memory; the rest reads as zeros. Uninitialised.
+  Arena(const ArenaLayout& layout, std::vector<ByteRange> materialized);
   Arena(const Arena& other);
   Arena& operator=(const Arena& other);
   Arena(Arena&&) noexcept = default;
@@ -57,6 +74,10 @@ class Arena {
   std::byte* data() { return data_.get(); }
   const std::byte* data() const { return data_.get(); }
   int64_t size() const { return layout_.total_bytes; }
+  // The byte ranges that hold the image's bytes: {[0, size())} for a dense arena. Copies, transfers
+  // and comparisons touch only these.
+  const std::vector<ByteRange>& materialized() const { return materialized_; }
+  bool windowed() const { return windowed_; }
 
   std::byte* input() { return data() + layout_.input_begin; }
   std::byte* slots() { return data() + layout_.slots_begin; }
@@ -73,14 +94,27 @@ class Arena {
 
  private:
   struct Free {
+    Free() : mapped(0) {}
+    explicit Free(size_t bytes) : mapped(bytes) {}
+    size_t mapped;  // bytes of an mmap()ed (windowed) image; 0: aligned_alloc()ed
     void operator()(std::byte* p) const;
   };
+  void allocate();
+  void copy_from(const Arena& other);
   ArenaLayout layout_;
+  bool windowed_ = false;
+  std::vector<ByteRange> materialized_;
   std::unique_ptr<std::byte[], Free> data_;
 };
 
 // An arena whose every byte holds its pre-run value.
 Arena make_initial_arena(const Case& c);
+
+// The windowed arena of a large case: every materialised byte (plan.ranges, windows.h) holds its
+// pre-run value, which is the value make_initial_arena(c) gives it; cache elements outside the
+// ranges stand for plan.fill.bits.
+struct WindowPlan;
+Arena make_initial_arena(const Case& c, const WindowPlan& plan);
 
 // What occupies one element of the cache buffer.
 struct CacheCell {
@@ -93,10 +127,8 @@ struct CacheCell {
 };
 
 // Inverts the cache addressing of one case: which cell (tensor, block, pos, head, dim) a cache
-// buffer element is, and who owns it. Relies on the "nested strides" validity rule (validate.h):
-// sorted by stride, every stride exceeds the span of all smaller dims, so greedy division by the
-// strides in descending order is the only possible decomposition. Construction is O(num_blocks +
-// block tables); locate() and cell() are O(1). Holds a reference to `c`, which must outlive it.
+// buffer element is (CacheShape::locate, cache_fill.cuh), and who owns it. Construction is
+// O(num_blocks + block tables); locate() and cell() are O(1). Holds a reference to `c`, which must outlive it.
 class CacheLocator {
  public:
   explicit CacheLocator(const Case& c);
@@ -122,18 +154,13 @@ class CacheLocator {
   };
   Owner owner(int64_t block) const { return owners_[static_cast<size_t>(block)]; }
 
+  // The inversion itself (cache_fill.cuh), shared with the device-side fill of large caches.
+  const CacheShape& shape() const { return shape_; }
+
  private:
-  struct Dim {
-    int64_t stride = 0, extent = 1;
-    int which = 0;  // 0 block, 1 pos, 2 head, 3 dim
-  };
   CacheLocator(const Case& c, const CacheGeometry& g, int64_t k_offset, int64_t v_offset, int64_t head_dim);
   const Case& c_;
-  CacheGeometry g_;             // geometry of the located buffer's K and V tensors
-  int64_t k_offset_ = 0, v_offset_ = 0;  // element offsets of K and V in the buffer
-  Dim dims_[4];    // dims of extent > 1, by descending stride
-  int num_dims_ = 0;
-  bool invertible_ = true;      // false if a dim is empty, or has extent > 1 and a stride <= 0 (invalid case)
+  CacheShape shape_;            // geometry of the located buffer's K and V tensors, prepared for inversion
   std::vector<Owner> owners_;   // [num_blocks] owner of each physical block
 };
 

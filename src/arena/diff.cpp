@@ -32,8 +32,9 @@
 // most N in the stored format (golden::ulp_distance; NaN against a number is never accepted), even
 // when that value equals the cell's pre-run value (in 1-byte formats the pre-run pattern is a real
 // value, and a 1-ulp-off kernel can legitimately store it); written-any-value accepts any value
-// except the pre-run one. Every other location is exact under every policy. Tolerated cells still
-// count in differing_cells.
+// except the pre-run one. A per-format rule (TolerancePolicy::per_format) replaces the policy for
+// cells stored in that format: KV cache cells in the cache dtype, scale cache cells in f32. Every
+// other location is exact under every policy. Tolerated cells still count in differing_cells.
 #include "arena/diff.h"
 
 #include <algorithm>
@@ -50,6 +51,7 @@
 #include <utility>
 #include <vector>
 
+#include "arena/windows.h"
 #include "gen/rng.h"
 #include "golden/convert.h"
 #include "golden/payload.h"
@@ -256,7 +258,8 @@ std::optional<ViewCell> locate_in_view(const Case& c, const InputView& v, int64_
 
 class Differ {
  public:
-  Differ(const Case& c, const Arena& initial, const Arena& expected, const Arena& actual, const TolerancePolicy& policy)
+  Differ(const Case& c, const Arena& initial, const Arena& expected, const Arena& actual, const TolerancePolicy& policy,
+         const OutsideDiff* outside)
       : c_(c),
         initial_(initial),
         expected_(expected),
@@ -267,7 +270,8 @@ class Differ {
         scale_loc_(CacheLocator::scale_cache(c)),
         quantized_(is_quantized(c.cache_dtype)),
         scale_count_(static_scale_count(c.scale_kind, c.num_heads, c.cache.num_blocks)),
-        values_(c, initial, loc_) {}
+        values_(c, initial, loc_),
+        outside_(outside) {}
 
   Verdict run() {
     const ArenaLayout& l = layout_;
@@ -285,7 +289,13 @@ class Differ {
     guard(slots_end, l.scales_begin, 1, 2);
     scan(l.scales_begin, scales_end, 4, [&](int64_t i) { scales_elem(i); });
     guard(scales_end, l.cache_begin, 2, 3);
-    scan(l.cache_begin, cache_end, dtype_size(c_.cache_dtype), [&](int64_t i) { cache_elem(i); });
+    // The cache: whole, or (windowed arenas) its materialised ranges, then what the target found
+    // outside them.
+    for (const ByteRange& r : expected_.materialized()) {
+      const int64_t begin = std::max(r.begin, l.cache_begin), end = std::min(r.end, cache_end);
+      if (begin < end) scan(begin, end, dtype_size(c_.cache_dtype), [&](int64_t i) { cache_elem(i); }, l.cache_begin);
+    }
+    if (outside_ != nullptr) outside_cache_elems(*outside_);
     guard(cache_end, l.scale_cache_begin, 3, 4);
     scan(l.scale_cache_begin, scale_cache_end, 4, [&](int64_t i) { scale_cache_elem(i); });
     guard(scale_cache_end, l.counter_begin, 4, 5);
@@ -324,10 +334,12 @@ class Differ {
     }
   }
 
-  // Calls on_diff(element index within the section) for every differing element of
-  // [begin, end) (a section starting 256-byte aligned and holding whole elements).
+  // Calls on_diff(element index within the section) for every differing element of [begin, end) (a
+  // section starting 256-byte aligned and holding whole elements, or a part of one that starts at
+  // `origin`).
   template <typename F>
-  void scan(int64_t begin, int64_t end, int elem_size, F&& on_diff) {
+  void scan(int64_t begin, int64_t end, int elem_size, F&& on_diff, int64_t origin = -1) {
+    if (origin < 0) origin = begin;
     constexpr int64_t kChunk = 4096;  // a multiple of every element size
     const std::byte* e = expected_.data();
     const std::byte* a = actual_.data();
@@ -337,7 +349,7 @@ class Differ {
       for (int64_t x = off; x + elem_size <= off + n; x += elem_size) {
         if (std::memcmp(e + x, a + x, static_cast<size_t>(elem_size)) == 0) continue;
         ++differing_;
-        on_diff((x - begin) / elem_size);
+        on_diff((x - origin) / elem_size);
       }
     }
   }
@@ -409,11 +421,12 @@ class Differ {
   // True when the policy accepts `act` in an expected-write cell that should hold `exp` and held
   // `ini` before the run (act != exp). See the file comment for why ulp:N ignores `ini`.
   bool tolerated(uint32_t exp, uint32_t act, uint32_t ini, DType t) const {
-    switch (policy_.kind) {
+    const TolerancePolicy rule = policy_.rule_for(t);
+    switch (rule.kind) {
       case TolerancePolicy::Kind::exact: return false;
       case TolerancePolicy::Kind::ulp: {
         const int64_t u = golden::ulp_distance(exp, act, t);
-        return u >= 0 && u <= policy_.ulps;
+        return u >= 0 && u <= rule.ulps;
       }
       case TolerancePolicy::Kind::written_any_value: return act != ini;
     }
@@ -478,6 +491,48 @@ class Differ {
     const auto exp = static_cast<uint32_t>(load_elem(expected_.cache(), e, size));
     const auto act = static_cast<uint32_t>(load_elem(actual_.cache(), e, size));
     const auto ini = static_cast<uint32_t>(load_elem(initial_.cache(), e, size));
+    cache_elem(e, exp, act, ini);
+  }
+
+  // Cache elements outside the windows of a windowed arena, as the target reported them: every
+  // element whose bits came back is classified like any cache element (its pre-run and expected
+  // bits are the fill, the free-block canary); the rest are counted in one stray_write group (they
+  // are free-block cells or stride gaps: every owned block lies inside a window).
+  void outside_cache_elems(const OutsideDiff& o) {
+    outside_pass_ = true;
+    const CacheFill fill = make_cache_fill(c_);
+    const int size = fill.elem_size;
+    int64_t classified = 0;
+    for (const OutsideDiff::Run& run : o.runs) {
+      const auto* bytes = run.bytes.data();
+      const int64_t fetched = static_cast<int64_t>(run.bytes.size()) / size;
+      for (int64_t i = 0; i < fetched && run.begin + i < run.end; ++i) {
+        const int64_t e = run.begin + i;
+        cache_elem(e, fill.bits, load_cache_bits(bytes, i, size), fill.bits);
+        ++classified;
+      }
+    }
+    differing_ += o.differing_elems;  // classified elements count once, here
+    const int64_t rest = o.differing_elems - classified;
+    if (rest <= 0) return;
+    last_ = nullptr;
+    Group& g = group(GroupKey{FindingKind::stray_write, Victim::many, Writer::unknown, -1, -1}, [&](Group& ng) {
+      ng.example = "cache elements outside the host's windows (free blocks or stride gaps) whose bits the target did not return: " +
+                   num(rest) + " of " + num(o.differing_elems) + " differing elements, in " + num(o.runs_total) + " runs";
+    });
+    g.cells += rest - 1;
+    for (const OutsideDiff::Run& run : o.runs) {
+      const int64_t fetched = static_cast<int64_t>(run.bytes.size()) / size;
+      if (run.begin + fetched < run.end) {
+        g.elem.add(run.begin + fetched);
+        g.elem.add(run.end - 1);
+      }
+    }
+  }
+
+  // One differing cache element: `exp` expected, `act` found, `ini` before the run.
+  void cache_elem(int64_t e, uint32_t exp, uint32_t act, uint32_t ini) {
+    const int size = dtype_size(c_.cache_dtype);
     const CacheCell cell = loc_.locate(e);
     if (cell.role == CacheCell::Role::new_token && tolerated(exp, act, ini, c_.cache_dtype)) return;
     const auto [victim, victim_id] = victim_of(cell);
@@ -551,7 +606,8 @@ class Differ {
     return s + ")";
   }
 
-  static std::string meaning_expected(const CacheCell& cell, bool scale = false) {
+  std::string meaning_expected(const CacheCell& cell, bool scale = false) const {
+    if (outside_pass_ && !scale) return "the free-block canary, the fill outside the windows";
     switch (cell.role) {
       case CacheCell::Role::context: return "request " + num(cell.request) + "'s context token " + num(cell.token);
       case CacheCell::Role::new_token:
@@ -790,6 +846,8 @@ class Differ {
   const bool quantized_;          // 1-byte cache dtype: classification by location only
   const int64_t scale_count_;     // static scales per tensor
   ValueDecoder values_;           // indexes the input on the first cache difference that needs decoding
+  const OutsideDiff* outside_;    // windowed arenas: what the target found outside the windows
+  bool outside_pass_ = false;     // classifying those now
   std::vector<Group> groups_;
   std::unordered_map<GroupKey, size_t, GroupKeyHash> index_of_;
   Group* last_ = nullptr;  // group of the previous cell (cells of one group are usually adjacent)
@@ -852,9 +910,18 @@ CacheDiff classify_cache_diff(const Case& c, const CacheCell& cell, uint32_t fou
   return x;
 }
 
-std::optional<TolerancePolicy> parse_tolerance(std::string_view text) {
+TolerancePolicy TolerancePolicy::rule_for(DType format) const {
+  for (const ForFormat& f : per_format)
+    if (f.format == format) return TolerancePolicy{f.kind, f.ulps, {}};
+  return TolerancePolicy{kind, ulps, {}};
+}
+
+namespace {
+
+// One rule: "exact", "ulp:N" or "written-any-value".
+std::optional<TolerancePolicy> parse_rule(std::string_view text) {
   if (text == "exact") return TolerancePolicy{};
-  if (text == "written-any-value") return TolerancePolicy{TolerancePolicy::Kind::written_any_value, 0};
+  if (text == "written-any-value") return TolerancePolicy{TolerancePolicy::Kind::written_any_value, 0, {}};
   constexpr std::string_view kUlp = "ulp:";
   if (text.substr(0, kUlp.size()) != kUlp) return std::nullopt;
   const std::string_view digits = text.substr(kUlp.size());
@@ -862,25 +929,65 @@ std::optional<TolerancePolicy> parse_tolerance(std::string_view text) {
   int64_t n = 0;
   const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), n);
   if (ec != std::errc{} || end != digits.data() + digits.size()) return std::nullopt;  // out of range
-  return TolerancePolicy{TolerancePolicy::Kind::ulp, n};
+  return TolerancePolicy{TolerancePolicy::Kind::ulp, n, {}};
 }
 
-std::string to_string(const TolerancePolicy& p) {
-  switch (p.kind) {
+std::string rule_text(TolerancePolicy::Kind kind, int64_t ulps) {
+  switch (kind) {
     case TolerancePolicy::Kind::exact: return "exact";
-    case TolerancePolicy::Kind::ulp: return "ulp:" + std::to_string(p.ulps);
+    case TolerancePolicy::Kind::ulp: return "ulp:" + std::to_string(ulps);
     case TolerancePolicy::Kind::written_any_value: return "written-any-value";
   }
   return "exact";
 }
 
-Verdict compare_arenas(const Case& c, const Arena& initial, const Arena& expected, const Arena& actual, const TolerancePolicy& policy) {
+}  // namespace
+
+std::optional<TolerancePolicy> parse_tolerance(std::string_view text) {
+  const size_t comma = text.find(',');
+  std::optional<TolerancePolicy> policy = parse_rule(text.substr(0, comma));
+  if (!policy || comma == std::string_view::npos) return policy;
+  std::string_view rest = text.substr(comma + 1);
+  for (;;) {  // ",FORMAT=RULE" entries, each format at most once
+    const size_t next = rest.find(',');
+    const std::string_view entry = rest.substr(0, next);
+    const size_t eq = entry.find('=');
+    if (eq == std::string_view::npos) return std::nullopt;
+    const std::optional<DType> format = dtype_from_string(entry.substr(0, eq));
+    const std::optional<TolerancePolicy> rule = parse_rule(entry.substr(eq + 1));
+    if (!format || !rule) return std::nullopt;
+    for (const TolerancePolicy::ForFormat& f : policy->per_format)
+      if (f.format == *format) return std::nullopt;
+    policy->per_format.push_back({*format, rule->kind, rule->ulps});
+    if (next == std::string_view::npos) return policy;
+    rest = rest.substr(next + 1);
+  }
+}
+
+std::string to_string(const TolerancePolicy& p) {
+  std::string s = rule_text(p.kind, p.ulps);
+  for (const TolerancePolicy::ForFormat& f : p.per_format)
+    s += "," + std::string(to_string(f.format)) + "=" + rule_text(f.kind, f.ulps);
+  return s;
+}
+
+Verdict compare_arenas(const Case& c, const Arena& initial, const Arena& expected, const Arena& actual, const TolerancePolicy& policy,
+                       const OutsideDiff* outside) {
   if (!same_layout(initial.layout(), expected.layout()) || !same_layout(expected.layout(), actual.layout())) {
     throw std::invalid_argument("compare_arenas: the three arenas have different layouts");
   }
+  if (initial.materialized() != expected.materialized() || expected.materialized() != actual.materialized()) {
+    throw std::invalid_argument("compare_arenas: the three arenas materialise different ranges");
+  }
+  if (expected.windowed() && (outside == nullptr || !outside->checked)) {
+    throw std::invalid_argument("compare_arenas: a windowed arena needs the target's check of the cache outside the windows");
+  }
   // The common case: nothing differs.
-  if (std::memcmp(expected.data(), actual.data(), static_cast<size_t>(expected.size())) == 0) return Verdict{};
-  return Differ(c, initial, expected, actual, policy).run();
+  bool same = outside == nullptr || outside->clean();
+  for (const ByteRange& r : expected.materialized())
+    same = same && std::memcmp(expected.data() + r.begin, actual.data() + r.begin, static_cast<size_t>(r.size())) == 0;
+  if (same) return Verdict{};
+  return Differ(c, initial, expected, actual, policy, outside).run();
 }
 
 }  // namespace kvf

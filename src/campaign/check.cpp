@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "arena/diff.h"
+#include "arena/windows.h"
 #include "golden/golden.h"
 
 namespace kvf {
@@ -30,15 +31,21 @@ CaseOutcome check_case(Target& target, const Case& c, const CheckOptions& option
 }
 
 CaseRun run_case(Isolator& isolator, const Case& c, const TolerancePolicy& tolerance) {
-  Arena initial = make_initial_arena(c);
+  // A large cache runs windowed (arena/windows.h): the host holds the windows, the target checks
+  // the rest of the cache.
+  const ArenaLayout layout = plan_arena(c);
+  Arena initial = layout.cache_bytes > isolator.options().windowed_above_bytes ? make_initial_arena(c, plan_windows(c, layout))
+                                                                                : make_initial_arena(c);
   Arena expected = initial;
   golden::golden_append(c, expected);
   Arena actual = initial;
-  const IsolatedRun run = isolator.run(c, actual);
+  IsolatedRun run = isolator.run(c, actual);
 
-  CaseRun r{std::move(initial), std::move(expected), std::move(actual), run.status, Verdict{}};
+  CaseRun r{std::move(initial), std::move(expected), std::move(actual), run.status, Verdict{}, std::move(run.outside)};
   switch (run.status) {
-    case IsolatedStatus::ok: r.verdict = compare_arenas(c, r.initial, r.expected, r.actual, tolerance); break;
+    case IsolatedStatus::ok:
+      r.verdict = compare_arenas(c, r.initial, r.expected, r.actual, tolerance, r.initial.windowed() ? &r.outside : nullptr);
+      break;
     case IsolatedStatus::launch_error:
       r.verdict = single_finding(FindingKind::launch_error, "launch refused: " + run.message);
       break;

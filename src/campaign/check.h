@@ -1,4 +1,8 @@
 // check.h — one case, end to end: arena, golden expectation, isolated run, whole-arena diff.
+//
+// A case whose cache section is larger than IsolationOptions::windowed_above_bytes runs windowed
+// (arena/windows.h): its arenas materialise the windows only, and the target checks the rest of the
+// cache against the fill pattern (CaseRun::outside).
 #pragma once
 
 #include "arena/arena.h"
@@ -23,10 +27,12 @@ struct CaseRun {
   Arena actual;    // `initial` after the target's run, as it was left (also after a crash or hang)
   IsolatedStatus status = IsolatedStatus::ok;  // whether the run finished
   Verdict verdict;  // ok: compare_arenas() of the three; else one crash, timeout or launch_error finding
+  OutsideDiff outside;  // windowed arenas: what the target found in the cache outside the windows
 };
 
-// Builds the initial arena, derives the expected arena with the golden model, runs the target on a
-// copy through `isolator` and, if the run finished, compares the whole image under `tolerance`.
+// Builds the initial arena (windowed when the cache is large), derives the expected arena with the
+// golden model, runs the target on a copy through `isolator` and, if the run finished, compares the
+// whole image under `tolerance`.
 // Crashes, timeouts and launch errors become single findings.
 CaseRun run_case(Isolator& isolator, const Case& c, const TolerancePolicy& tolerance = {});
 

@@ -1,11 +1,14 @@
 // isolation.cpp — the persistent worker process (see isolation.h).
 //
 // Wire protocol on a SOCK_STREAM socketpair, native byte order:
-//   request  = u64 json_bytes, u64 image_bytes, json_bytes of case JSON (case_json.h)
-//   response = u8 IsolatedStatus, u32 message_bytes, message
-// The image occupies the first image_bytes of the shared memfd.
+//   request  = u64 json_bytes, u64 image_bytes, u64 windowed (0 or 1), json_bytes of case JSON (case_json.h)
+//   response = u8 IsolatedStatus, u32 message_bytes, message,
+//              and for a windowed request: u64 outside_bytes, encode(OutsideDiff) (arena/outside_diff.h)
+// The image occupies the first image_bytes of the shared memfd (of a windowed image, only the
+// ranges of plan_windows(), which both ends compute from the case).
 #include "campaign/isolation.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -18,7 +21,9 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <limits>
 
+#include "arena/windows.h"
 #include "case/case_json.h"
 #include "case/errors.h"
 
@@ -106,14 +111,19 @@ std::string describe_exit(int wstatus) {
   if (shared == MAP_FAILED) _exit(3);
   size_t accessible = mapped;  // bytes of the mapping currently PROT_READ | PROT_WRITE
   for (;;) {
-    uint64_t header[2];
+    uint64_t header[3];
     if (!read_all(sock, header, sizeof header)) _exit(0);  // parent closed: done
     std::string json(header[0], '\0');
     if (!read_all(sock, json.data(), json.size())) _exit(0);
+    const bool windowed = header[2] != 0;
     IsolatedStatus status = IsolatedStatus::ok;
     std::string message;
+    OutsideDiff outside;
     try {
-      const Case c = case_from_text(json, "<worker>");
+      // The parent built this case's arena already: its size limits (--max-case-mib) were applied there.
+      Limits trusted;
+      trusted.max_buffer_bytes = std::numeric_limits<int64_t>::max();
+      const Case c = case_from_text(json, "<worker>", trusted);
       const ArenaLayout layout = plan_arena(c);
       if (layout.total_bytes != static_cast<int64_t>(header[1]) || layout.total_bytes > capacity) {
         status = IsolatedStatus::launch_error;
@@ -126,7 +136,8 @@ std::string describe_exit(int wstatus) {
           if (used < accessible) mprotect(base + used, accessible - used, PROT_NONE);
           accessible = used;
         }
-        const RunResult r = target.run(c, static_cast<std::byte*>(shared), layout);
+        const RunResult r = windowed ? target.run_windowed(c, static_cast<std::byte*>(shared), layout, plan_windows(c, layout), outside)
+                                     : target.run(c, static_cast<std::byte*>(shared), layout);
         if (r.status == RunStatus::launch_error) status = IsolatedStatus::launch_error;
         if (r.status == RunStatus::device_fault) status = IsolatedStatus::crash;  // answered, then exit
         message = r.message;
@@ -138,6 +149,11 @@ std::string describe_exit(int wstatus) {
     const uint8_t s = static_cast<uint8_t>(status);
     const uint32_t len = static_cast<uint32_t>(std::min<size_t>(message.size(), 1 << 16));
     if (!write_all(sock, &s, 1) || !write_all(sock, &len, sizeof len) || !write_all(sock, message.data(), len)) _exit(0);
+    if (windowed) {
+      const std::string wire = encode(outside);
+      const uint64_t n = wire.size();
+      if (!write_all(sock, &n, sizeof n) || !write_all(sock, wire.data(), wire.size())) _exit(0);
+    }
     if (status == IsolatedStatus::crash) _exit(4);  // the device context is dead; the parent starts a new worker
   }
 }
@@ -217,11 +233,26 @@ void Isolator::stop() {
   worker_.reset();
 }
 
+namespace {
+
+// Copies the materialised ranges of an image.
+void copy_ranges(std::byte* dest, const std::byte* src, const Arena& image) {
+  for (const ByteRange& r : image.materialized()) std::memcpy(dest + r.begin, src + r.begin, static_cast<size_t>(r.size()));
+}
+
+}  // namespace
+
 IsolatedRun Isolator::run(const Case& c, Arena& image) {
   if (!options_.fork) {
-    const RunResult r = target_.run(c, image.data(), image.layout());
-    if (r.status == RunStatus::ok) return {};
-    return {r.status == RunStatus::device_fault ? IsolatedStatus::crash : IsolatedStatus::launch_error, r.message};
+    IsolatedRun run;
+    const RunResult r = image.windowed()
+                            ? target_.run_windowed(c, image.data(), image.layout(), plan_windows(c, image.layout()), run.outside)
+                            : target_.run(c, image.data(), image.layout());
+    if (r.status != RunStatus::ok) {
+      run.status = r.status == RunStatus::device_fault ? IsolatedStatus::crash : IsolatedStatus::launch_error;
+      run.message = r.message;
+    }
+    return run;
   }
   const int64_t bytes = image.size();
   if (!worker_ || worker_->capacity < bytes) {
@@ -229,10 +260,19 @@ IsolatedRun Isolator::run(const Case& c, Arena& image) {
     start(std::max<int64_t>({bytes, 2 * old, int64_t{1} << 20}));
   }
   Worker& w = *worker_;
-  std::memcpy(w.shared, image.data(), static_cast<size_t>(bytes));
+  auto* shared = static_cast<std::byte*>(w.shared);
+  copy_ranges(shared, image.data(), image);
+  // A windowed image's cache pages are released after the run, so the memfd never holds more than
+  // one case's windows (each case's windows lie elsewhere in the cache).
+  auto release_cache = [&] {
+    if (!image.windowed()) return;
+    const ArenaLayout& l = image.layout();
+    const off_t begin = l.cache_begin / kWindowPage * kWindowPage;
+    fallocate(w.memfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, begin, l.cache_begin + l.cache_bytes - begin);
+  };
 
   const std::string json = case_to_json(c).dump();
-  const uint64_t header[2] = {json.size(), static_cast<uint64_t>(bytes)};
+  const uint64_t header[3] = {json.size(), static_cast<uint64_t>(bytes), image.windowed() ? 1u : 0u};
   const auto deadline = std::chrono::steady_clock::now() +
                         std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(options_.timeout_s));
   int got = write_all(w.sock, header, sizeof header) && write_all(w.sock, json.data(), json.size()) ? 1 : 0;
@@ -245,24 +285,44 @@ IsolatedRun Isolator::run(const Case& c, Arena& image) {
     message.resize(len);
     got = read_until(w.sock, message.data(), len, deadline);
   }
+  std::string outside;
+  if (got == 1 && image.windowed()) {
+    uint64_t n = 0;
+    got = read_until(w.sock, &n, sizeof n, deadline);
+    if (got == 1 && n > (uint64_t{16} << 20)) throw InfraError("worker sent an oversized outside-diff message");
+    if (got == 1) {
+      outside.resize(n);
+      got = read_until(w.sock, outside.data(), n, deadline);
+    }
+  }
 
   if (got != 1) {  // dead or hung: reap it (killing a hung one), and report what happened
     if (got < 0) kill(w.pid, SIGKILL);
     int wstatus = 0;
     while (waitpid(w.pid, &wstatus, 0) < 0 && errno == EINTR) {
     }
-    std::memcpy(image.data(), w.shared, static_cast<size_t>(bytes));  // what the kernel wrote before dying
+    copy_ranges(image.data(), shared, image);  // what the kernel wrote before dying
+    release_cache();
     w.pid = -1;
     close(w.sock);
     munmap(w.shared, static_cast<size_t>(w.capacity));
     close(w.memfd);
     worker_.reset();
-    if (got < 0) return {IsolatedStatus::timeout, "no result after " + std::to_string(options_.timeout_s) + " s; worker killed"};
-    return {IsolatedStatus::crash, describe_exit(wstatus)};
+    if (got < 0) return {IsolatedStatus::timeout, "no result after " + std::to_string(options_.timeout_s) + " s; worker killed", {}};
+    return {IsolatedStatus::crash, describe_exit(wstatus), {}};
   }
-  std::memcpy(image.data(), w.shared, static_cast<size_t>(bytes));
-  if (static_cast<IsolatedStatus>(status) == IsolatedStatus::crash) stop();  // it is exiting
-  return {static_cast<IsolatedStatus>(status), message};
+  copy_ranges(image.data(), shared, image);
+  release_cache();
+  IsolatedRun run{static_cast<IsolatedStatus>(status), message, {}};
+  if (image.windowed()) {
+    try {
+      run.outside = decode_outside_diff(outside);
+    } catch (const std::exception& e) {
+      throw InfraError(std::string("worker: ") + e.what());
+    }
+  }
+  if (run.status == IsolatedStatus::crash) stop();  // it is exiting
+  return run;
 }
 
 }  // namespace kvf

@@ -8,7 +8,9 @@
 // back. A worker that dies (signal, abort) is a `crash`, one that outlives the timeout is killed and
 // is a `timeout`; either way the next launch starts a fresh worker. Wild writes that miss the image
 // only ever touch the worker's copy of kvfuzz's memory. GPU targets need exactly this shape: a
-// sticky CUDA error kills the worker's context, never the campaign.
+// sticky CUDA error kills the worker's context, never the campaign. A windowed image (a large cache,
+// arena/windows.h) is a sparse memfd: only its materialised ranges are copied either way, and the
+// cache section's pages are released after each run.
 #pragma once
 
 #include <cstdint>
@@ -24,6 +26,8 @@ namespace kvf {
 struct IsolationOptions {
   bool fork = true;          // run launches in a worker process (off: in-process, for debugging)
   double timeout_s = 30.0;   // per-launch limit in the worker
+  int64_t windowed_above_bytes = int64_t{256} << 20;  // cache sections larger than this are checked in
+                                                      // windowed mode (arena/windows.h; run_case())
 };
 
 enum class IsolatedStatus : uint8_t { ok, launch_error, crash, timeout };
@@ -31,6 +35,7 @@ enum class IsolatedStatus : uint8_t { ok, launch_error, crash, timeout };
 struct IsolatedRun {
   IsolatedStatus status = IsolatedStatus::ok;
   std::string message;  // launch error text, how the worker died, or the timeout limit
+  OutsideDiff outside;  // windowed images: what the target found in the cache outside the windows
 };
 
 class Isolator {
@@ -41,6 +46,8 @@ class Isolator {
   Isolator& operator=(const Isolator&) = delete;
 
   // Runs the target on `image` (which holds the pre-run arena and receives the post-run arena).
+  // A windowed image (arena/windows.h) runs through Target::run_windowed(): only its materialised
+  // ranges travel, and the result's `outside` says what changed elsewhere in the cache.
   // Throws InfraError when the worker cannot be started or talked to.
   IsolatedRun run(const Case& c, Arena& image);
 

@@ -10,6 +10,7 @@
 #include "generate.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <stdexcept>
@@ -177,6 +178,23 @@ rc::Gen<Shape> gen_shape(const ProfilePtr& pp) {
   });
 }
 
+// Free blocks that make each of K and V span at least `min_elems` elements (profile.h
+// min_tensor_elements). One block spans at least block_size * H * D elements (a sequence of the
+// longest request for contiguous layouts; materialize.cpp only adds gaps and slack on top).
+int32_t spare_blocks_for_span(const Genotype& g, int64_t min_elems) {
+  int64_t used = 0, block = g.block_size;
+  if (is_contiguous(g.layout)) {
+    block = 1;
+    for (const RequestGene& r : g.requests) block = std::max(block, r.context_len + r.new_len);
+    used = static_cast<int64_t>(g.requests.size());
+  } else {
+    for (const RequestGene& r : g.requests) used += (r.context_len + r.new_len + g.block_size - 1) / g.block_size;
+  }
+  const int64_t span = block * g.num_heads * g.head_dim;
+  const int64_t blocks = (min_elems + span - 1) / span;  // load_profile() bounds this by 2^22
+  return static_cast<int32_t>(std::clamp<int64_t>(blocks - used, 0, INT32_MAX));
+}
+
 // Requests, padding and spare blocks for a shape, within the element budget B: the cache holds
 // at most about S = B / (H * D) slots. The number of requests is capped so each gets at least one
 // block (paged) or a 4-slot sequence (contiguous: 1 token + slack), then the per-request token cap
@@ -205,7 +223,7 @@ rc::Gen<Genotype> gen_batch(const ProfilePtr& pp, const Shape& s) {
         rc::gen::tuple(rc::gen::container<std::vector<RequestGene>>(static_cast<size_t>(n), gen_request(pp, max_tokens)),
                        up_to(0, p.max_padding), up_to(0, p.max_padding), up_to(0, p.max_invalid_slots),
                        up_to(0, p.max_extra_input_rows), up_to(0, max_spare), rc::gen::arbitrary<uint64_t>()),
-        [s](Rest t) {
+        [s, min_elems = p.min_tensor_elements](Rest t) {
           Genotype g;
           g.layout = s.layout;
           g.block_size = s.block_size;
@@ -227,6 +245,7 @@ rc::Gen<Genotype> gen_batch(const ProfilePtr& pp, const Shape& s) {
           g.extra_input_rows = static_cast<int32_t>(std::get<4>(t));
           g.spare_blocks = static_cast<int32_t>(std::get<5>(t));
           g.layout_seed = std::get<6>(t);
+          if (min_elems > 0) g.spare_blocks = std::max(g.spare_blocks, spare_blocks_for_span(g, min_elems));
           return g;
         });
   });

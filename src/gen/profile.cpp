@@ -143,6 +143,25 @@ const std::set<std::string>& profile_keys() {
   return keys;
 }
 
+// Keys a profile may leave out (profile.h says their defaults).
+const std::set<std::string>& optional_profile_keys() {
+  static const std::set<std::string> keys = {"min_tensor_elements"};
+  return keys;
+}
+
+// The smallest positive-weight value of a weighted list.
+template <typename T>
+T smallest_drawn(const Weighted<T>& w) {
+  T m = w.values.front();
+  bool any = false;
+  for (size_t i = 0; i < w.values.size(); ++i)
+    if (w.weights[i] > 0 && (!any || w.values[i] < m)) {
+      m = w.values[i];
+      any = true;
+    }
+  return m;
+}
+
 Profile profile_from_json(const json& j, const std::string& file) {
   ProfileReader r(file);
   if (!j.is_object()) r.fail("", "expected a JSON object (schema \"kvfuzz-config\")");
@@ -156,7 +175,7 @@ Profile profile_from_json(const json& j, const std::string& file) {
   const int64_t version = r.integer(jv, "/version", 0, std::numeric_limits<int32_t>::max());
   if (version != kVersion) r.fail("/version", "expected 1");
   for (const auto& [key, _] : j.items())
-    if (!profile_keys().count(key))
+    if (!profile_keys().count(key) && !optional_profile_keys().count(key))
       r.fail("/" + pointer_token(key), "unknown key; see configs/default.json for the accepted keys");
   for (const std::string& key : profile_keys())
     if (!j.contains(key)) r.fail("", "missing key \"" + key + "\"; see configs/default.json for the full form");
@@ -226,6 +245,29 @@ Profile profile_from_json(const json& j, const std::string& file) {
   p.max_spare_blocks = static_cast<int32_t>(r.integer(j.at("max_spare_blocks"), "/max_spare_blocks", 0, 1 << 16));
   p.irregular_percent = static_cast<int>(r.integer(j.at("irregular_percent"), "/irregular_percent", 0, 100));
   p.max_elements_per_case = r.integer(j.at("max_elements_per_case"), "/max_elements_per_case", 1, int64_t{1} << 34);
+  if (j.contains("min_tensor_elements")) {
+    p.min_tensor_elements = r.integer(j.at("min_tensor_elements"), "/min_tensor_elements", 0, int64_t{1} << 36);
+    if (p.min_tensor_elements > 0) {
+      // The fewest elements one block can span, over the shapes this profile draws.
+      bool contiguous = false;
+      for (size_t i = 0; i < p.layouts.values.size(); ++i)
+        contiguous |= p.layouts.weights[i] > 0 &&
+                      (p.layouts.values[i] == Layout::contiguous_bshd || p.layouts.values[i] == Layout::contiguous_bhsd);
+      const int64_t bs = contiguous ? 1 : smallest_drawn(p.block_sizes);
+      const int64_t row = int64_t{smallest_drawn(p.num_heads)} * smallest_drawn(p.head_dims);
+      const int64_t blocks = (p.min_tensor_elements + bs * row - 1) / (bs * row);
+      const int64_t slots = (p.min_tensor_elements + row - 1) / row;
+      if (blocks > (int64_t{1} << 22))
+        r.fail("/min_tensor_elements", "the smallest shape drawn (block_size " + std::to_string(bs) + (contiguous ? " for contiguous layouts" : "") +
+                                           ", " + std::to_string(row) + " elements per slot) would need " + std::to_string(blocks) +
+                                           " blocks; at most 4194304: raise the smallest block_size, num_heads or head_dims of positive weight, "
+                                           "give contiguous layouts weight 0, or lower min_tensor_elements");
+      if (slots > (int64_t{1} << 30))
+        r.fail("/min_tensor_elements", "the smallest shape drawn (" + std::to_string(row) + " elements per slot) would need " +
+                                           std::to_string(slots) + " slots; at most 1073741824 (int32 slot_mapping): raise the smallest "
+                                           "num_heads or head_dims of positive weight, or lower min_tensor_elements");
+    }
+  }
   return p;
 }
 

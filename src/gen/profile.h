@@ -5,7 +5,7 @@
 // holding every field below and nothing else, weighted lists as {"values": [...], "weights":
 // [...]} (see configs/default.json); an unknown or missing key, a wrong type, an empty or
 // duplicate list, an out-of-range value or all-zero weights is refused with the file, the JSON
-// path and the expected form.
+// path and the expected form. Optional keys (absent = the default below): min_tensor_elements.
 #pragma once
 
 #include <cstdint>
@@ -67,6 +67,15 @@ struct Profile {
   int irregular_percent = 50;          // share of cases with misaligned offsets and gapped strides
   int64_t max_elements_per_case = 1 << 20;  // budget B: new tokens * H * D <= B and cache slots * H * D
                                             // <= 2 B (larger shapes get fewer tokens; generate.cpp)
+  // Large caches (configs/large.json; optional key, 0 = off): the generator adds free blocks until
+  // each of K and V spans at least this many elements (num_blocks * stride_block), whatever the
+  // budget above. Past 2^31 the element offsets of the upper blocks no longer fit 32-bit integers;
+  // the shuffled block tables put live requests' blocks below and above that boundary. Such caches
+  // are checked in windowed mode (arena/windows.h). At most 2^36; load_profile() refuses values that
+  // would need more than 2^22 blocks for the smallest shape drawn (block_size x num_heads x
+  // head_dim of positive weight; 1 slot per sequence for contiguous layouts) or more than 2^30
+  // slots (so that int32 slot_mapping values stay representable).
+  int64_t min_tensor_elements = 0;
 
   bool operator==(const Profile&) const = default;
 };

@@ -37,12 +37,14 @@ float load_f32(const std::byte* base, int64_t index);
 void store_f32(std::byte* base, int64_t index, float f);
 }  // namespace
 
-void golden_append(const Case& c, Arena& arena) {
-  const std::byte* input = arena.input();
-  const std::byte* slots = arena.slots();
-  const std::byte* scales = arena.scales();
-  std::byte* cache = arena.cache();
-  std::byte* scale_cache = arena.scale_cache();
+void golden_append(const Case& c, Arena& arena) { golden_append(c, arena.data(), arena.layout()); }
+
+void golden_append(const Case& c, std::byte* image, const ArenaLayout& layout) {
+  const std::byte* input = image + layout.input_begin;
+  const std::byte* slots = image + layout.slots_begin;
+  const std::byte* scales = image + layout.scales_begin;
+  std::byte* cache = image + layout.cache_begin;
+  std::byte* scale_cache = image + layout.scale_cache_begin;
   const int64_t capacity = c.capacity();
   const bool quantized = is_quantized(c.cache_dtype);
   const int64_t scale_count = static_scale_count(c.scale_kind, c.num_heads, c.cache.num_blocks);
@@ -98,7 +100,7 @@ void golden_append(const Case& c, Arena& arena) {
       }
     }
   }
-  std::memcpy(arena.counter(), &invalid, sizeof invalid);
+  std::memcpy(image + layout.counter_begin, &invalid, sizeof invalid);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -13,4 +13,7 @@ namespace kvf::golden {
 
 void golden_append(const Case& c, Arena& arena);
 
+// The same on a raw image laid out as `layout` (the `golden` target, targets/golden_target.cpp).
+void golden_append(const Case& c, std::byte* image, const ArenaLayout& layout);
+
 }  // namespace kvf::golden

@@ -74,8 +74,10 @@ std::string check_profile_reader(std::string_view text) {
     return escaped(e);
   }
   // Accepted: the generator must turn it into a valid case (small budgets only, for speed).
+  // (Large-cache profiles, min_tensor_elements past 2^24, make cases over the default 1 GiB case
+  // limit on purpose: configs/large.json.)
   if (p.max_elements_per_case > (int64_t{1} << 16) || p.max_requests > 16 || p.max_context_len > 1024 ||
-      p.max_new_len > 256) {
+      p.max_new_len > 256 || p.min_tensor_elements > (int64_t{1} << 24)) {
     return "";
   }
   try {

@@ -374,6 +374,44 @@ TEST(TolerancePolicy, parsesAndPrintsItsThreeForms) {
   EXPECT_EQ(to_string(TolerancePolicy{}), "exact");
 }
 
+// Per-format rules (a target's default such as triton-interp-fp8hw's): ",FORMAT=RULE" after the policy.
+TEST(TolerancePolicy, parsesAndPrintsPerFormatRules) {
+  const auto p = parse_tolerance("exact,fp8_e4m3=written-any-value,int8=ulp:2");
+  ASSERT_TRUE(p.has_value());
+  EXPECT_EQ(p->kind, TolerancePolicy::Kind::exact);
+  EXPECT_EQ(p->rule_for(DType::fp8_e4m3).kind, TolerancePolicy::Kind::written_any_value);
+  EXPECT_EQ(p->rule_for(DType::int8).kind, TolerancePolicy::Kind::ulp);
+  EXPECT_EQ(p->rule_for(DType::int8).ulps, 2);
+  EXPECT_EQ(p->rule_for(DType::f32).kind, TolerancePolicy::Kind::exact);
+  EXPECT_EQ(to_string(*p), "exact,fp8_e4m3=written-any-value,int8=ulp:2");
+  for (const char* bad : {"exact,", "exact,fp8_e4m3", "exact,fp9=exact", "exact,f16=loose", "exact,f16=exact,f16=ulp:1",
+                          ",f16=exact", "exact;f16=exact", "exact,f16=exact,"}) {
+    EXPECT_FALSE(parse_tolerance(bad).has_value()) << bad;
+  }
+}
+
+// A per-format rule applies to the cells stored in that format only: the fp8 KV cache of a
+// per_token_head case, not its f32 scale cache.
+TEST(CompareArenas, appliesAPerFormatRuleToCellsOfThatFormatOnly) {
+  Arenas r(test::quant_per_token_case());  // fp8_e4m3 cache
+  const int64_t e = r.elem(true, 4, 1, 0, 2);
+  const uint32_t exp = r.get(r.expected, e), ini = r.get(r.initial, e);
+  uint32_t other = exp ^ 0x40u;
+  if (other == ini) other ^= 0x01u;
+  r.set(e, other);
+  EXPECT_FALSE(r.verdict("exact").pass());
+  EXPECT_FALSE(r.verdict("exact,fp8_e5m2=written-any-value").pass());
+  EXPECT_TRUE(r.verdict("exact,fp8_e4m3=written-any-value").pass());
+  r.set(e, ini);  // not written: written-any-value does not accept the pre-run value
+  EXPECT_EQ(r.verdict("exact,fp8_e4m3=written-any-value").findings.at(0).kind, FindingKind::missing_write);
+  r.set(e, exp);
+
+  const int64_t s = r.scale_elem(false, 5, 3, 1);
+  r.set_scale(s, r.get_scale(r.expected, s) + 1);  // one f32 ulp off: judged by the default (exact)
+  EXPECT_FALSE(r.verdict("exact,fp8_e4m3=written-any-value").pass());
+  EXPECT_TRUE(r.verdict("exact,f32=ulp:1").pass());
+}
+
 TEST(CompareArenas, passesIdenticalQuantisedArenas) {
   for (const Case& c : {test::quant_per_token_case(), test::quant_per_block_case()}) {
     Arenas r(c);
