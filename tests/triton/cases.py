@@ -165,7 +165,7 @@ def make_case(rng, *, input_dtype="f16", cache_dtype=None, layout="nhd", num_slo
 # ---------------------------------------------------------------------------------------------
 # Running a case
 
-def run_raw(case, variant=None, fp8_software=None):
+def run_raw(case, variant=None, fp8_software=None, tile=None):
     """Launches the kernel in place on the numpy buffers through HostPtr (interpreter only)."""
     from kvfuzz_triton import HostPtr, KvAppendParams, launch
 
@@ -193,7 +193,7 @@ def run_raw(case, variant=None, fp8_software=None):
         p.k_scale_cache = ptr(c.buffers["k_scale_cache"], c.scale_base, "fp32")
         p.v_scale_cache = ptr(c.buffers["v_scale_cache"], c.scale_base, "fp32")
         p.scale_stride_block, p.scale_stride_pos, p.scale_stride_head = c.scale_strides
-    return launch(p, variant=variant, fp8_software=fp8_software)
+    return launch(p, variant=variant, fp8_software=fp8_software, tile=tile)
 
 
 TORCH_VIEW = {np.uint8: "uint8", np.uint16: "int16", np.uint32: "int32", np.int64: "int64", np.int32: "int32"}

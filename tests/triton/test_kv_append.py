@@ -136,6 +136,24 @@ def test_many_heads_span_several_tiles(rng, backend):
           variant="token")
 
 
+@interp_only
+@pytest.mark.parametrize("num_heads,head_dim", [(1, 1), (5, 3), (9, 130), (2, 576)])
+@pytest.mark.parametrize("variant", ["token", "head"])
+@pytest.mark.parametrize("input_dtype,cache_dtype,scale_kind", [
+    ("bf16", "bf16", "none"), ("f32", "f16", "none"), ("f16", "int8", "per_token_head"),
+    ("bf16", "fp8_e5m2", "per_block")])
+def test_aot_tile_loops_over_heads_and_dims(rng, num_heads, head_dim, variant, input_dtype, cache_dtype,
+                                            scale_kind):
+    # The ahead-of-time build's fixed tile (AOT_TILE, what the C++ `triton` target runs), smaller
+    # than most rows here: the loops over head and dim tiles, and per_token_head's amax over all of
+    # a row's dim tiles before any element is stored.
+    from kvfuzz_triton.api import AOT_TILE
+    case = make_case(rng, input_dtype=input_dtype, cache_dtype=cache_dtype, scale_kind=scale_kind,
+                     values="bits" if scale_kind == "none" else "values", magnitude=30.0, num_heads=num_heads,
+                     head_dim=head_dim, num_slots=3, num_blocks=2, block_size=2, pad=1)
+    check(case, "raw", variant=variant, tile=AOT_TILE, fp8_software=True)
+
+
 @pytest.mark.parametrize("slot_dtype", [np.int32, np.int64])
 def test_padding_invalid_slots_and_counter(rng, backend, slot_dtype):
     slots = [-1, 0, 12, 11, -7, 13, 2 ** 31 - 1, 5]
@@ -439,6 +457,6 @@ def test_raw_params_refused():
 def test_variant_choice_by_strides():
     from kvfuzz_triton import pick_variant, tile_sizes
     assert pick_variant(stride_pos=256, stride_head=64) == "token"  # NHD
-    assert pick_variant(stride_pos=64, stride_head=1024) == "head"  # HND
+    assert pick_variant(stride_pos=64, stride_head=1024) == "token"  # HND: token-major is faster (bench)
     assert tile_sizes(40, 128, "token") == (32, 128)
     assert tile_sizes(40, 576, "head") == (1, 1024)

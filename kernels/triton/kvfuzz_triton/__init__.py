@@ -32,9 +32,10 @@ torch API (CUDA tensors on a GPU; CPU tensors under TRITON_INTERPRET=1):
 
 Raw entry point (no torch needed; used by the interpreter worker with HostPtr shims):
 
-    launch(KvAppendParams(...), variant=None, fp8_software=None)
+    launch(KvAppendParams(...), variant=None, fp8_software=None, tile=None)
 
-  KvAppendParams mirrors kvf::KvAppendParams field for field (strides in elements).
+  KvAppendParams mirrors kvf::KvAppendParams field for field (strides in elements). tile=AOT_TILE
+  runs the one tile the ahead-of-time build (kernels/triton/aot_compile.py) compiles.
 """
 from .api import (DTYPES, SCALE_KINDS, KvAppendParams, check_params, interpreting, kv_append, launch,
                   pick_variant, tile_sizes)

@@ -15,6 +15,12 @@ QMAX = {"fp8_e4m3": 448.0, "fp8_e5m2": 57344.0, "int8": 127.0}
 
 TILE_ELEMENTS = 4096  # elements of one program's [BLOCK_H, BLOCK_D] tile
 
+# The ahead-of-time build (kernels/triton/aot_compile.py, the C++ `triton` target) compiles one
+# kernel per (input dtype, cache dtype, slot dtype) with this fixed tile and warp count; the kernel
+# loops over heads and dims, so the tile fits every head count and head_dim.
+AOT_TILE = (4, 64)  # (BLOCK_H, BLOCK_D)
+AOT_NUM_WARPS = 4
+
 
 def interpreting():
     """True when kernels run under Triton's CPU interpreter (TRITON_INTERPRET=1)."""
@@ -94,17 +100,25 @@ def tile_sizes(num_heads, head_dim, variant):
 
 
 def pick_variant(stride_pos, stride_head):
-    """Head-major where a head's consecutive slots are nearer than a slot's heads (HND-like)."""
-    return "head" if abs(stride_pos) < abs(stride_head) else "token"
+    """The default variant: token-major for every layout.
+
+    Measured on an H200 (reports/bench/2026-11-30-h200): on HND caches the token-major variant runs
+    as fast as on NHD (each head's row of D elements is still one contiguous store), while the
+    head-major one (a program per slot entry and head) is 3.6x slower at T = 65536. The head-major
+    variant stays available (variant="head") and is what the AOT `triton` target runs on HND-like
+    strides, so both variants are fuzzed.
+    """
+    return "token"
 
 
-def launch(p, *, variant=None, fp8_software=None, num_warps=4):
+def launch(p, *, variant=None, fp8_software=None, num_warps=4, tile=None):
     """Runs kv_append_kernel on raw parameters. variant: "token", "head" or None (by strides).
 
     Returns the compiled kernel on the GPU (its .asm holds the PTX), None otherwise.
 
     fp8_software: None = the exact integer fp8 conversion under the interpreter and the hardware
     conversion on the GPU (both are bit-identical to the contract on sm_90).
+    tile: (BLOCK_H, BLOCK_D) powers of two, e.g. AOT_TILE; None = tile_sizes() for the shape.
     """
     check_params(p)
     variant = variant or pick_variant(p.stride_pos, p.stride_head)
@@ -114,24 +128,25 @@ def launch(p, *, variant=None, fp8_software=None, num_warps=4):
         return None  # nothing to write; never launch an empty grid
     if fp8_software is None:
         fp8_software = interpreting()
-    block_h, block_d = tile_sizes(p.num_heads, p.head_dim, variant)
-    head_programs = triton.cdiv(p.num_heads, block_h) if variant == "head" else 1
+    block_h, block_d = tile if tile is not None else tile_sizes(p.num_heads, p.head_dim, variant)
+    heads_per_program = block_h if variant == "head" else p.num_heads
     dynamic = p.scale_kind == "per_token_head"
     k_scale = p.k_scale_cache if dynamic else p.k_scale
     v_scale = p.v_scale_cache if dynamic else p.v_scale
-    dummy = p.key  # never dereferenced: the constexprs compile its uses away
-    return kv_append_kernel[(p.num_slots, head_programs)](
+    # Stand-ins for absent pointers, never dereferenced (float caches read no scale; has_counter = 0).
+    dummy = p.key
+    grid = (p.num_slots, triton.cdiv(p.num_heads, heads_per_program))
+    return kv_append_kernel[grid](
         p.key, p.value, p.slot_mapping, p.k_cache, p.v_cache,
         dummy if k_scale is None else k_scale, dummy if v_scale is None else v_scale,
-        dummy if p.invalid_slots is None else p.invalid_slots,
+        p.slot_mapping if p.invalid_slots is None else p.invalid_slots,  # an integer pointer either way
         p.num_heads, p.head_dim,
         p.key_stride_token, p.key_stride_head, p.value_stride_token, p.value_stride_head,
         p.num_blocks, p.block_size, p.stride_block, p.stride_pos, p.stride_head,
         p.scale_stride_block, p.scale_stride_pos, p.scale_stride_head,
+        SCALE_KINDS.index(p.scale_kind), int(p.invalid_slots is not None), heads_per_program,
         IN_DTYPE=DTYPES.index(p.input_dtype), CACHE_DTYPE=DTYPES.index(p.cache_dtype),
-        SCALE_KIND=SCALE_KINDS.index(p.scale_kind), HAS_COUNTER=p.invalid_slots is not None,
-        HEAD_MAJOR=variant == "head", FP8_SOFTWARE=bool(fp8_software),
-        BLOCK_H=block_h, BLOCK_D=block_d, num_warps=num_warps)
+        FP8_SOFTWARE=bool(fp8_software), BLOCK_H=block_h, BLOCK_D=block_d, num_warps=num_warps)
 
 
 # ---------------------------------------------------------------------------------------------

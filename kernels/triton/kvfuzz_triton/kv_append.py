@@ -1,17 +1,19 @@
 """Triton kernels of the kvfuzz append contract (DESIGN.md §1), bit for bit the CUDA kernel's.
 
-One @triton.jit kernel, `kv_append_kernel`, covers the whole contract; what varies per call is only
-constexpr (dtypes, scale kind, variant, tile sizes), so ahead-of-time compilation is one fixed
-specialisation per combination. Arguments are pointers, int scalars and constexprs only (scales
-travel as fp32 pointers: AOT passes float scalars as double, research/triton-tooling.md P1), every
-address is computed in int64 (P10), constexprs come last (P6), and the callers never launch an
-empty grid (P2).
+One @triton.jit kernel, `kv_append_kernel`, covers the whole contract. Only the dtypes and the tile
+are constexpr; the scale kind, the counter and the variant are runtime integers, and the kernel
+loops over heads and dims in [BLOCK_H, BLOCK_D] tiles, so one compiled kernel per (input dtype,
+cache dtype, slot dtype) serves every shape (the ahead-of-time build, kernels/triton/aot_compile.py,
+compiles exactly those). Arguments are pointers, int scalars and constexprs only (scales travel as
+fp32 pointers: AOT passes float scalars as double, research/triton-tooling.md P1), every address is
+computed in int64 (P10), constexprs come last (P6), and the callers never launch an empty grid (P2).
 
-Grid: (num_slots, head_programs). Program (t, p) handles slot entry t and
-  - token-major (HEAD_MAJOR=0, head_programs = 1): every head of the row, in tiles of BLOCK_H
-    heads x BLOCK_D dims; suits NHD caches, where a token's heads are one contiguous row;
-  - head-major (HEAD_MAJOR=1, head_programs = cdiv(H, BLOCK_H)): heads [p*BLOCK_H, (p+1)*BLOCK_H);
-    suits HND caches, where a head's consecutive slots are adjacent.
+Grid: (num_slots, cdiv(num_heads, heads_per_program)). Program (t, p) handles slot entry t, heads
+[p * heads_per_program, (p + 1) * heads_per_program), BLOCK_H heads x BLOCK_D dims at a time:
+  - token-major (heads_per_program = num_heads): every head of the row in one program; suits NHD
+    caches, where a token's heads are one contiguous row;
+  - head-major (heads_per_program = BLOCK_H): one program per tile of heads; suits HND caches,
+    where a head's consecutive slots are adjacent.
 
 Conversions (identical to kernels/cuda/kv_append.cuh):
   - equal dtypes: raw bit copy through integer pointers (NaN payloads survive);
@@ -138,75 +140,94 @@ def _int8_bits(q):
 
 
 @triton.jit
-def _append_rows(src_base, stride_token, stride_head, dst_base, scale_ptr, token, block, pos, h0,
-                 h_end, num_heads, head_dim, cache_stride_block, cache_stride_pos, cache_stride_head,
+def _head_scales(src_rows, scale_ptr, block, pos, heads, head_mask, num_heads, head_dim, scale_kind,
                  scale_stride_block, scale_stride_pos, scale_stride_head, IN_DTYPE: tl.constexpr,
-                 CACHE_DTYPE: tl.constexpr, SCALE_KIND: tl.constexpr, FP8_SOFTWARE: tl.constexpr,
-                 BLOCK_H: tl.constexpr, BLOCK_D: tl.constexpr):
-    """Writes heads [h0, min(h0 + BLOCK_H, h_end)) of one input row into one cache slot."""
-    heads = (h0 + tl.arange(0, BLOCK_H)).to(tl.int64)
-    dims = tl.arange(0, BLOCK_D).to(tl.int64)
-    head_mask = heads < h_end
-    mask = head_mask[:, None] & (dims < head_dim)[None, :]
-    src = _bits_ptr(src_base, IN_DTYPE) + (token * stride_token + heads[:, None] * stride_head + dims[None, :])
-    dst_offset = block * cache_stride_block + pos * cache_stride_pos + heads[:, None] * cache_stride_head + dims[None, :]
-    dst = _bits_ptr(dst_base, CACHE_DTYPE) + dst_offset
-    if CACHE_DTYPE == IN_DTYPE:
-        tl.store(dst, tl.load(src, mask=mask, other=0), mask=mask)
-    elif CACHE_DTYPE <= F32:
-        tl.store(dst, _float_bits(_load_f32(src, mask, IN_DTYPE), CACHE_DTYPE), mask=mask)
+                 CACHE_DTYPE: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_D: tl.constexpr):
+    """The fp32 scale of each head of the tile: read (static kinds) or computed and stored (per token-head)."""
+    if CACHE_DTYPE == INT8:
+        QMAX: tl.constexpr = 127.0
+    elif CACHE_DTYPE == FP8_E4M3:
+        QMAX: tl.constexpr = 448.0
     else:
-        x = _load_f32(src, mask, IN_DTYPE)
-        if CACHE_DTYPE == INT8:
-            QMAX: tl.constexpr = 127.0
-        elif CACHE_DTYPE == FP8_E4M3:
-            QMAX: tl.constexpr = 448.0
-        else:
-            QMAX: tl.constexpr = 57344.0
-        if SCALE_KIND == PER_TOKEN_HEAD:
-            amax = tl.max(tl.where(x != x, 0.0, tl.abs(x)), axis=1)  # masked dims load as 0
-            scale = tl.math.div_rn(tl.maximum(amax, 1e-6), QMAX)
-            cell = block * scale_stride_block + pos * scale_stride_pos + heads * scale_stride_head
-            tl.store(scale_ptr + cell, scale, mask=head_mask)
-        elif SCALE_KIND == PER_TENSOR:
-            scale = tl.load(scale_ptr + heads * 0, mask=head_mask, other=1.0)
-        elif SCALE_KIND == PER_HEAD:
-            scale = tl.load(scale_ptr + heads, mask=head_mask, other=1.0)
-        else:  # PER_BLOCK: the slot's physical block
-            scale = tl.load(scale_ptr + (block * num_heads + heads), mask=head_mask, other=1.0)
-        q = tl.math.div_rn(x, scale[:, None])
-        if CACHE_DTYPE == INT8:
-            tl.store(dst, _int8_bits(q), mask=mask)
-        else:
-            tl.store(dst, _fp8_bits(q, CACHE_DTYPE, FP8_SOFTWARE), mask=mask)
+        QMAX: tl.constexpr = 57344.0
+    if scale_kind == PER_TOKEN_HEAD:
+        amax = tl.zeros([BLOCK_H], dtype=tl.float32)
+        for d0 in range(0, head_dim, BLOCK_D):
+            dims = (d0 + tl.arange(0, BLOCK_D)).to(tl.int64)
+            mask = head_mask[:, None] & (dims < head_dim)[None, :]
+            x = _load_f32(src_rows + dims[None, :], mask, IN_DTYPE)
+            amax = tl.maximum(amax, tl.max(tl.where(x != x, 0.0, tl.abs(x)), axis=1))  # masked dims load as 0
+        scale = tl.math.div_rn(tl.maximum(amax, 1e-6), QMAX)
+        cell = block * scale_stride_block + pos * scale_stride_pos + heads * scale_stride_head
+        tl.store(scale_ptr + cell, scale, mask=head_mask)
+    elif scale_kind == PER_TENSOR:
+        scale = tl.load(scale_ptr + heads * 0, mask=head_mask, other=1.0)
+    elif scale_kind == PER_HEAD:
+        scale = tl.load(scale_ptr + heads, mask=head_mask, other=1.0)
+    else:  # PER_BLOCK: the slot's physical block
+        scale = tl.load(scale_ptr + (block * num_heads + heads), mask=head_mask, other=1.0)
+    return scale
 
 
 @triton.jit
+def _append_rows(src_base, stride_token, stride_head, dst_base, scale_ptr, token, block, pos, h0,
+                 h_end, num_heads, head_dim, cache_stride_block, cache_stride_pos, cache_stride_head,
+                 scale_stride_block, scale_stride_pos, scale_stride_head, scale_kind,
+                 IN_DTYPE: tl.constexpr, CACHE_DTYPE: tl.constexpr, FP8_SOFTWARE: tl.constexpr,
+                 BLOCK_H: tl.constexpr, BLOCK_D: tl.constexpr):
+    """Writes heads [h0, min(h0 + BLOCK_H, h_end)) of one input row into one cache slot, BLOCK_D dims at a time."""
+    heads = (h0 + tl.arange(0, BLOCK_H)).to(tl.int64)
+    head_mask = heads < h_end
+    src_rows = _bits_ptr(src_base, IN_DTYPE) + (token * stride_token + heads[:, None] * stride_head)
+    dst_rows = _bits_ptr(dst_base, CACHE_DTYPE) + (block * cache_stride_block + pos * cache_stride_pos
+                                                   + heads[:, None] * cache_stride_head)
+    if CACHE_DTYPE > F32:
+        scale = _head_scales(src_rows, scale_ptr, block, pos, heads, head_mask, num_heads, head_dim, scale_kind,
+                             scale_stride_block, scale_stride_pos, scale_stride_head, IN_DTYPE, CACHE_DTYPE,
+                             BLOCK_H, BLOCK_D)
+    for d0 in range(0, head_dim, BLOCK_D):
+        dims = (d0 + tl.arange(0, BLOCK_D)).to(tl.int64)
+        mask = head_mask[:, None] & (dims < head_dim)[None, :]
+        src = src_rows + dims[None, :]
+        dst = dst_rows + dims[None, :]
+        if CACHE_DTYPE == IN_DTYPE:
+            tl.store(dst, tl.load(src, mask=mask, other=0), mask=mask)
+        elif CACHE_DTYPE <= F32:
+            tl.store(dst, _float_bits(_load_f32(src, mask, IN_DTYPE), CACHE_DTYPE), mask=mask)
+        else:
+            q = tl.math.div_rn(_load_f32(src, mask, IN_DTYPE), scale[:, None])
+            if CACHE_DTYPE == INT8:
+                tl.store(dst, _int8_bits(q), mask=mask)
+            else:
+                tl.store(dst, _fp8_bits(q, CACHE_DTYPE, FP8_SOFTWARE), mask=mask)
+
+
+# Runtime integers that take the values 0 and 1: never specialised on (the JIT would otherwise
+# compile a variant per value; the ahead-of-time build compiles none).
+@triton.jit(do_not_specialize=["scale_kind", "has_counter", "heads_per_program"])
 def kv_append_kernel(
     key_ptr, value_ptr, slot_ptr, k_cache_ptr, v_cache_ptr,
     k_scale_ptr, v_scale_ptr,  # fp32: static scales, or the scale caches for PER_TOKEN_HEAD
-    invalid_slots_ptr,  # int64 counter (only touched when HAS_COUNTER)
+    invalid_slots_ptr,  # int64 counter (only touched when has_counter != 0)
     num_heads, head_dim,
     key_stride_token, key_stride_head, value_stride_token, value_stride_head,
     num_blocks, block_size, cache_stride_block, cache_stride_pos, cache_stride_head,
     scale_stride_block, scale_stride_pos, scale_stride_head,
-    IN_DTYPE: tl.constexpr, CACHE_DTYPE: tl.constexpr, SCALE_KIND: tl.constexpr,
-    HAS_COUNTER: tl.constexpr, HEAD_MAJOR: tl.constexpr, FP8_SOFTWARE: tl.constexpr,
+    scale_kind,  # kvf::ScaleKind value; SCALE_NONE for float caches
+    has_counter,  # 0 or 1
+    heads_per_program,  # >= 1: num_heads (token-major) or BLOCK_H (head-major)
+    IN_DTYPE: tl.constexpr, CACHE_DTYPE: tl.constexpr, FP8_SOFTWARE: tl.constexpr,
     BLOCK_H: tl.constexpr, BLOCK_D: tl.constexpr,
 ):
     token = tl.program_id(0).to(tl.int64)
     slot = tl.load(slot_ptr + token).to(tl.int64)
-    if HEAD_MAJOR:
-        h_begin = tl.program_id(1) * BLOCK_H
-        h_end = tl.minimum(h_begin + BLOCK_H, num_heads)
-    else:
-        h_begin = 0
-        h_end = num_heads
+    h_begin = tl.program_id(1) * heads_per_program
+    h_end = tl.minimum(h_begin + heads_per_program, num_heads)
     if slot >= 0:  # slot < 0: padding, skipped
         block = slot // block_size
         pos = slot - block * block_size
         if block >= num_blocks:  # slot >= capacity: never written, counted once per slot entry
-            if HAS_COUNTER:
+            if has_counter != 0:
                 if tl.program_id(1) == 0:
                     tl.atomic_add(invalid_slots_ptr, 1)
         else:
@@ -214,10 +235,10 @@ def kv_append_kernel(
                 _append_rows(key_ptr, key_stride_token, key_stride_head, k_cache_ptr, k_scale_ptr, token,
                              block, pos, h0, h_end, num_heads, head_dim, cache_stride_block,
                              cache_stride_pos, cache_stride_head, scale_stride_block, scale_stride_pos,
-                             scale_stride_head, IN_DTYPE, CACHE_DTYPE, SCALE_KIND, FP8_SOFTWARE, BLOCK_H,
+                             scale_stride_head, scale_kind, IN_DTYPE, CACHE_DTYPE, FP8_SOFTWARE, BLOCK_H,
                              BLOCK_D)
                 _append_rows(value_ptr, value_stride_token, value_stride_head, v_cache_ptr, v_scale_ptr,
                              token, block, pos, h0, h_end, num_heads, head_dim, cache_stride_block,
                              cache_stride_pos, cache_stride_head, scale_stride_block, scale_stride_pos,
-                             scale_stride_head, IN_DTYPE, CACHE_DTYPE, SCALE_KIND, FP8_SOFTWARE, BLOCK_H,
+                             scale_stride_head, scale_kind, IN_DTYPE, CACHE_DTYPE, FP8_SOFTWARE, BLOCK_H,
                              BLOCK_D)
