@@ -1,0 +1,353 @@
+// python_worker.cpp — the persistent Python worker process (see python_worker.h; the protocol is
+// in python_worker.py, which the build embeds as kPythonWorkerSource).
+#include "targets/python_worker.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "case/errors.h"
+#include "kv_append.cuh"
+#include "python_worker_source.h"  // kPythonWorkerSource: python_worker.py, embedded by CMake
+
+extern char** environ;
+
+namespace kvf {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string errno_text(const char* what) { return std::string(what) + ": " + std::strerror(errno); }
+
+// Writes all of buf; false if the peer is gone.
+bool write_all(int fd, const void* buf, size_t n) {
+  const char* p = static_cast<const char*>(buf);
+  while (n > 0) {
+    const ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return false;
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+  return true;
+}
+
+// Reads exactly n bytes before `deadline` (none: wait forever). 1 done, 0 EOF/error, -1 timed out.
+int read_all(int fd, void* buf, size_t n, std::optional<Clock::time_point> deadline) {
+  char* p = static_cast<char*>(buf);
+  while (n > 0) {
+    if (deadline) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*deadline - Clock::now()).count();
+      if (left <= 0) return -1;
+      pollfd pfd{fd, POLLIN, 0};
+      const int ready = poll(&pfd, 1, static_cast<int>(std::min<int64_t>(left, 1 << 30)));
+      if (ready < 0 && errno == EINTR) continue;
+      if (ready < 0) return 0;
+      if (ready == 0) return -1;
+    }
+    const ssize_t r = read(fd, p, n);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return 0;
+    p += r;
+    n -= static_cast<size_t>(r);
+  }
+  return 1;
+}
+
+bool send_frame(int fd, const nlohmann::json& message) {
+  const std::string text = message.dump();
+  const uint32_t len = static_cast<uint32_t>(text.size());  // little-endian hosts only (x86-64, aarch64)
+  return write_all(fd, &len, sizeof len) && write_all(fd, text.data(), text.size());
+}
+
+// 1 with `out` parsed, 0 EOF (or a frame that is not JSON: the worker is broken), -1 timed out.
+int recv_frame(int fd, nlohmann::json& out, std::optional<Clock::time_point> deadline = std::nullopt) {
+  uint32_t len = 0;
+  int got = read_all(fd, &len, sizeof len, deadline);
+  if (got != 1) return got;
+  std::string text(len, '\0');
+  got = read_all(fd, text.data(), len, deadline);
+  if (got != 1) return got;
+  out = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  return out.is_discarded() ? 0 : 1;
+}
+
+std::string describe_exit(int wstatus) {
+  if (WIFSIGNALED(wstatus)) {
+    const int sig = WTERMSIG(wstatus);
+    return "was killed by signal " + std::to_string(sig) + " (" + strsignal(sig) + ")";
+  }
+  if (WIFEXITED(wstatus)) return "exited with status " + std::to_string(WEXITSTATUS(wstatus));
+  return "ended abnormally";
+}
+
+// Reaps `pid`, killing it if it has not exited within ~1 s. Returns its wait status.
+int reap(pid_t pid, bool kill_now) {
+  int wstatus = 0;
+  if (kill_now) kill(pid, SIGKILL);
+  for (int i = 0; i < 200; ++i) {
+    const pid_t r = waitpid(pid, &wstatus, WNOHANG);
+    if (r == pid || (r < 0 && errno != EINTR)) return wstatus;
+    usleep(5000);
+  }
+  kill(pid, SIGKILL);
+  while (waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
+  }
+  return wstatus;
+}
+
+bool is_executable(const std::string& path) {
+  struct stat st {};
+  return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && access(path.c_str(), X_OK) == 0;
+}
+
+// `name` as a path to exec: itself if it has a slash, else found on PATH; empty if not found.
+std::string find_executable(const std::string& name) {
+  if (name.find('/') != std::string::npos) return is_executable(name) ? name : "";
+  const char* path = std::getenv("PATH");
+  std::string dirs = path ? path : "/usr/local/bin:/usr/bin:/bin";
+  size_t begin = 0;
+  while (begin <= dirs.size()) {
+    const size_t end = std::min(dirs.find(':', begin), dirs.size());
+    const std::string dir = end > begin ? dirs.substr(begin, end - begin) : ".";
+    if (is_executable(dir + "/" + name)) return dir + "/" + name;
+    begin = end + 1;
+  }
+  return "";
+}
+
+}  // namespace
+
+std::string resolve_python(const std::string& option) {
+  if (!option.empty()) return option;
+  if (const char* env = std::getenv("KVFUZZ_PYTHON"); env && *env) return env;
+  if (is_executable(KVFUZZ_DEFAULT_PYTHON)) return KVFUZZ_DEFAULT_PYTHON;
+  return "python3";
+}
+
+std::string triton_pkg_override() {
+  const char* env = std::getenv("KVFUZZ_TRITON_PKG");
+  return env ? env : "";
+}
+
+std::string default_triton_pkg() { return KVFUZZ_TRITON_DIR; }
+
+PythonWorker::PythonWorker(PythonWorkerSpec spec) : spec_(std::move(spec)) {}
+
+PythonWorker::~PythonWorker() {
+  stop();
+  if (shared_) munmap(shared_, static_cast<size_t>(capacity_));
+  if (memfd_ >= 0) close(memfd_);
+}
+
+void PythonWorker::grow(int64_t bytes) {
+  if (memfd_ < 0) {
+    memfd_ = memfd_create("kvfuzz-python-arena", MFD_CLOEXEC);
+    if (memfd_ < 0) throw InfraError(errno_text("memfd_create for the Python worker's arena"));
+  }
+  if (bytes <= capacity_) return;
+  const int64_t capacity = std::max<int64_t>({bytes, 2 * capacity_, int64_t{1} << 20});
+  if (ftruncate(memfd_, capacity) != 0) throw InfraError(errno_text("sizing the Python worker's arena"));
+  if (shared_) munmap(shared_, static_cast<size_t>(capacity_));
+  shared_ = mmap(nullptr, static_cast<size_t>(capacity), PROT_READ | PROT_WRITE, MAP_SHARED, memfd_, 0);
+  if (shared_ == MAP_FAILED) {
+    shared_ = nullptr;
+    capacity_ = 0;
+    throw InfraError(errno_text("mapping the Python worker's arena"));
+  }
+  capacity_ = capacity;
+}
+
+const PythonHello& PythonWorker::start(double timeout_s) {
+  if (pid_ > 0) return hello_;
+  hello_ = PythonHello{};
+  const std::string exe = find_executable(spec_.python);
+  if (exe.empty()) {
+    hello_ = {PythonHello::Kind::unavailable,
+              "no Python interpreter \"" + spec_.python + "\" (set --python or KVFUZZ_PYTHON, or run scripts/setup-triton.sh)", {}};
+    return hello_;
+  }
+  grow(int64_t{1} << 20);
+  int fds[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) throw InfraError(errno_text("socketpair for the Python worker"));
+
+  // Everything the child needs is built before fork: it only makes async-signal-safe calls.
+  nlohmann::json config = spec_.config;
+  config["sock"] = fds[1];
+  config["memfd"] = memfd_;
+  const std::string config_text = config.dump();
+  std::vector<std::string> env_strings;
+  for (char** e = environ; *e; ++e) {
+    const std::string_view kv = *e;
+    if (kv.rfind("TRITON_INTERPRET=", 0) == 0 || kv.rfind("PYTHONDONTWRITEBYTECODE=", 0) == 0 || kv.rfind("PYTHONUNBUFFERED=", 0) == 0)
+      continue;
+    env_strings.emplace_back(kv);
+  }
+  if (spec_.interpret) env_strings.emplace_back("TRITON_INTERPRET=1");
+  env_strings.emplace_back("PYTHONDONTWRITEBYTECODE=1");  // no __pycache__ in kernel copies and user trees
+  env_strings.emplace_back("PYTHONUNBUFFERED=1");         // a kernel's prints show before a crash
+  std::vector<char*> envp;
+  for (std::string& s : env_strings) envp.push_back(s.data());
+  envp.push_back(nullptr);
+  std::string arg_c = "-c";
+  std::string source = kPythonWorkerSource;
+  std::string exe_arg = exe;
+  std::vector<char*> argv = {exe_arg.data(), arg_c.data(), source.data(), const_cast<char*>(config_text.c_str()), nullptr};
+  const pid_t parent = getpid();
+
+  std::fflush(nullptr);
+  const pid_t pid = fork();
+  if (pid < 0) {
+    close(fds[0]);
+    close(fds[1]);
+    throw InfraError(errno_text("fork of the Python worker"));
+  }
+  if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);  // dies with the kvfuzz (worker) process that started it
+    if (getppid() != parent) _exit(1);
+    signal(SIGINT, SIG_IGN);  // kvfuzz decides when to stop; a ^C must not look like a crash
+    signal(SIGTERM, SIG_IGN);
+    const int null_fd = open("/dev/null", O_RDONLY);
+    if (null_fd >= 0) dup2(null_fd, 0);
+    dup2(2, 1);  // kvfuzz's stdout carries results: Python's prints go to stderr
+    fcntl(fds[1], F_SETFD, 0);
+    fcntl(memfd_, F_SETFD, 0);
+    execve(exe.c_str(), argv.data(), envp.data());
+    _exit(127);
+  }
+  close(fds[1]);
+  pid_ = pid;
+  sock_ = fds[0];
+
+  nlohmann::json hello;
+  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s));
+  const int got = recv_frame(sock_, hello, deadline);
+  if (got != 1) {
+    const int wstatus = reap(pid_, /*kill_now=*/got < 0);
+    close(sock_);
+    pid_ = sock_ = -1;
+    std::string why = got < 0 ? "said nothing within " + std::to_string(static_cast<int>(timeout_s)) + " s"
+                              : describe_exit(wstatus) + " before it was ready";
+    if (got == 0 && WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 127) why = "could not be executed";
+    hello_ = {PythonHello::Kind::unavailable, "the Python worker (" + exe + ") " + why, {}};
+    return hello_;
+  }
+  if (hello.value("ok", false)) {
+    hello_ = {PythonHello::Kind::ready, "", hello.value("versions", nlohmann::json::object())};
+    return hello_;
+  }
+  const std::string kind = hello.value("kind", "unavailable");
+  hello_ = {kind == "bad_target" ? PythonHello::Kind::bad_target : PythonHello::Kind::unavailable,
+            hello.value("message", std::string("the Python worker refused to start")), {}};
+  stop();
+  return hello_;
+}
+
+void PythonWorker::stop() {
+  if (pid_ < 0) return;
+  close(sock_);  // a healthy worker exits on EOF
+  reap(pid_, /*kill_now=*/false);
+  pid_ = sock_ = -1;
+}
+
+RunResult PythonWorker::died(const std::string& what) {
+  close(sock_);
+  const int wstatus = reap(pid_, /*kill_now=*/false);
+  pid_ = sock_ = -1;
+  return {RunStatus::device_fault, "the Python worker " + describe_exit(wstatus) + " " + what};
+}
+
+RunResult PythonWorker::run(const Case& c, std::byte* image, const ArenaLayout& layout) {
+  if (pid_ < 0) {
+    const PythonHello& hello = start();
+    if (hello.kind != PythonHello::Kind::ready) return {RunStatus::launch_error, "the Python worker cannot run: " + hello.message};
+  }
+  const int64_t bytes = layout.total_bytes;
+  grow(bytes);
+  std::memcpy(shared_, image, static_cast<size_t>(bytes));
+  const nlohmann::json request = {{"op", "run"}, {"map_bytes", capacity_}, {"image_bytes", bytes}, {"call", call_json(c, layout, static_cast<std::byte*>(shared_))}};
+  nlohmann::json reply;
+  const bool answered = send_frame(sock_, request) && recv_frame(sock_, reply) == 1;
+  std::memcpy(image, shared_, static_cast<size_t>(bytes));  // also what it wrote before dying
+  if (!answered) return died("while running the case");
+  const std::string status = reply.value("status", "");
+  const std::string message = reply.value("message", "");
+  if (status == "ok") return {};
+  if (status == "error") return {RunStatus::launch_error, message};
+  if (status == "fault") {
+    RunResult r = died("after a CUDA error");
+    r.message = message + " (" + r.message + ")";
+    return r;
+  }
+  return died("after an answer kvfuzz does not understand: " + reply.dump());
+}
+
+PythonHello probe_python_worker(const PythonWorkerSpec& spec) {
+  static std::mutex mutex;
+  static std::map<std::string, PythonHello> known;
+  const std::string key = spec.python + '\n' + spec.config.dump() + (spec.interpret ? "\n1" : "\n0");
+  std::lock_guard<std::mutex> lock(mutex);
+  if (auto it = known.find(key); it != known.end()) return it->second;
+  PythonWorker worker(spec);
+  const PythonHello hello = worker.start();
+  known.emplace(key, hello);
+  return hello;
+}
+
+nlohmann::json call_json(const Case& c, const ArenaLayout& layout, std::byte* image) {
+  // The pointers of the KvAppendParams every C++ target launches with, as offsets from the image.
+  const KvAppendParams p = append_params(c, image, layout);
+  auto offset = [&](const void* ptr) -> nlohmann::json {
+    if (ptr == nullptr) return nullptr;
+    return static_cast<int64_t>(static_cast<const std::byte*>(ptr) - image);
+  };
+  const bool hnd = c.layout == Layout::paged_hnd || c.layout == Layout::contiguous_bhsd;
+  return {
+      {"input_dtype", std::string(to_string(c.input_dtype))},
+      {"cache_dtype", std::string(to_string(c.cache_dtype))},
+      {"slot_dtype", std::string(to_string(c.slot_dtype))},
+      {"layout", hnd ? "hnd" : "nhd"},
+      {"num_slots", p.num_slots},
+      {"num_input_rows", p.num_input_rows},
+      {"num_heads", p.num_heads},
+      {"head_dim", p.head_dim},
+      {"key", {{"offset", offset(p.key)}, {"stride_token", p.key_stride_token}, {"stride_head", p.key_stride_head}}},
+      {"value", {{"offset", offset(p.value)}, {"stride_token", p.value_stride_token}, {"stride_head", p.value_stride_head}}},
+      {"slot_mapping", offset(p.slot_mapping)},
+      {"k_cache", offset(p.k_cache)},
+      {"v_cache", offset(p.v_cache)},
+      {"cache",
+       {{"num_blocks", p.cache.num_blocks}, {"block_size", p.cache.block_size}, {"stride_block", p.cache.stride_block},
+        {"stride_pos", p.cache.stride_pos}, {"stride_head", p.cache.stride_head}}},
+      {"invalid_slots", offset(p.invalid_slots)},
+      {"scale_kind", std::string(to_string(c.scale_kind))},
+      {"num_scales", static_scale_count(c.scale_kind, c.num_heads, c.cache.num_blocks)},
+      {"k_scale", offset(p.k_scale)},
+      {"v_scale", offset(p.v_scale)},
+      {"k_scale_cache", offset(p.k_scale_cache)},
+      {"v_scale_cache", offset(p.v_scale_cache)},
+      {"scale_cache",
+       {{"stride_block", p.scale_cache.stride_block}, {"stride_pos", p.scale_cache.stride_pos},
+        {"stride_head", p.scale_cache.stride_head}}},
+  };
+}
+
+}  // namespace kvf

@@ -1,0 +1,94 @@
+// python_worker.h — a persistent Python process that runs appends on the arena image: the C++
+// half of the Python targets (triton-interp, python:MODULE:FUNCTION, ...; python_targets.cpp).
+//
+// A PythonWorker starts `PYTHON -c <python_worker.py> CONFIG` once, on first use, and keeps it for
+// every later case: starting Python and importing triton or torch takes seconds, a case
+// milliseconds. The image travels through a memfd that the worker inherits and maps: per case the
+// C++ side copies the image in, sends the append as byte offsets into it (JSON over a socketpair,
+// the protocol is in python_worker.py), waits for the answer and copies the image back. A Python
+// exception is a launch error carrying the traceback's last line; a worker that dies (segfault,
+// os._exit) or reports a dead CUDA context is RunStatus::device_fault, which the Isolator records
+// as a `crash` and answers by replacing its own worker process, and with it this one.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "arena/arena.h"
+#include "case/case.h"
+#include "targets/target.h"
+
+namespace kvf {
+
+// How to start a worker.
+struct PythonWorkerSpec {
+  std::string python;     // interpreter: a path, or a name looked up on PATH
+  nlohmann::json config;  // python_worker.py's CONFIG without the fds: mode, module, function, ...
+  bool interpret = true;  // TRITON_INTERPRET=1 in its environment (false: removed from it)
+};
+
+// What a worker said when it started.
+struct PythonHello {
+  enum class Kind : uint8_t {
+    ready,        // serving cases
+    unavailable,  // this machine cannot run it (no triton, no torch, no GPU): exit code 3
+    bad_target,   // the target's argument is wrong (no such module or function): exit code 2
+  };
+  Kind kind = Kind::ready;
+  std::string message;      // why not, for unavailable and bad_target
+  nlohmann::json versions;  // ready: python, numpy, triton, torch, ... versions it runs
+};
+
+// The interpreter of the Python targets: `option` (--python) if given, else $KVFUZZ_PYTHON, else
+// the source tree's Triton venv (build/venv-triton/bin/python, made by scripts/setup-triton.sh)
+// if it exists, else "python3" from PATH.
+std::string resolve_python(const std::string& option);
+
+// The kvfuzz_triton package directory the worker imports first: $KVFUZZ_TRITON_PKG (a directory
+// holding kvfuzz_triton/, e.g. a mutant copy of kernels/triton), else empty.
+std::string triton_pkg_override();
+
+// The source tree's kernels/triton (where kvfuzz_triton lives), compiled in.
+std::string default_triton_pkg();
+
+class PythonWorker {
+ public:
+  explicit PythonWorker(PythonWorkerSpec spec);
+  ~PythonWorker();
+  PythonWorker(const PythonWorker&) = delete;
+  PythonWorker& operator=(const PythonWorker&) = delete;
+
+  // Starts the process unless it runs, and returns its hello. Throws InfraError when the process
+  // cannot be started or says nothing within `timeout_s`.
+  const PythonHello& start(double timeout_s = 300);
+
+  // Runs the append of `c` on `image` (laid out as `layout`): copies it into the shared memfd, asks
+  // the worker, copies the result back (also when the worker died midway). Starts the worker if
+  // needed; after a device_fault the next run starts a new one.
+  RunResult run(const Case& c, std::byte* image, const ArenaLayout& layout);
+
+ private:
+  void grow(int64_t bytes);
+  void stop();
+  RunResult died(const std::string& what);
+
+  PythonWorkerSpec spec_;
+  PythonHello hello_;
+  int pid_ = -1;
+  int sock_ = -1;
+  int memfd_ = -1;
+  void* shared_ = nullptr;  // the memfd mapped here, capacity_ bytes
+  int64_t capacity_ = 0;
+};
+
+// Starts a worker for `spec`, reads its hello and stops it; remembered per spec for the life of the
+// process (campaigns ask more than once). For Target::unavailable_reason().
+PythonHello probe_python_worker(const PythonWorkerSpec& spec);
+
+// The append of `c` as python_worker.py's CALL: byte offsets into `image`, laid out as `layout`.
+nlohmann::json call_json(const Case& c, const ArenaLayout& layout, std::byte* image);
+
+}  // namespace kvf

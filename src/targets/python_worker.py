@@ -1,0 +1,448 @@
+"""python_worker.py — the Python half of kvfuzz's persistent Python worker (python_worker.h is the C++ half).
+
+kvfuzz embeds this file and starts it as `PYTHON -c SOURCE CONFIG_JSON` once per kvfuzz worker
+process (never per case); it then serves every case of that process. It has two modes:
+  launch  the kvfuzz_triton kernel through its raw entry point, kvfuzz_triton.launch(KvAppendParams)
+          with HostPtr shims on the arena image, under TRITON_INTERPRET=1 (the triton-interp targets);
+  call    a user's function fn(key, value, key_cache, value_cache, slot_mapping, **kwargs) with torch
+          tensors (CPU or CUDA) or numpy arrays viewing the arena image (the python: targets).
+
+CONFIG_JSON: {"sock": FD, "memfd": FD, "mode": "launch" | "call",
+              "triton_pkg": DIR or null (put first on sys.path), "default_pkg": DIR (put last),
+              launch: "fp8_software": bool;
+              call:   "module": NAME or FILE.py, "function": NAME, "convention": "torch" | "numpy",
+                      "device": "cpu" | "cuda:N"}
+
+Protocol on the SOCK_STREAM socket FD: every message is a u32 little-endian byte count and that many
+bytes of UTF-8 JSON.
+  worker -> kvfuzz, once, first:  {"ok": true, "versions": {...}}
+                                  {"ok": false, "kind": "unavailable" | "bad_target", "message": TEXT}
+  kvfuzz -> worker, per case:     {"op": "run", "map_bytes": M, "image_bytes": N, "call": CALL}
+  worker -> kvfuzz, per case:     {"status": "ok"}
+                                  {"status": "error", "message": TEXT}  (a Python exception)
+                                  {"status": "fault", "message": TEXT}  (the CUDA context is dead;
+                                                                        the worker exits after it)
+The arena image is the first N bytes of the memfd, which kvfuzz sizes to M bytes (it only grows;
+the worker re-maps it when M changes). The worker maps it between inaccessible fences and makes
+the mapping past the image inaccessible for each case, so a write outside the image faults (a
+`crash` finding) instead of corrupting this process. CALL is one append with byte offsets into the
+image (python_worker.cpp, call_json()):
+  input_dtype, cache_dtype ("f16" "bf16" "f32" "fp8_e4m3" "fp8_e5m2" "int8"), slot_dtype ("i32" "i64"),
+  layout ("nhd" | "hnd": the order of the 4-D cache view), num_slots, num_input_rows, num_heads,
+  head_dim, key/value {offset, stride_token, stride_head}, slot_mapping, k_cache, v_cache,
+  cache {num_blocks, block_size, stride_block, stride_pos, stride_head}, invalid_slots, scale_kind,
+  num_scales, k_scale, v_scale, k_scale_cache, v_scale_cache (offsets or null),
+  scale_cache {stride_block, stride_pos, stride_head}. Strides are in elements.
+"""
+import ctypes
+import importlib
+import importlib.util
+import json
+import mmap
+import os
+import struct
+import sys
+import traceback
+import warnings
+
+# The interpreter's masked-off lanes do NaN arithmetic; the results are checked bit for bit by kvfuzz.
+warnings.simplefilter("ignore")
+
+
+class Refusal(Exception):
+    """The worker cannot serve: kind "unavailable" (exit 3) or "bad_target" (exit 2)."""
+
+    def __init__(self, kind, message):
+        super().__init__(message)
+        self.kind = kind
+
+
+# ---------------------------------------------------------------------------------------------
+# Framing
+
+def send(fd, obj):
+    data = json.dumps(obj).encode()
+    data = struct.pack("<I", len(data)) + data
+    while data:
+        data = data[os.write(fd, data):]
+
+
+def recv_exactly(fd, n):
+    chunks = []
+    while n > 0:
+        chunk = os.read(fd, n)
+        if not chunk:
+            return None
+        chunks.append(chunk)
+        n -= len(chunk)
+    return b"".join(chunks)
+
+
+def recv(fd):
+    head = recv_exactly(fd, 4)
+    if head is None:
+        return None
+    body = recv_exactly(fd, struct.unpack("<I", head)[0])
+    return None if body is None else json.loads(body)
+
+
+# ---------------------------------------------------------------------------------------------
+# The shared image
+
+PROT_NONE, PROT_READ, PROT_WRITE = 0, 1, 2
+MAP_SHARED, MAP_PRIVATE, MAP_FIXED, MAP_ANONYMOUS, MAP_NORESERVE = 0x01, 0x02, 0x10, 0x20, 0x4000
+MAP_FAILED = ctypes.c_void_p(-1).value
+FENCE = 64 << 30  # address space only (PROT_NONE, MAP_NORESERVE), as in campaign/isolation.cpp
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.mmap.restype = ctypes.c_void_p
+_libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+_libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+_libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+
+
+def round_up(n, m):
+    return (n + m - 1) // m * m
+
+
+class SharedImage:
+    """The memfd mapped between two inaccessible fences; bytes past the image are inaccessible."""
+
+    def __init__(self, memfd):
+        self.memfd = memfd
+        self.reserve = None  # (address, bytes) of the whole reservation
+        self.base = 0        # address of the image's first byte
+        self.mapped = 0      # bytes of the memfd mapped at base
+        self.accessible = 0  # bytes from base that are readable and writable
+        self.image_bytes = 0
+
+    def prepare(self, map_bytes, image_bytes):
+        page = mmap.PAGESIZE
+        if round_up(map_bytes, page) != self.mapped:
+            self._map(round_up(map_bytes, page))
+        used = min(self.mapped, round_up(image_bytes, page))
+        if used > self.accessible:
+            _libc.mprotect(self.base + self.accessible, used - self.accessible, PROT_READ | PROT_WRITE)
+        elif used < self.accessible:
+            _libc.mprotect(self.base + used, self.accessible - used, PROT_NONE)
+        self.accessible = used
+        self.image_bytes = image_bytes
+
+    def _map(self, size):
+        if self.reserve:
+            _libc.munmap(*self.reserve)
+            self.reserve = None
+        total = FENCE + size + FENCE
+        at = _libc.mmap(None, total, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0)
+        if at in (None, MAP_FAILED):  # no address space for fences (a tight RLIMIT_AS): unfenced
+            at = _libc.mmap(None, size, PROT_READ | PROT_WRITE, MAP_SHARED, self.memfd, 0)
+            if at in (None, MAP_FAILED):
+                raise OSError(ctypes.get_errno(), "mapping the shared arena")
+            self.reserve, self.base = (at, size), at
+        else:
+            self.reserve = (at, total)
+            self.base = _libc.mmap(at + FENCE, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, self.memfd, 0)
+            if self.base in (None, MAP_FAILED):
+                raise OSError(ctypes.get_errno(), "mapping the shared arena")
+        self.mapped = self.accessible = size
+
+    def buffer(self):
+        """A writable buffer over the image (numpy.frombuffer / torch.frombuffer accept it)."""
+        return (ctypes.c_ubyte * self.image_bytes).from_address(self.base)
+
+
+# ---------------------------------------------------------------------------------------------
+# Tensor geometry of one call (shared by every convention)
+
+def views(call):
+    """(name, offset, dtype name, shape, element strides) of every tensor argument, and the kwargs'
+    None entries. The cache views are 4-D in the call's layout; scale caches 3-D the same way."""
+    H, D = call["num_heads"], call["head_dim"]
+    g, s = call["cache"], call["scale_cache"]
+    nb, bs = g["num_blocks"], g["block_size"]
+    nhd = call["layout"] == "nhd"
+    if nhd:
+        cache_shape, cache_strides = (nb, bs, H, D), (g["stride_block"], g["stride_pos"], g["stride_head"], 1)
+        sc_shape, sc_strides = (nb, bs, H), (s["stride_block"], s["stride_pos"], s["stride_head"])
+    else:
+        cache_shape, cache_strides = (nb, H, bs, D), (g["stride_block"], g["stride_head"], g["stride_pos"], 1)
+        sc_shape, sc_strides = (nb, H, bs), (s["stride_block"], s["stride_head"], s["stride_pos"])
+    rows = call["num_input_rows"]
+    out = []
+    for name in ("key", "value"):
+        v = call[name]
+        out.append((name, v["offset"], call["input_dtype"], (rows, H, D), (v["stride_token"], v["stride_head"], 1)))
+    out.append(("key_cache", call["k_cache"], call["cache_dtype"], cache_shape, cache_strides))
+    out.append(("value_cache", call["v_cache"], call["cache_dtype"], cache_shape, cache_strides))
+    out.append(("slot_mapping", call["slot_mapping"], call["slot_dtype"], (call["num_slots"],), (1,)))
+    kind = call["scale_kind"]
+    scale_shape = {"per_tensor": (1,), "per_head": (H,), "per_block": (nb, H)}.get(kind)
+    for name in ("k_scale", "v_scale"):
+        if call[name] is not None:
+            strides = (H, 1) if kind == "per_block" else (1,)
+            out.append((name, call[name], "f32", scale_shape, strides))
+    for name in ("k_scale_cache", "v_scale_cache"):
+        if call[name] is not None:
+            out.append((name, call[name], "f32", sc_shape, sc_strides))
+    out.append(("invalid_slots", call["invalid_slots"], "i64", (1,), (1,)))
+    return out
+
+
+def span_elements(shape, strides):
+    """Elements from the first to one past the last addressed element (0 for an empty view)."""
+    if any(n == 0 for n in shape):
+        return 0
+    return sum((n - 1) * st for n, st in zip(shape, strides)) + 1
+
+
+# ---------------------------------------------------------------------------------------------
+# launch mode: kvfuzz_triton.launch on HostPtr shims
+
+TRITON_PTR = {"f16": "fp16", "bf16": "bf16", "f32": "fp32", "fp8_e4m3": "u8", "fp8_e5m2": "u8", "int8": "u8",
+              "i32": "i32", "i64": "i64"}
+
+
+class Launcher:
+    def __init__(self, cfg):
+        os.environ["TRITON_INTERPRET"] = "1"  # read when the kernel is decorated: before the import
+        versions = import_numpy_triton()
+        try:
+            kt = importlib.import_module("kvfuzz_triton")
+        except Exception as e:
+            raise Refusal("unavailable", f"cannot import kvfuzz_triton from {cfg.get('triton_pkg') or cfg.get('default_pkg')}: "
+                                         f"{exception_text(e)}")
+        versions["kvfuzz_triton"] = os.path.dirname(os.path.abspath(kt.__file__))
+        self.kt = kt
+        self.fp8_software = bool(cfg["fp8_software"])
+        self.versions = versions
+
+    def run(self, image, call):
+        kt = self.kt
+
+        def ptr(offset, dtype):
+            return None if offset is None else kt.HostPtr(image.base + offset, TRITON_PTR[dtype])
+
+        g, s = call["cache"], call["scale_cache"]
+        p = kt.KvAppendParams(
+            key=ptr(call["key"]["offset"], call["input_dtype"]), value=ptr(call["value"]["offset"], call["input_dtype"]),
+            key_stride_token=call["key"]["stride_token"], key_stride_head=call["key"]["stride_head"],
+            value_stride_token=call["value"]["stride_token"], value_stride_head=call["value"]["stride_head"],
+            slot_mapping=ptr(call["slot_mapping"], call["slot_dtype"]), num_slots=call["num_slots"],
+            k_cache=ptr(call["k_cache"], call["cache_dtype"]), v_cache=ptr(call["v_cache"], call["cache_dtype"]),
+            num_blocks=g["num_blocks"], block_size=g["block_size"], stride_block=g["stride_block"],
+            stride_pos=g["stride_pos"], stride_head=g["stride_head"], num_heads=call["num_heads"],
+            head_dim=call["head_dim"], input_dtype=call["input_dtype"], cache_dtype=call["cache_dtype"],
+            invalid_slots=ptr(call["invalid_slots"], "i64"), scale_kind=call["scale_kind"],
+            k_scale=ptr(call["k_scale"], "f32"), v_scale=ptr(call["v_scale"], "f32"),
+            k_scale_cache=ptr(call["k_scale_cache"], "f32"), v_scale_cache=ptr(call["v_scale_cache"], "f32"),
+            scale_stride_block=s["stride_block"], scale_stride_pos=s["stride_pos"], scale_stride_head=s["stride_head"])
+        kt.launch(p, fp8_software=self.fp8_software)
+
+
+def import_numpy_triton():
+    try:
+        import numpy
+        import triton
+    except ImportError as e:
+        raise Refusal("unavailable", f"{sys.executable} cannot import {e.name or 'triton'} ({exception_text(e)}): "
+                                     "run scripts/setup-triton.sh, or point --python / KVFUZZ_PYTHON at a Python "
+                                     "with triton 3.6 and numpy<2.4")
+    np_version = tuple(int(x) for x in numpy.__version__.split(".")[:2] if x.isdigit())
+    if triton.__version__.startswith("3.6") and np_version >= (2, 4):
+        raise Refusal("unavailable", f"numpy {numpy.__version__} breaks the interpreter of triton {triton.__version__} "
+                                     "(triton#9171): install numpy<2.4 into " + sys.prefix)
+    return {"python": sys.version.split()[0], "numpy": numpy.__version__, "triton": triton.__version__}
+
+
+# ---------------------------------------------------------------------------------------------
+# call mode: a user's function on torch tensors or numpy arrays
+
+NUMPY_DTYPE = {"f16": "float16", "bf16": "uint16", "f32": "float32", "fp8_e4m3": "uint8", "fp8_e5m2": "uint8",
+               "int8": "int8", "i32": "int32", "i64": "int64"}
+TORCH_DTYPE = {"f16": "float16", "bf16": "bfloat16", "f32": "float32", "fp8_e4m3": "float8_e4m3fn",
+               "fp8_e5m2": "float8_e5m2", "int8": "int8", "i32": "int32", "i64": "int64"}
+
+
+class Caller:
+    def __init__(self, cfg):
+        self.convention = cfg["convention"]
+        self.device = cfg["device"]
+        versions = {"python": sys.version.split()[0]}
+        if self.device == "cpu":
+            os.environ["TRITON_INTERPRET"] = "1"  # Triton kernels on CPU tensors: the interpreter
+        else:
+            os.environ.pop("TRITON_INTERPRET", None)
+        try:
+            import numpy
+            versions["numpy"] = numpy.__version__
+            self.np = numpy
+        except ImportError:
+            raise Refusal("unavailable", f"{sys.executable} has no numpy: install it, or point --python / KVFUZZ_PYTHON "
+                                         "at a Python that has it")
+        if self.convention == "torch":
+            try:
+                import torch
+            except ImportError:
+                raise Refusal("unavailable", f"{sys.executable} has no torch: install it, point --python / KVFUZZ_PYTHON "
+                                             "at a Python that has it, or use python-numpy:MODULE:FUNCTION (numpy arrays)")
+            versions["torch"] = torch.__version__
+            self.torch = torch
+            if self.device != "cpu":
+                if not torch.cuda.is_available():
+                    raise Refusal("unavailable", f"torch {torch.__version__} sees no CUDA device")
+                index = int(self.device.split(":")[1])
+                if index >= torch.cuda.device_count():
+                    raise Refusal("unavailable", f"no CUDA device {index} (torch sees {torch.cuda.device_count()})")
+                torch.cuda.set_device(index)
+                versions["device"] = torch.cuda.get_device_name(index)
+            missing = [d for d in TORCH_DTYPE.values() if not hasattr(torch, d)]
+            if missing:
+                raise Refusal("unavailable", f"torch {torch.__version__} lacks {', '.join(missing)}")
+        self.fn = load_function(cfg["module"], cfg["function"])
+        versions["function"] = f"{cfg['module']}:{cfg['function']}"
+        self.versions = versions
+        self.device_buffer = None
+
+    # The keyword arguments besides the tensors: the torch convention of kvfuzz_triton.api.kv_append.
+    def kwargs(self, call, tensors):
+        quantised = call["scale_kind"] != "none"
+        kw = {"layout": call["layout"], "scale_kind": call["scale_kind"] if quantised else None,
+              "k_scale": tensors.get("k_scale"), "v_scale": tensors.get("v_scale"),
+              "k_scale_cache": tensors.get("k_scale_cache"), "v_scale_cache": tensors.get("v_scale_cache"),
+              "invalid_slots": tensors["invalid_slots"]}
+        if self.convention == "numpy":  # numpy has no bf16 or fp8: the arrays hold their bits
+            kw["input_dtype"] = call["input_dtype"]
+            kw["cache_dtype"] = call["cache_dtype"]
+        return kw
+
+    def run(self, image, call):
+        if self.convention == "numpy":
+            np = self.np
+            buf = image.buffer()
+            tensors = {}
+            for name, offset, dtype, shape, strides in views(call):
+                t = np.dtype(NUMPY_DTYPE[dtype])
+                tensors[name] = np.ndarray(shape, t, buffer=buf, offset=offset,
+                                           strides=tuple(st * t.itemsize for st in strides))
+        else:
+            torch = self.torch
+            host = torch.frombuffer(image.buffer(), dtype=torch.uint8) if image.image_bytes else torch.empty(0, dtype=torch.uint8)
+            if self.device == "cpu":
+                whole = host
+            else:
+                if self.device_buffer is None or self.device_buffer.numel() < image.image_bytes:
+                    self.device_buffer = None
+                    self.device_buffer = torch.empty(image.image_bytes, dtype=torch.uint8, device=self.device)
+                whole = self.device_buffer[:image.image_bytes]
+                whole.copy_(host)
+            tensors = {}
+            for name, offset, dtype, shape, strides in views(call):
+                t = getattr(torch, TORCH_DTYPE[dtype])
+                size = t.itemsize if hasattr(t, "itemsize") else torch.empty(0, dtype=t).element_size()
+                span = span_elements(shape, strides) * size
+                tensors[name] = whole[offset:offset + span].view(t).as_strided(shape, strides)
+        positional = [tensors.pop(n) for n in ("key", "value", "key_cache", "value_cache", "slot_mapping")]
+        kw = self.kwargs(call, tensors)
+        self.fn(*positional, **kw)
+        if self.convention == "torch" and self.device != "cpu":
+            self.torch.cuda.synchronize()
+            host.copy_(whole)
+
+    def dead_device(self):
+        """After an exception: the CUDA context's sticky error, if it has one."""
+        if self.convention != "torch" or self.device == "cpu":
+            return None
+        try:
+            self.torch.cuda.synchronize()
+            self.torch.zeros(1, device=self.device).add_(1).cpu()
+        except Exception as e:
+            return exception_text(e)
+        return None
+
+
+def load_function(module, function):
+    if module.endswith(".py") or os.sep in module:
+        path = os.path.abspath(module)
+        if not os.path.isfile(path):
+            raise Refusal("bad_target", f"no such Python file: {path}")
+        name = os.path.splitext(os.path.basename(path))[0]
+        spec = importlib.util.spec_from_file_location(name, path)
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[name] = mod
+        sys.path.insert(0, os.path.dirname(path))
+        try:
+            spec.loader.exec_module(mod)
+        except Exception as e:
+            raise import_refusal(module, e)
+    else:
+        try:
+            mod = importlib.import_module(module)
+        except Exception as e:
+            raise import_refusal(module, e)
+    if not hasattr(mod, function):
+        raise Refusal("bad_target", f"module {module} ({getattr(mod, '__file__', '?')}) has no attribute {function!r}")
+    fn = getattr(mod, function)
+    if not callable(fn):
+        raise Refusal("bad_target", f"{module}.{function} is a {type(fn).__name__}, not a function")
+    return fn
+
+
+def import_refusal(module, e):
+    """A module that is not there, or raises while imported, is bad input; a dependency it lacks is
+    this machine's problem."""
+    if isinstance(e, ImportError) and e.name and not (module == e.name or module.startswith(e.name + ".")):
+        return Refusal("unavailable", f"importing {module} failed: it needs {e.name}, which {sys.executable} lacks "
+                                      f"({exception_text(e)})")
+    if isinstance(e, ModuleNotFoundError):
+        return Refusal("bad_target", f"no module named {module!r} on the Python path ({os.pathsep.join(sys.path)}); "
+                                     "set PYTHONPATH, or give the module as a path to its .py file")
+    return Refusal("bad_target", f"importing {module} failed: {exception_text(e)}")
+
+
+# ---------------------------------------------------------------------------------------------
+
+def exception_text(e):
+    """The traceback's last line, and where it was raised."""
+    text = traceback.format_exception_only(type(e), e)[-1].strip()
+    frames = traceback.extract_tb(e.__traceback__)
+    if frames:
+        f = frames[-1]
+        text += f" (at {os.path.basename(f.filename)}:{f.lineno} in {f.name})"
+    return text[:4000]
+
+
+def main():
+    cfg = json.loads(sys.argv[1])
+    sock = cfg["sock"]
+    if cfg.get("triton_pkg"):
+        sys.path.insert(0, cfg["triton_pkg"])
+    if cfg.get("default_pkg"):
+        sys.path.append(cfg["default_pkg"])
+    try:
+        runner = Launcher(cfg) if cfg["mode"] == "launch" else Caller(cfg)
+    except Refusal as r:
+        send(sock, {"ok": False, "kind": r.kind, "message": str(r)})
+        return
+    except Exception as e:
+        send(sock, {"ok": False, "kind": "unavailable", "message": "the Python worker failed to start: " + exception_text(e)})
+        return
+    send(sock, {"ok": True, "versions": runner.versions})
+    image = SharedImage(cfg["memfd"])
+    while True:
+        request = recv(sock)
+        if request is None:
+            return  # kvfuzz closed the socket: done
+        image.prepare(request["map_bytes"], request["image_bytes"])
+        try:
+            runner.run(image, request["call"])
+            reply = {"status": "ok"}
+        except Exception as e:
+            dead = runner.dead_device() if isinstance(runner, Caller) else None
+            reply = {"status": "fault" if dead else "error",
+                     "message": exception_text(e) + (f"; the CUDA context is dead: {dead}" if dead else "")}
+        send(sock, reply)
+        if reply["status"] == "fault":
+            os._exit(4)
+
+
+main()

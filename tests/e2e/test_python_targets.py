@@ -1,0 +1,174 @@
+"""The Python targets end to end (issues 5 and 10): triton-interp and python[-numpy|-cuda]:MODULE:FUNCTION.
+
+Runs the real kvfuzz binary against the persistent Python worker (src/targets/python_worker.py) with
+the Triton venv's Python (KVFUZZ_PYTHON, made by scripts/setup-triton.sh; ctest skips the test
+without it). Kernels that misbehave on purpose live in python_kernels/faulty.py.
+
+    KVFUZZ_BIN=build/kvfuzz KVFUZZ_SOURCE_DIR=. KVFUZZ_PYTHON=build/venv-triton/bin/python \
+        python3 -m unittest -v test_python_targets      (in tests/e2e)
+"""
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import unittest
+
+BIN = os.environ["KVFUZZ_BIN"]
+SRC = os.environ["KVFUZZ_SOURCE_DIR"]
+KERNELS = os.path.join(SRC, "tests", "e2e", "python_kernels")
+FAULTY = os.path.join(KERNELS, "faulty.py")
+COPY_PROFILE = os.path.join(KERNELS, "copy.json")
+NUMPY_EXAMPLE = os.path.join(SRC, "examples", "python", "kv_append_numpy.py")
+
+
+def python_has(module):
+    return subprocess.run([os.environ["KVFUZZ_PYTHON"], "-c", f"import {module}"], capture_output=True).returncode == 0
+
+
+def summary(out):
+    """(passed, failed) of the final 'kvfuzz: N passed, N failed' line."""
+    m = re.search(r"^kvfuzz: (\d+) passed, (\d+) failed$", out, re.M)
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+class PythonTargets(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="kvfuzz-python-targets-")
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def kvfuzz(self, *args, env=None, timeout=600):
+        e = dict(os.environ)
+        e.update(env or {})
+        return subprocess.run([BIN, *args], capture_output=True, text=True, timeout=timeout, env=e)
+
+    def campaign(self, target, *args, env=None):
+        return self.kvfuzz("run", "--target", target, "--seed", "4", "--corpus-out", os.path.join(self.tmp, "found"),
+                           *args, env=env)
+
+    # --- campaigns that pass -------------------------------------------------------------------
+
+    def test_numpy_convention_runs_kvfuzz_triton_clean(self):
+        r = self.campaign("python-numpy:" + NUMPY_EXAMPLE + ":kv_append", "--config",
+                          os.path.join(SRC, "configs", "interp.json"), "--cases", "40")
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertEqual(summary(r.stdout), (40, 0))
+
+    def test_naive_numpy_kernel_runs_clean(self):
+        r = self.campaign("python-numpy:" + os.path.join(SRC, "examples", "python", "naive_copy.py") + ":kv_append",
+                          "--config", COPY_PROFILE, "--cases", "200")
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertEqual(summary(r.stdout), (200, 0))
+
+    @unittest.skipUnless(python_has("torch"), "torch is not installed in KVFUZZ_PYTHON")
+    def test_torch_convention_runs_kvfuzz_triton_api_clean(self):
+        r = self.campaign("python:kvfuzz_triton.api:kv_append", "--config", os.path.join(SRC, "configs", "interp.json"),
+                          "--cases", "40")
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertEqual(summary(r.stdout), (40, 0))
+
+    def test_fp8_hardware_path_passes_within_one_binade_and_fails_exactly(self):
+        """triton-interp-fp8hw's default policy absorbs the interpreter's fp8 cast; exact does not."""
+        quant = os.path.join(SRC, "configs", "interp-quant.json")
+        r = self.campaign("triton-interp-fp8hw", "--config", quant, "--cases", "30")
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn("values checked exact,fp8_e4m3=ulp:8,fp8_e5m2=ulp:4", r.stderr)
+        r = self.campaign("triton-interp-fp8hw", "--config", quant, "--cases", "30", "--tolerance", "exact",
+                          "--max-shrink-tries", "0", "--confirm-runs", "0")
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        self.assertRegex(r.stdout, r"wrong_value: .* max [1-8] ulp in fp8_e")
+
+    def test_targets_says_what_the_interpreter_checks(self):
+        r = self.kvfuzz("targets")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        block = r.stdout[r.stdout.index("triton-interp-fp8hw\n"):]
+        self.assertIn("default --tolerance: exact,fp8_e4m3=ulp:8,fp8_e5m2=ulp:4", block)
+        self.assertIn("default --timeout: 600 s", block)
+        plain = r.stdout[r.stdout.index("triton-interp\n"):r.stdout.index("triton-interp-fp8hw\n")]
+        self.assertIn("FP8_SOFTWARE=1", plain)
+
+    # --- findings --------------------------------------------------------------------------------
+
+    def assert_goes_on(self, r, kind, text, cases):
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        passed, failed = summary(r.stdout)
+        self.assertEqual(passed + failed, cases)
+        self.assertGreater(passed, 0)  # cases after the first failure ran, on a new worker
+        self.assertGreater(failed, 0)
+        kinds = set(re.findall(r"^kvfuzz: FAIL case #\d+ -> (\w+)$", r.stdout, re.M))
+        self.assertEqual(kinds, {kind}, r.stdout)
+        self.assertIn(f"  {kind}: ", r.stdout)
+        self.assertIn(text, r.stdout)
+
+    def faulty_campaign(self, function, cases=24):
+        return self.campaign(f"python-numpy:{FAULTY}:{function}", "--config", COPY_PROFILE, "--cases", str(cases),
+                             "--keep-going", "--confirm-runs", "1", "--max-shrink-tries", "5")
+
+    def test_python_exception_is_a_launch_error_with_the_traceback_last_line(self):
+        r = self.faulty_campaign("raises")
+        self.assert_goes_on(r, "launch_error", "ValueError: deliberate failure for this slot count (at faulty.py:", 24)
+
+    def test_worker_exit_is_a_crash_and_the_campaign_goes_on(self):
+        r = self.faulty_campaign("exits")
+        self.assert_goes_on(r, "crash", "the Python worker exited with status 3 while running the case", 24)
+
+    def test_worker_segfault_is_a_crash_and_the_campaign_goes_on(self):
+        r = self.faulty_campaign("segfaults")
+        self.assert_goes_on(r, "crash", "the Python worker was killed by signal 11", 24)
+
+    def test_a_buggy_python_kernel_is_caught(self):
+        r = self.campaign(f"python-numpy:{FAULTY}:skips_padding_check", "--config", COPY_PROFILE, "--cases", "60")
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        self.assertRegex(r.stdout, r"FAIL case #\d+ -> padding_leak")
+
+    def test_a_mutated_copy_of_kvfuzz_triton_is_caught_through_KVFUZZ_TRITON_PKG(self):
+        pkg = os.path.join(self.tmp, "triton-copy")
+        shutil.copytree(os.path.join(SRC, "kernels", "triton"), pkg, ignore=shutil.ignore_patterns("__pycache__"))
+        source = os.path.join(pkg, "kvfuzz_triton", "kv_append.py")
+        text = open(source).read()
+        self.assertEqual(text.count("if slot >= 0:"), 1, "mutation site moved: update this test")
+        open(source, "w").write(text.replace("if slot >= 0:", "if slot >= -1:"))  # padding slot -1 written
+        env = {"KVFUZZ_TRITON_PKG": pkg}
+        r = self.campaign("triton-interp", "--config", os.path.join(SRC, "configs", "interp.json"), "--cases", "60", env=env)
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        # The padding row lands at slot -1: block -1 of the cache, in the guard band before it or in
+        # whatever precedes it, depending on the strides.
+        self.assertRegex(r.stdout, r"FAIL case #\d+ -> (oob_write|padding_leak|stray_write|cross_request_write)")
+
+    # --- refusals ---------------------------------------------------------------------------------
+
+    def assert_refused(self, r, code, text):
+        self.assertEqual(r.returncode, code, r.stdout + r.stderr)
+        self.assertIn(text, r.stderr)
+
+    def test_bad_module_or_function_is_bad_input(self):
+        run = ("run", "--cases", "1", "--corpus-out", os.path.join(self.tmp, "x"))
+        self.assert_refused(self.kvfuzz(*run, "--target", "python-numpy:no_such_module_xyz:fn"), 2,
+                            "no module named 'no_such_module_xyz' on the Python path")
+        self.assert_refused(self.kvfuzz(*run, "--target", f"python-numpy:{FAULTY}:no_such_function"), 2,
+                            "has no attribute 'no_such_function'")
+        self.assert_refused(self.kvfuzz(*run, "--target", f"python-numpy:{FAULTY}:NOT_A_FUNCTION"), 2,
+                            "is a int, not a function")
+        self.assert_refused(self.kvfuzz(*run, "--target", f"python-numpy:{self.tmp}/missing.py:fn"), 2,
+                            "no such Python file")
+        self.assert_refused(self.kvfuzz(*run, "--target", "python-numpy:just_a_module"), 2,
+                            "expected python-numpy:MODULE:FUNCTION")
+        self.assert_refused(self.kvfuzz(*run, "--target", "python:"), 2, "needs an argument")
+
+    def test_a_missing_interpreter_or_package_is_unavailable(self):
+        run = ("run", "--cases", "1", "--corpus-out", os.path.join(self.tmp, "x"))
+        self.assert_refused(self.kvfuzz(*run, "--target", "triton-interp", env={"KVFUZZ_PYTHON": "/nonexistent/python"}), 3,
+                            'no Python interpreter "/nonexistent/python"')
+        self.assert_refused(self.kvfuzz(*run, "--target", "triton-interp", "--python", "/nonexistent/python2"), 3,
+                            'no Python interpreter "/nonexistent/python2"')
+        self.assert_refused(self.kvfuzz(*run, "--target", "triton-interp", env={"KVFUZZ_TRITON_PKG": self.tmp}), 3,
+                            "cannot import kvfuzz_triton from " + self.tmp)
+        if not python_has("torch"):
+            self.assert_refused(self.kvfuzz(*run, "--target", "python:kvfuzz_triton.api:kv_append"), 3, "has no torch")
+            self.assert_refused(self.kvfuzz(*run, "--target", "python-cuda:kvfuzz_triton.api:kv_append"), 3, "has no torch")
+
+
+if __name__ == "__main__":
+    unittest.main()

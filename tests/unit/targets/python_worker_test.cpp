@@ -1,0 +1,80 @@
+// python_worker_test.cpp — what the C++ half of the Python worker sends (src/targets/python_worker.h):
+// the append as byte offsets into the image, the interpreter it picks, and the Python targets' names
+// and defaults. The worker itself runs end to end in tests/e2e/test_python_targets.py.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "../arena/test_cases.h"
+#include "arena/diff.h"
+#include "case/errors.h"
+#include "targets/python_worker.h"
+#include "targets/target.h"
+
+namespace kvf {
+namespace {
+
+TEST(PythonWorker, sendsEveryPointerAsAnOffsetIntoTheImageSection) {
+  const Case c = test::quant_per_token_case();  // f16 -> fp8_e4m3, paged NHD, per-token-head scales
+  const ArenaLayout l = plan_arena(c);
+  std::vector<std::byte> image(static_cast<size_t>(l.total_bytes));
+  const nlohmann::json j = call_json(c, l, image.data());
+  EXPECT_EQ(j["layout"], "nhd");
+  EXPECT_EQ(j["input_dtype"], "f16");
+  EXPECT_EQ(j["cache_dtype"], "fp8_e4m3");
+  EXPECT_EQ(j["scale_kind"], "per_token_head");
+  EXPECT_EQ(j["key"]["offset"], l.input_begin + c.key.offset * 2);
+  EXPECT_EQ(j["value"]["offset"], l.input_begin + c.value.offset * 2);
+  EXPECT_EQ(j["key"]["stride_token"], c.key.stride_token);
+  EXPECT_EQ(j["slot_mapping"], l.slots_begin);
+  EXPECT_EQ(j["k_cache"], l.cache_begin + c.cache_k_offset);
+  EXPECT_EQ(j["v_cache"], l.cache_begin + c.cache_v_offset);
+  EXPECT_EQ(j["cache"]["stride_pos"], c.cache.stride_pos);
+  EXPECT_EQ(j["invalid_slots"], l.counter_begin);
+  EXPECT_TRUE(j["k_scale"].is_null());
+  EXPECT_EQ(j["k_scale_cache"], l.scale_cache_begin + c.scale_k_offset * 4);
+  EXPECT_EQ(j["v_scale_cache"], l.scale_cache_begin + c.scale_v_offset * 4);
+  EXPECT_EQ(j["scale_cache"]["stride_head"], c.scale_cache.stride_head);
+}
+
+TEST(PythonWorker, namesTheCacheOrderAndTheStaticScales) {
+  const Case c = test::quant_per_block_case();  // f32 -> int8, paged HND, per-block scales
+  const ArenaLayout l = plan_arena(c);
+  std::vector<std::byte> image(static_cast<size_t>(l.total_bytes));
+  const nlohmann::json j = call_json(c, l, image.data());
+  EXPECT_EQ(j["layout"], "hnd");
+  EXPECT_EQ(j["num_scales"], c.cache.num_blocks * c.num_heads);
+  EXPECT_EQ(j["k_scale"], l.scales_begin);
+  EXPECT_EQ(j["v_scale"], l.scales_begin + 4 * c.cache.num_blocks * c.num_heads);
+  EXPECT_TRUE(j["k_scale_cache"].is_null());
+}
+
+TEST(PythonWorker, picksTheOptionThenTheEnvironment) {
+  EXPECT_EQ(resolve_python("/opt/py/bin/python"), "/opt/py/bin/python");
+  setenv("KVFUZZ_PYTHON", "/env/python", 1);
+  EXPECT_EQ(resolve_python(""), "/env/python");
+  EXPECT_EQ(resolve_python("/opt/py/bin/python"), "/opt/py/bin/python");
+  unsetenv("KVFUZZ_PYTHON");
+  EXPECT_NE(resolve_python(""), "/env/python");
+}
+
+TEST(PythonTargets, declareTheirDefaultsAndParseTheirArgument) {
+  bool interp = false, fp8hw = false;
+  for (const TargetInfo& t : list_targets()) {
+    if (t.name == "triton-interp") interp = t.default_tolerance == "exact" && t.default_timeout_s == 600 && !t.needs_gpu;
+    if (t.name == "triton-interp-fp8hw") {
+      const auto p = parse_tolerance(t.default_tolerance);
+      fp8hw = p && p->rule_for(DType::fp8_e4m3).kind == TolerancePolicy::Kind::ulp && p->rule_for(DType::fp8_e4m3).ulps == 8 &&
+              p->rule_for(DType::fp8_e5m2).ulps == 4 && p->rule_for(DType::int8).kind == TolerancePolicy::Kind::exact;
+    }
+  }
+  EXPECT_TRUE(interp);
+  EXPECT_TRUE(fp8hw);
+  EXPECT_EQ(make_target("python:pkg.mod:fn")->info().name, "python:pkg.mod:fn");
+  EXPECT_TRUE(make_target("python-cuda:pkg.mod:fn")->info().needs_gpu);
+  EXPECT_FALSE(make_target("python-numpy:dir/file.py:fn")->info().needs_gpu);
+  for (const char* bad : {"python:pkg.mod", "python:pkg.mod:", "python-numpy::fn"}) EXPECT_THROW(make_target(bad), InputError) << bad;
+}
+
+}  // namespace
+}  // namespace kvf
