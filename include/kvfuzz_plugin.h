@@ -81,7 +81,9 @@ typedef enum kvfz_rounding {
 } kvfz_rounding;
 
 /* Optional features (bits of kvfz_capabilities.features). A case needing a feature the plugin
- * does not declare is never sent to it. */
+ * does not declare is never sent to it. Slots >= capacity and padding slots other than -1 are part
+ * of the contract and always sent; without KVFZ_FEATURE_INVALID_SLOT_COUNTER, invalid_slots is NULL
+ * (the slots must still never be written) and the counter is not checked. */
 #define KVFZ_FEATURE_FUSED_QKV 1u          /* key/value are views into one QKV buffer (stride_token > H*D) */
 #define KVFZ_FEATURE_STRIDED_INPUT 2u      /* any input strides (gaps between rows and heads) */
 #define KVFZ_FEATURE_PADDED_CACHE 4u       /* cache strides with gaps (stride_head > D, ...) */
@@ -154,19 +156,30 @@ typedef struct kvfz_capabilities {
   int32_t rounding;                   /* kvfz_rounding */
 } kvfz_capabilities;
 
-/* Exported by every plugin (visibility default, C linkage). */
+/* Exported by every plugin (visibility default, C linkage). The declarations carry
+ * KVFUZZ_PLUGIN_EXPORT, so a plugin compiled with -fvisibility=hidden (recommended: its own copies
+ * of common symbols then never bind to another library's) still exports exactly these three. */
+#if defined(_WIN32)
+#define KVFUZZ_PLUGIN_EXPORT __declspec(dllexport)
+#else
+#define KVFUZZ_PLUGIN_EXPORT __attribute__((visibility("default")))
+#endif
 
 /* Must return KVFUZZ_PLUGIN_ABI_VERSION as the plugin was compiled. */
-uint32_t kvfuzz_plugin_abi_version(void);
+KVFUZZ_PLUGIN_EXPORT uint32_t kvfuzz_plugin_abi_version(void);
 
 /* Fills *caps. Returns 0, or nonzero if the plugin cannot run here (it may write a reason of at
- * most error_size bytes, NUL-terminated, into error). device is the CUDA device index (--device). */
-int kvfuzz_plugin_query(kvfz_capabilities* caps, int device, char* error, size_t error_size);
+ * most error_size bytes, NUL-terminated, into error). device is the CUDA device index (--device).
+ * kvfuzz calls it once in a short-lived probe process (to plan the campaign) and once in each
+ * worker process before the first append; it must be cheap and must not depend on earlier calls. */
+KVFUZZ_PLUGIN_EXPORT int kvfuzz_plugin_query(kvfz_capabilities* caps, int device, char* error, size_t error_size);
 
 /* Runs one append. Returns 0 when the kernel was launched (device plugins may return before it
  * finishes; kvfuzz synchronises), nonzero when the call was refused (a `launch_error` finding;
- * write the reason into error). Must not keep pointers past the call. */
-int kvfuzz_plugin_append(const kvfz_append_args* args, char* error, size_t error_size);
+ * write the reason into error). Must not keep pointers past the call. Device plugins are called
+ * with `device` current (cudaSetDevice) and should launch on args->stream; kvfuzz then calls
+ * cudaDeviceSynchronize(), so work on other streams is waited for too. */
+KVFUZZ_PLUGIN_EXPORT int kvfuzz_plugin_append(const kvfz_append_args* args, char* error, size_t error_size);
 
 #ifdef __cplusplus
 } /* extern "C" */

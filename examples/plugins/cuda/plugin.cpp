@@ -1,0 +1,150 @@
+// plugin.cpp — kernels/cuda exported through the kvfuzz plugin C ABI (include/kvfuzz_plugin.h).
+//
+// One adapter source, parameterised by the kernel source directory D (which must hold kv_append.h,
+// kv_append.cuh, kv_layout.cuh and kv_append_emu.cpp / kv_append.cu):
+//   host build:   this file + D/kv_append_emu.cpp, the kernel's body on the CPU grid emulator
+//                 (host pointers), exactly what the cuda-emu target runs;
+//   device build: this file compiled with -DKVFUZZ_PLUGIN_DEVICE + D/kv_append.cu (nvcc), the kernel
+//                 on the GPU (device pointers, the stream kvfuzz passes).
+// The host build by hand (examples/plugins/CMakeLists.txt does the same; kvfuzz selftest builds
+// mutated copies of kernels/cuda this way):
+//   c++ -std=c++20 -O2 -shared -fPIC -fvisibility=hidden -fvisibility-inlines-hidden -ID
+//       -isystem /usr/local/cuda/include -Iinclude examples/plugins/cuda/plugin.cpp D/kv_append_emu.cpp -o X.so
+// Hidden visibility matters: the plugin's kvf:: functions must bind to its own (possibly mutated)
+// kernel, never to another copy in the process. Only the three kvfuzz_plugin_* functions are exported.
+#include <cstdio>
+#include <cstring>
+
+#include "kv_append.cuh"
+#include "kv_append.h"
+#include "kvfuzz_plugin.h"
+#if defined(KVFUZZ_PLUGIN_DEVICE)
+#include "kv_append_cuda.h"
+#endif
+
+namespace {
+
+using kvf::DType;
+using kvf::IndexType;
+using kvf::ScaleKind;
+
+// The ABI's enums are the kernel's enums, value for value, so a cast converts them.
+static_assert(KVFZ_F16 == static_cast<int>(DType::f16) && KVFZ_BF16 == static_cast<int>(DType::bf16) &&
+              KVFZ_F32 == static_cast<int>(DType::f32) && KVFZ_FP8_E4M3 == static_cast<int>(DType::fp8_e4m3) &&
+              KVFZ_FP8_E5M2 == static_cast<int>(DType::fp8_e5m2) && KVFZ_INT8 == static_cast<int>(DType::int8));
+static_assert(KVFZ_I32 == static_cast<int>(IndexType::i32) && KVFZ_I64 == static_cast<int>(IndexType::i64));
+static_assert(KVFZ_SCALE_NONE == static_cast<int>(ScaleKind::none) &&
+              KVFZ_SCALE_PER_TENSOR == static_cast<int>(ScaleKind::per_tensor) &&
+              KVFZ_SCALE_PER_HEAD == static_cast<int>(ScaleKind::per_head) &&
+              KVFZ_SCALE_PER_BLOCK == static_cast<int>(ScaleKind::per_block) &&
+              KVFZ_SCALE_PER_TOKEN_HEAD == static_cast<int>(ScaleKind::per_token_head));
+
+// The rounding convention it declares; kernels/cuda rounds exactly as the contract says. Tests build
+// a mutant that truncates int8 with -DKVFUZZ_PLUGIN_ROUNDING=KVFZ_ROUNDING_WITHIN_1ULP.
+#if !defined(KVFUZZ_PLUGIN_ROUNDING)
+#define KVFUZZ_PLUGIN_ROUNDING KVFZ_ROUNDING_EXACT
+#endif
+
+#if defined(KVFUZZ_PLUGIN_DEVICE)
+constexpr int32_t kMemory = KVFZ_MEMORY_DEVICE;
+constexpr const char* kName = "kernels-cuda-device";
+constexpr const char* kDescription = "kernels/cuda/kv_append.cu on the GPU, through the plugin ABI";
+#else
+constexpr int32_t kMemory = KVFZ_MEMORY_HOST;
+constexpr const char* kName = "kernels-cuda-emu";
+constexpr const char* kDescription = "kernels/cuda/kv_append.cuh on the CPU grid emulator, through the plugin ABI";
+#endif
+
+void set_error(char* error, size_t size, const char* text) {
+  if (error != nullptr && size > 0) std::snprintf(error, size, "%s", text);
+}
+
+kvf::CacheGeometry geometry(const kvfz_cache_geometry& g) {
+  return kvf::CacheGeometry{g.num_blocks, g.block_size, g.stride_block, g.stride_pos, g.stride_head};
+}
+
+// The kernel's parameters from one ABI call: a field-by-field copy.
+kvf::KvAppendParams params(const kvfz_append_args& a) {
+  kvf::KvAppendParams p;
+  p.key = a.key;
+  p.value = a.value;
+  p.key_stride_token = a.key_stride_token;
+  p.key_stride_head = a.key_stride_head;
+  p.value_stride_token = a.value_stride_token;
+  p.value_stride_head = a.value_stride_head;
+  p.slot_mapping = a.slot_mapping;
+  p.slot_type = static_cast<IndexType>(a.slot_type);
+  p.num_slots = a.num_slots;
+  p.num_input_rows = a.num_input_rows;
+  p.k_cache = a.k_cache;
+  p.v_cache = a.v_cache;
+  p.cache = geometry(a.cache);
+  p.num_heads = a.num_heads;
+  p.head_dim = a.head_dim;
+  p.input_dtype = static_cast<DType>(a.input_dtype);
+  p.cache_dtype = static_cast<DType>(a.cache_dtype);
+  p.invalid_slots = a.invalid_slots;
+  p.scale_kind = static_cast<ScaleKind>(a.scale_kind);
+  p.k_scale = a.k_scale;
+  p.v_scale = a.v_scale;
+  p.k_scale_cache = a.k_scale_cache;
+  p.v_scale_cache = a.v_scale_cache;
+  p.scale_cache = geometry(a.scale_cache);
+  return p;
+}
+
+}  // namespace
+
+extern "C" {
+
+uint32_t kvfuzz_plugin_abi_version(void) { return KVFUZZ_PLUGIN_ABI_VERSION; }
+
+int kvfuzz_plugin_query(kvfz_capabilities* caps, int device, char* error, size_t error_size) {
+#if defined(KVFUZZ_PLUGIN_DEVICE)
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || device >= count) {
+    set_error(error, error_size, "no such CUDA device (is an NVIDIA driver installed?)");
+    return 1;
+  }
+#else
+  (void)device;
+  (void)error;
+  (void)error_size;
+#endif
+  caps->memory = kMemory;
+  caps->name = kName;
+  caps->description = kDescription;
+  caps->layouts = (1u << KVFZ_LAYOUT_PAGED_NHD) | (1u << KVFZ_LAYOUT_PAGED_HND) | (1u << KVFZ_LAYOUT_CONTIGUOUS_BSHD) |
+                  (1u << KVFZ_LAYOUT_CONTIGUOUS_BHSD) | (1u << KVFZ_LAYOUT_PACKED_KV_NHD);
+  caps->input_dtypes = (1u << KVFZ_F16) | (1u << KVFZ_BF16) | (1u << KVFZ_F32);
+  caps->cache_dtypes = caps->input_dtypes | (1u << KVFZ_FP8_E4M3) | (1u << KVFZ_FP8_E5M2) | (1u << KVFZ_INT8);
+  caps->scale_kinds = (1u << KVFZ_SCALE_NONE) | (1u << KVFZ_SCALE_PER_TENSOR) | (1u << KVFZ_SCALE_PER_HEAD) |
+                      (1u << KVFZ_SCALE_PER_BLOCK) | (1u << KVFZ_SCALE_PER_TOKEN_HEAD);
+  caps->slot_types = (1u << KVFZ_I32) | (1u << KVFZ_I64);
+  caps->features = KVFZ_FEATURE_FUSED_QKV | KVFZ_FEATURE_STRIDED_INPUT | KVFZ_FEATURE_PADDED_CACHE |
+                   KVFZ_FEATURE_GRAPH_PADDING_ROWS | KVFZ_FEATURE_INVALID_SLOT_COUNTER | KVFZ_FEATURE_UNALIGNED;
+  caps->rounding = KVFUZZ_PLUGIN_ROUNDING;  // min/max head_dim, heads, block size: no limits (0)
+  return 0;
+}
+
+int kvfuzz_plugin_append(const kvfz_append_args* args, char* error, size_t error_size) {
+  if (args->struct_size < sizeof(kvfz_append_args)) {
+    set_error(error, error_size, "kvfz_append_args is smaller than this plugin's ABI version expects");
+    return 1;
+  }
+  const kvf::KvAppendParams p = params(*args);
+#if defined(KVFUZZ_PLUGIN_DEVICE)
+  const cudaError_t e = kvf::kv_append_cuda(p, static_cast<cudaStream_t>(args->stream));
+  if (e != cudaSuccess) {
+    set_error(error, error_size, cudaGetErrorString(e));
+    return 1;
+  }
+  return 0;
+#else
+  if (kvf::kv_append_emu(p) == kvf::LaunchStatus::ok) return 0;
+  set_error(error, error_size, "the kernel has no specialisation for this dtype combination");
+  return 1;
+#endif
+}
+
+}  // extern "C"

@@ -1,0 +1,228 @@
+// capabilities.cpp — see capabilities.h.
+#include "capabilities.h"
+
+#include <algorithm>
+#include <initializer_list>
+#include <type_traits>
+
+#include "../case/errors.h"
+#include "generate.h"
+#include "materialize.h"
+#include "rng.h"
+
+namespace kvf {
+namespace {
+
+template <typename E>
+bool has(uint32_t bits, E value) {
+  const auto i = static_cast<unsigned>(value);
+  return i < 32 && ((bits >> i) & 1u) != 0;
+}
+
+bool nhd_like(Layout l) { return l == Layout::paged_nhd || l == Layout::contiguous_bshd || l == Layout::packed_kv_nhd; }
+
+// The strides of a cache with no gaps: [nb, bs, H, D] (NHD-like; packed K/V doubles the block),
+// [nb, H, bs, D] (HND-like). `dim` is 1 for scale caches (one fp32 per (block, pos, head)).
+bool dense(const CacheGeometry& g, Layout layout, int64_t heads, int64_t dim, bool packed_kv) {
+  const int64_t bs = g.block_size;
+  if (nhd_like(layout))
+    return g.stride_head == dim && g.stride_pos == heads * dim && g.stride_block == (packed_kv ? 2 : 1) * bs * heads * dim;
+  return g.stride_pos == dim && g.stride_head == bs * dim && g.stride_block == heads * bs * dim;
+}
+
+bool aligned16(int64_t elem_offset, int elem_size) { return (elem_offset * elem_size) % 16 == 0; }
+
+std::string str(std::string_view s) { return std::string(s); }
+
+}  // namespace
+
+std::string outside_reason(const Case& c, const Capabilities& k) {
+  if (!has(k.layouts, c.layout)) return "layout " + str(to_string(c.layout));
+  if (!has(k.input_dtypes, c.input_dtype)) return "input dtype " + str(to_string(c.input_dtype));
+  if (!has(k.cache_dtypes, c.cache_dtype)) return "cache dtype " + str(to_string(c.cache_dtype));
+  if (!has(k.scale_kinds, c.scale_kind)) return "scale kind " + str(to_string(c.scale_kind));
+  if (k.same_input_cache_dtype && !is_quantized(c.cache_dtype) && c.cache_dtype != c.input_dtype)
+    return "float cache of another dtype than the input";
+  if (!has(k.slot_dtypes, c.slot_dtype)) return "slot dtype " + str(to_string(c.slot_dtype));
+  if (k.min_head_dim > 0 && c.head_dim < k.min_head_dim) return "head_dim below " + std::to_string(k.min_head_dim);
+  if (k.max_head_dim > 0 && c.head_dim > k.max_head_dim) return "head_dim above " + std::to_string(k.max_head_dim);
+  if (k.head_dim_multiple > 1 && c.head_dim % k.head_dim_multiple != 0)
+    return "head_dim not a multiple of " + std::to_string(k.head_dim_multiple);
+  if (k.max_num_heads > 0 && c.num_heads > k.max_num_heads) return "num_heads above " + std::to_string(k.max_num_heads);
+  const int64_t bs = c.cache.block_size;
+  if (k.max_block_size > 0 && bs > k.max_block_size) return "block_size above " + std::to_string(k.max_block_size);
+  if (k.block_size_pow2_only && (bs <= 0 || (bs & (bs - 1)) != 0)) return "block_size not a power of two";
+
+  const int64_t H = c.num_heads, D = c.head_dim;
+  const bool fused = c.num_q_heads > 0;
+  if (fused && !k.fused_qkv) return "fused QKV input";
+  const int64_t dense_row = fused ? (int64_t{c.num_q_heads} + 2 * H) * D : H * D;
+  for (const InputView* v : {&c.key, &c.value})
+    if (!k.strided_input && (v->stride_head != D || v->stride_token != dense_row)) return "strided input";
+  const bool packed = c.layout == Layout::packed_kv_nhd;
+  if (!k.padded_cache && !dense(c.cache, c.layout, H, D, packed)) return "padded cache strides";
+  if (!k.padded_cache && c.scale_kind == ScaleKind::per_token_head && !dense(c.scale_cache, c.layout, H, 1, false))
+    return "padded scale cache strides";
+  if (!k.graph_padding_rows && c.num_input_rows > c.num_slots()) return "graph padding rows";
+  if (!k.unaligned) {
+    const int in = dtype_size(c.input_dtype), cache = dtype_size(c.cache_dtype);
+    bool ok = aligned16(c.key.offset, in) && aligned16(c.value.offset, in) && aligned16(c.cache_k_offset, cache) &&
+              aligned16(c.cache_v_offset, cache);
+    if (c.scale_kind == ScaleKind::per_token_head) ok = ok && aligned16(c.scale_k_offset, 4) && aligned16(c.scale_v_offset, 4);
+    if (!ok) return "base pointer not 16-byte aligned";
+  }
+  return "";
+}
+
+namespace {
+
+template <typename T, typename Keep>
+Weighted<T> keep_if(const Weighted<T>& w, Keep keep) {
+  Weighted<T> out;
+  for (size_t i = 0; i < w.values.size(); ++i) {
+    if (!keep(w.values[i])) continue;
+    out.values.push_back(w.values[i]);
+    out.weights.push_back(w.weights[i]);
+  }
+  return out;
+}
+
+template <typename T>
+bool any_weight(const Weighted<T>& w) {
+  return std::any_of(w.weights.begin(), w.weights.end(), [](int x) { return x > 0; });
+}
+
+template <typename T>
+std::string names(const Weighted<T>& w) {
+  std::string out;
+  for (const T& v : w.values) {
+    if constexpr (std::is_integral_v<T>) {
+      out += (out.empty() ? "" : ", ") + std::to_string(v);
+    } else {
+      out += (out.empty() ? "" : ", ") + str(to_string(v));
+    }
+  }
+  return out.empty() ? "none" : out;
+}
+
+// The restricted list must keep a value the generator can draw (weight > 0).
+template <typename T>
+void require(const Profile& p, const Weighted<T>& full, const Weighted<T>& kept, const std::string& dimension,
+             const std::string& supported) {
+  if (any_weight(kept)) return;
+  throw InputError("", "", "profile \"" + p.name + "\" has no " + dimension + " the target supports (profile: " +
+                               names(full) + "; target: " + supported + "); choose a profile (--config) that has one");
+}
+
+template <typename E>
+std::string bit_names(uint32_t bits, std::initializer_list<E> all) {
+  std::string out;
+  for (E e : all)
+    if (has(bits, e)) out += (out.empty() ? "" : ", ") + str(to_string(e));
+  return out.empty() ? "none" : out;
+}
+
+std::string limits_text(int32_t lo, int32_t hi, int32_t multiple) {
+  std::string out = lo > 0 ? ">= " + std::to_string(lo) : "";
+  if (hi > 0) out += (out.empty() ? "" : ", ") + ("<= " + std::to_string(hi));
+  if (multiple > 1) out += (out.empty() ? "" : ", ") + ("multiples of " + std::to_string(multiple));
+  return out;
+}
+
+constexpr std::initializer_list<Layout> kLayouts = {Layout::paged_nhd, Layout::paged_hnd, Layout::contiguous_bshd,
+                                                    Layout::contiguous_bhsd, Layout::packed_kv_nhd};
+constexpr std::initializer_list<DType> kDTypes = {DType::f16, DType::bf16, DType::f32,
+                                                  DType::fp8_e4m3, DType::fp8_e5m2, DType::int8};
+constexpr std::initializer_list<ScaleKind> kScaleKinds = {ScaleKind::none, ScaleKind::per_tensor, ScaleKind::per_head,
+                                                          ScaleKind::per_block, ScaleKind::per_token_head};
+constexpr std::initializer_list<IndexType> kIndexTypes = {IndexType::i32, IndexType::i64};
+
+}  // namespace
+
+Profile restrict_profile(const Profile& p, const Capabilities& k) {
+  Profile r = p;
+  r.layouts = keep_if(p.layouts, [&](Layout l) { return has(k.layouts, l); });
+  require(p, p.layouts, r.layouts, "layout", bit_names(k.layouts, kLayouts));
+  r.input_dtypes = keep_if(p.input_dtypes, [&](DType t) { return has(k.input_dtypes, t); });
+  require(p, p.input_dtypes, r.input_dtypes, "input dtype", bit_names(k.input_dtypes, kDTypes));
+  r.slot_dtypes = keep_if(p.slot_dtypes, [&](IndexType t) { return has(k.slot_dtypes, t); });
+  require(p, p.slot_dtypes, r.slot_dtypes, "slot dtype", bit_names(k.slot_dtypes, kIndexTypes));
+  r.num_heads = keep_if(p.num_heads, [&](int32_t h) { return k.max_num_heads <= 0 || h <= k.max_num_heads; });
+  require(p, p.num_heads, r.num_heads, "head count", limits_text(0, k.max_num_heads, 0));
+  r.block_sizes = keep_if(p.block_sizes, [&](int32_t bs) {
+    return (k.max_block_size <= 0 || bs <= k.max_block_size) && (!k.block_size_pow2_only || (bs & (bs - 1)) == 0);
+  });
+  require(p, p.block_sizes, r.block_sizes, "block size",
+          limits_text(0, k.max_block_size, 0) + (k.block_size_pow2_only ? " (powers of two)" : ""));
+
+  // Cache dtypes and quantisation: which of the three kinds of case (profile.h) remain possible.
+  r.cache_dtypes = keep_if(p.cache_dtypes, [&](DType t) { return has(k.cache_dtypes, t); });
+  r.scale_kinds = keep_if(p.scale_kinds, [&](ScaleKind s) { return has(k.scale_kinds, s); });
+  const bool float_caches = has(k.scale_kinds, ScaleKind::none);
+  const bool cross_ok = float_caches && !k.same_input_cache_dtype &&
+                        any_weight(keep_if(r.cache_dtypes, [](DType t) { return !is_quantized(t); }));
+  const bool quant_ok = any_weight(keep_if(r.cache_dtypes, [](DType t) { return is_quantized(t); })) && any_weight(r.scale_kinds);
+  const bool copy_ok = float_caches && any_weight(keep_if(r.input_dtypes, [&](DType t) { return has(k.cache_dtypes, t); }));
+  // The three kinds' shares, impossible ones zeroed and the rest scaled to fill 100 (a profile of
+  // quantised cases only stays that: it does not become a campaign of copies).
+  const int copy = copy_ok ? 100 - p.cross_dtype_percent - p.quant_percent : 0;
+  const int cross = cross_ok ? p.cross_dtype_percent : 0;
+  const int quant = quant_ok ? p.quant_percent : 0;
+  const int total = copy + cross + quant;
+  if (total == 0)
+    throw InputError("", "", "profile \"" + p.name + "\" generates no cache the target supports (target: cache dtypes " +
+                                 bit_names(k.cache_dtypes, kDTypes) + ", scale kinds " + bit_names(k.scale_kinds, kScaleKinds) +
+                                 (k.same_input_cache_dtype ? ", float caches of the input's dtype only" : "") +
+                                 "); choose a profile (--config) whose cases it supports");
+  r.cross_dtype_percent = cross * 100 / total;
+  r.quant_percent = copy == 0 ? 100 - r.cross_dtype_percent : quant * 100 / total;
+
+  // Without unaligned base pointers, head dims whose rows are not whole 16-byte units would put the V
+  // tensor (or fused views) at unaligned addresses in most cases.
+  int smallest = 4;
+  for (DType t : r.input_dtypes.values) smallest = std::min(smallest, dtype_size(t));
+  if (r.quant_percent > 0 || r.cross_dtype_percent > 0)
+    for (DType t : r.cache_dtypes.values) smallest = std::min(smallest, dtype_size(t));
+  r.head_dims = keep_if(p.head_dims, [&](int32_t d) {
+    return (k.min_head_dim <= 0 || d >= k.min_head_dim) && (k.max_head_dim <= 0 || d <= k.max_head_dim) &&
+           (k.head_dim_multiple <= 1 || d % k.head_dim_multiple == 0) && (k.unaligned || (d * smallest) % 16 == 0);
+  });
+  require(p, p.head_dims, r.head_dims, "head_dim",
+          limits_text(k.min_head_dim, k.max_head_dim, k.head_dim_multiple) +
+              (k.unaligned ? "" : " (without unaligned pointers: rows of whole 16-byte units)"));
+
+  if (!k.fused_qkv) r.fused_qkv_percent = 0;
+  if (!(k.strided_input && k.padded_cache && k.unaligned)) r.irregular_percent = 0;  // gaps and odd base offsets
+  if (!k.graph_padding_rows) r.max_extra_input_rows = 0;
+  return r;
+}
+
+CaseSource::CaseSource(const Profile& profile, const std::optional<Capabilities>& caps)
+    : profile_(profile), caps_(caps), restricted_(caps ? restrict_profile(profile, *caps) : profile) {}
+
+std::string CaseSource::outside_reason(const Case& c) const { return caps_ ? kvf::outside_reason(c, *caps_) : ""; }
+
+DrawnCase CaseSource::draw(uint64_t seed, int64_t index) const {
+  DrawnCase d;
+  d.genotype = generate_case(profile_, seed, index);
+  d.kase = materialize(d.genotype);
+  d.outside = outside_reason(d.kase);
+  if (d.outside.empty()) return d;
+  // Redraws from the restricted profile, each from its own seed so that a constraint the profile
+  // cannot express (a contiguous cache's block size) gets several chances.
+  constexpr int kRedraws = 8;
+  constexpr uint64_t kRedrawSalt = 0x726564726177ull;  // "redraw"
+  for (int attempt = 0; attempt < kRedraws; ++attempt) {
+    Genotype g = generate_case(restricted_, mix64(seed ^ mix64(kRedrawSalt + static_cast<uint64_t>(attempt))), index);
+    Case c = materialize(g);
+    if (outside_reason(c).empty()) {
+      d.genotype = std::move(g);
+      d.kase = std::move(c);
+      return d;
+    }
+  }
+  d.skipped = true;
+  return d;
+}
+
+}  // namespace kvf

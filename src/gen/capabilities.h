@@ -1,0 +1,82 @@
+// capabilities.h — what a target's kernel supports, and how campaigns stay inside it.
+//
+// kvfuzz's own targets run every case the generator makes. A plugin (targets/plugin/) declares what
+// its kernel supports (kvfz_capabilities, include/kvfuzz_plugin.h), and a campaign on it only sends
+// cases inside that:
+//   1. case i is drawn from the profile as on any target (same seed, same case);
+//   2. if it is outside the capabilities, the reason is counted (the run summary's "skipped N
+//      cases: ...") and case i is drawn again, from the profile restricted to the capabilities
+//      (restrict_profile: unsupported values removed, features switched off);
+//   3. if that draw is outside too (something the profile cannot express, e.g. the block size of a
+//      contiguous cache, which is its longest sequence), case i is not run.
+// The shrinker only takes candidates inside the capabilities, so a minimal case is one the kernel
+// claims to support.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "../case/case.h"
+#include "genotype.h"
+#include "profile.h"
+
+namespace kvf {
+
+// Limits 0 mean "no limit"; bit sets are indexed by the enum's value (1u << value).
+struct Capabilities {
+  uint32_t layouts = ~0u;       // bits 1 << Layout
+  uint32_t input_dtypes = ~0u;  // bits 1 << DType (f16, bf16, f32)
+  uint32_t cache_dtypes = ~0u;  // bits 1 << DType
+  uint32_t scale_kinds = ~0u;   // bits 1 << ScaleKind; `none` for float caches
+  uint32_t slot_dtypes = ~0u;   // bits 1 << IndexType
+  bool fused_qkv = true;            // key/value as views into one fused QKV row
+  bool strided_input = true;        // input head/row strides other than dense
+  bool padded_cache = true;         // cache (and scale cache) strides other than the layout's dense ones
+  bool graph_padding_rows = true;   // num_input_rows > num_slots
+  bool unaligned = true;            // base pointers not 16-byte aligned
+  bool same_input_cache_dtype = false;  // float caches only of the input's dtype (a bit copy)
+  int32_t min_head_dim = 0, max_head_dim = 0;  // inclusive
+  int32_t head_dim_multiple = 0;    // head_dim % this == 0 (0 or 1: any)
+  int32_t max_num_heads = 0;
+  int32_t max_block_size = 0;
+  bool block_size_pow2_only = false;
+};
+
+// Why case `c` is outside `caps` ("layout packed_kv_nhd", "head_dim not a multiple of 8", ...; one
+// short reason, the same text for every case failing the same way, so reasons can be counted), or ""
+// when the kernel supports it.
+std::string outside_reason(const Case& c, const Capabilities& caps);
+
+// `profile` with every value outside `caps` removed from its lists and every unsupported feature's
+// share set to 0. When the copy kind (cache dtype = input dtype) is impossible, the cross-dtype and
+// quantised shares are scaled to fill 100. Throws InputError naming the profile, the dimension and
+// both sides when a dimension has no supported value left (nothing could be generated).
+Profile restrict_profile(const Profile& profile, const Capabilities& caps);
+
+// One case of a campaign on a target with capabilities (see the file comment).
+struct DrawnCase {
+  Genotype genotype;    // what runs (the profile's draw, or the restricted profile's)
+  Case kase;            // materialize(genotype)
+  std::string outside;  // why the profile's case was outside the capabilities; "" = it runs as drawn
+  bool skipped = false; // the restricted draw was outside too: nothing runs
+};
+
+// Where a campaign takes its cases: the profile, kept inside a target's capabilities if it has any.
+class CaseSource {
+ public:
+  // Throws InputError (restrict_profile) when the profile and the capabilities have nothing in common.
+  CaseSource(const Profile& profile, const std::optional<Capabilities>& caps);
+
+  DrawnCase draw(uint64_t seed, int64_t index) const;
+  // "" when case `c` is inside the capabilities (always, without capabilities); else why not.
+  std::string outside_reason(const Case& c) const;
+  const Profile& profile() const { return profile_; }
+
+ private:
+  Profile profile_;
+  std::optional<Capabilities> caps_;
+  Profile restricted_;  // profile_ restricted to caps_ (unused without capabilities)
+};
+
+}  // namespace kvf

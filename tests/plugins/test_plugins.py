@@ -1,0 +1,240 @@
+"""End-to-end tests of `--target plugin:PATH.so` (issue 10; run by ctest as e2e.plugins).
+
+The plugins are built by examples/plugins and tests/plugins into $KVFUZZ_PLUGIN_DIR:
+  naive.so                      examples/plugins/naive/naive.c (host, same-dtype float caches, paged only)
+  naive-mutant-padding.so       naive.c with slot -1 not skipped
+  kvfuzz_cuda_plugin.so         kernels/cuda on the CPU emulator, through the ABI
+  kvfuzz_cuda_plugin_device.so  kernels/cuda on the GPU (DeviceBuild; `python3 test_plugins.py --gpu`)
+  broken-*.so                   tests/plugins/broken_plugin.c: one rule of the ABI broken each
+Exit codes: 0 clean, 1 findings, 2 bad input (no such plugin file), 3 plugin not usable here.
+"""
+import json
+import os
+import pathlib
+import re
+import subprocess
+import sys
+import tempfile
+import unittest
+
+BIN = os.environ.get("KVFUZZ_BIN", "kvfuzz")
+PLUGINS = pathlib.Path(os.environ.get("KVFUZZ_PLUGIN_DIR", "."))
+SKIPPED_LINE = re.compile(r"^kvfuzz: skipped (\d+) cases? outside the target's capabilities \((.*)\); (\d+) replaced", re.M)
+
+
+def kvfuzz(*args, timeout=600, **kw):
+    return subprocess.run([BIN, *map(str, args)], capture_output=True, text=True, timeout=timeout, **kw)
+
+
+def plugin(name):
+    path = PLUGINS / name
+    if not path.exists():  # built with the project (ALL); a missing one is a broken build, not a skip
+        raise FileNotFoundError(f"{path} was not built (cmake --build BUILD --target {path.stem})")
+    return f"plugin:{path}"
+
+
+def last_line(text):
+    lines = text.strip().splitlines()
+    return lines[-1] if lines else ""
+
+
+class ExamplePlugins(unittest.TestCase):
+    def test_naive_plugin_passes_and_says_what_it_skipped(self):
+        # naive.c declares paged NHD/HND and same-dtype float caches only: drawn cases outside that
+        # are counted by reason and replaced; none of them reaches the plugin (it would refuse them:
+        # a launch_error, i.e. a failure).
+        with tempfile.TemporaryDirectory() as d:
+            summary = pathlib.Path(d) / "s.json"
+            p = kvfuzz("run", "--target", plugin("naive.so"), "--cases", 1000, "--seed", 5, "--json", summary,
+                       "--corpus-out", pathlib.Path(d) / "found")
+            self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+            s = json.loads(summary.read_text())
+            skipped = s["skipped"]
+            self.assertEqual(last_line(p.stdout), f"kvfuzz: {1000 - skipped['not_run']} passed, 0 failed")
+            self.assertGreater(skipped["cases"], 100)  # the default profile is ~45% inside naive's capabilities
+            self.assertEqual(sum(skipped["reasons"].values()), skipped["cases"])
+            allowed = {"layout contiguous_bshd", "layout contiguous_bhsd", "layout packed_kv_nhd",
+                       "float cache of another dtype than the input",
+                       "cache dtype fp8_e4m3", "cache dtype fp8_e5m2", "cache dtype int8"}
+            self.assertLessEqual(set(skipped["reasons"]), allowed)
+            self.assertIn("layout packed_kv_nhd", skipped["reasons"])
+            m = SKIPPED_LINE.search(p.stdout)
+            self.assertIsNotNone(m, p.stdout)
+            self.assertEqual(int(m.group(1)), skipped["cases"])
+            self.assertIn(f"layout packed_kv_nhd: {skipped['reasons']['layout packed_kv_nhd']}", m.group(2))
+
+    def test_replaying_the_corpus_on_the_naive_plugin_skips_what_it_does_not_support(self):
+        corpus = pathlib.Path(__file__).resolve().parents[2] / "corpus"
+        files = len(list(corpus.rglob("*.json")))
+        with tempfile.TemporaryDirectory() as d:
+            summary = pathlib.Path(d) / "r.json"
+            p = kvfuzz("replay", corpus, "--target", plugin("naive.so"), "--json", summary)
+            self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+            s = json.loads(summary.read_text())
+            self.assertGreater(s["skipped"]["cases"], 0)
+            self.assertGreater(s["passed"], 0)
+            self.assertEqual(s["passed"] + s["skipped"]["cases"], files)
+            self.assertIn(f"kvfuzz: skipped {s['skipped']['cases']} case files outside the target's capabilities (",
+                          p.stdout)
+
+    def test_cuda_kernel_as_a_host_plugin_passes_the_cuda_emu_campaign(self):
+        # kernels/cuda through the ABI declares everything and exact rounding: nothing is skipped,
+        # and the campaign is the cuda-emu campaign of the same seed, case for case.
+        with tempfile.TemporaryDirectory() as d:
+            summary = pathlib.Path(d) / "s.json"
+            p = kvfuzz("run", "--target", plugin("kvfuzz_cuda_plugin.so"), "--cases", 1000, "--seed", 5,
+                       "--json", summary, "--corpus-out", pathlib.Path(d) / "found")
+            self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+            self.assertEqual(last_line(p.stdout), "kvfuzz: 1000 passed, 0 failed")
+            s = json.loads(summary.read_text())
+            self.assertEqual(s["skipped"]["cases"], 0)
+            self.assertEqual(s["tolerance"], "exact")
+            self.assertNotIn("skipped", p.stdout)
+
+
+class RoundingConvention(unittest.TestCase):
+    def test_declared_rounding_sets_the_default_tolerance_and_tolerance_overrides_it(self):
+        # cuda-int8-truncation-1ulp.so truncates int8 (1 ulp off) and says so (KVFZ_ROUNDING_WITHIN_1ULP).
+        src = pathlib.Path(__file__).resolve().parents[2]
+        target = plugin("cuda-int8-truncation-1ulp.so")
+        args = ("--target", target, "--config", src / "configs" / "quant.json", "--cases", 300, "--seed", 1)
+        with tempfile.TemporaryDirectory() as d:
+            summary = pathlib.Path(d) / "s.json"
+            p = kvfuzz("run", *args, "--json", summary, "--corpus-out", pathlib.Path(d) / "a")
+            self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+            self.assertIn("values checked ulp:1", p.stderr)
+            self.assertEqual(json.loads(summary.read_text())["tolerance"], "ulp:1")
+            p = kvfuzz("run", *args, "--tolerance", "exact", "--corpus-out", pathlib.Path(d) / "b")
+            self.assertEqual(p.returncode, 1, p.stdout + p.stderr)
+            self.assertRegex(p.stdout, r"FAIL case #\d+ -> wrong_value")
+
+
+class MutatedPlugin(unittest.TestCase):
+    def test_padding_mutant_is_caught_shrunk_reported_and_replayed(self):
+        mutant, clean = plugin("naive-mutant-padding.so"), plugin("naive.so")
+        with tempfile.TemporaryDirectory() as d:
+            found = pathlib.Path(d) / "found"
+            p = kvfuzz("run", "--target", mutant, "--cases", 1000, "--seed", 1, "--corpus-out", found)
+            self.assertEqual(p.returncode, 1, p.stdout + p.stderr)
+            self.assertRegex(p.stdout, r"kvfuzz: FAIL case #\d+ -> oob_write")
+            self.assertIn("padding_leak: padding row", p.stdout)  # the -1 row, named as such
+            self.assertRegex(p.stdout, r"shrunk: \d+ steps .* to 1 request")
+            self.assertRegex(last_line(p.stdout), r"^kvfuzz: \d+ passed, 1 failed$")
+            cases = sorted(found.glob("*.json"))
+            self.assertEqual(len(cases), 1)
+            case = json.loads(cases[0].read_text())
+            self.assertEqual(case["expect"], {"outcome": "fail", "finding_kind": "oob_write"})
+            self.assertEqual(case["provenance"]["target"], mutant)
+            self.assertTrue((found / (cases[0].stem + ".report") / "report.html").exists())
+            self.assertIn(f"kvfuzz replay {cases[0]} --target {mutant}", p.stdout)
+            # Replay: the mutant still fails as recorded (as expected: exit 0); the clean plugin passes it
+            # (not as expected: exit 1). The report re-runs it on the mutant.
+            self.assertEqual(kvfuzz("replay", cases[0], "--target", mutant).returncode, 0)
+            r = kvfuzz("replay", cases[0], "--target", clean)
+            self.assertEqual(r.returncode, 1)
+            self.assertIn("expected fail:oob_write, got pass", r.stdout)
+            rep = kvfuzz("report", cases[0], "--target", mutant, "-o", pathlib.Path(d) / "rep")
+            self.assertEqual(rep.returncode, 1, rep.stderr)
+            report = json.loads((pathlib.Path(d) / "rep" / "report.json").read_text())
+            self.assertEqual(report["schema"], "kvfuzz-report")
+
+
+class CrashingPlugin(unittest.TestCase):
+    def test_a_segfault_is_a_crash_finding_and_the_campaign_goes_on(self):
+        # broken-crash-on-head-dim-7.so writes through a null pointer when head_dim == 7 and is naive
+        # otherwise: each crash kills a worker, is a `crash` finding, and later cases still pass.
+        with tempfile.TemporaryDirectory() as d:
+            summary = pathlib.Path(d) / "s.json"
+            p = kvfuzz("run", "--target", plugin("broken-crash-on-head-dim-7.so"), "--cases", 200, "--seed", 2,
+                       "--keep-going", "--max-shrink-tries", 20, "--confirm-runs", 1, "--json", summary,
+                       "--corpus-out", pathlib.Path(d) / "found")
+            self.assertEqual(p.returncode, 1, p.stdout + p.stderr)
+            s = json.loads(summary.read_text())
+            self.assertGreater(s["failed"], 0)
+            self.assertGreater(s["passed"], 0)
+            self.assertEqual(s["passed"] + s["failed"], 200 - s["skipped"]["not_run"])
+            self.assertEqual(set(s["findings_by_kind"]), {"crash"})
+            self.assertIn("worker killed by signal 11", p.stdout)
+            for f in s["failures"]:
+                self.assertEqual(f["size"]["head_dim"], 7)
+            self.assertEqual(last_line(p.stdout), f"kvfuzz: {s['passed']} passed, {s['failed']} failed")
+
+
+class CapabilitiesKeepCasesInside(unittest.TestCase):
+    def test_no_case_outside_the_capabilities_reaches_the_plugin_not_even_while_shrinking(self):
+        # broken-strict-hnd-i32.so declares paged HND and i32 slots only, logs any call outside that,
+        # and refuses every case with 2+ heads (a launch_error). The shrinker's simplest layout and
+        # slot dtype (paged_nhd, i64) are outside: it must not run them.
+        with tempfile.TemporaryDirectory() as d:
+            violations = pathlib.Path(d) / "violations.txt"
+            found = pathlib.Path(d) / "found"
+            p = kvfuzz("run", "--target", plugin("broken-strict-hnd-i32.so"), "--cases", 300, "--seed", 4,
+                       "--corpus-out", found, env={**os.environ, "KVFUZZ_TEST_VIOLATIONS": str(violations)})
+            self.assertEqual(p.returncode, 1, p.stdout + p.stderr)
+            self.assertRegex(p.stdout, r"FAIL case #\d+ -> launch_error")
+            self.assertIn("two or more heads are not implemented", p.stdout)
+            self.assertRegex(p.stdout, r"shrunk: [1-9]\d* steps")
+            self.assertFalse(violations.exists(), violations.read_text() if violations.exists() else "")
+            case = json.loads(next(found.glob("*.json")).read_text())
+            self.assertEqual((case["cache"]["layout"], case["shape"]["slot_dtype"], case["shape"]["num_heads"]),
+                             ("paged_hnd", "i32", 2))
+
+
+class RefusedPlugins(unittest.TestCase):
+    def assert_refused(self, target, code, *needles):
+        p = kvfuzz("run", "--target", target, "--cases", 5, "--seed", 1)
+        self.assertEqual(p.returncode, code, p.stdout + p.stderr)
+        for needle in needles:
+            self.assertIn(needle, p.stderr)
+        self.assertNotIn("passed", p.stdout)  # nothing ran
+
+    def test_a_missing_file_is_bad_input(self):
+        self.assert_refused("plugin:/nonexistent/plugin.so", 2, "/nonexistent/plugin.so: no such file")
+        self.assert_refused("plugin:", 2, "needs an argument: plugin:PATH.so")
+
+    def test_a_file_that_is_not_a_shared_object_is_unusable(self):
+        with tempfile.TemporaryDirectory() as d:
+            fake = pathlib.Path(d) / "fake.so"
+            fake.write_text("not an ELF file\n")
+            self.assert_refused(f"plugin:{fake}", 3, "cannot load it", "shared object")
+
+    def test_another_abi_version_is_refused(self):
+        self.assert_refused(plugin("broken-abi-version-99.so"), 3, "built for plugin ABI version 99",
+                            "this kvfuzz speaks version 1", "rebuild it")
+
+    def test_a_missing_symbol_is_refused(self):
+        self.assert_refused(plugin("broken-no-append.so"), 3, "does not export kvfuzz_plugin_append")
+
+    def test_a_refused_query_is_unusable_with_its_reason(self):
+        self.assert_refused(plugin("broken-query-refuses.so"), 3, "kvfuzz_plugin_query refused to run here",
+                            "needs an accelerator this machine does not have")
+
+    def test_a_profile_with_nothing_the_plugin_supports_is_bad_input(self):
+        src = pathlib.Path(__file__).resolve().parents[2]
+        p = kvfuzz("run", "--target", plugin("naive.so"), "--config", src / "configs" / "quant.json", "--cases", 5)
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn('profile "quant" generates no cache the target supports', p.stderr)
+
+
+class DeviceBuild(unittest.TestCase):
+    """kernels/cuda through the ABI on the GPU (ctest gpu.plugin_device_build)."""
+
+    def test_device_plugin_campaign(self):
+        if not os.environ.get("KVFUZZ_GPU_TEST"):
+            self.skipTest("GPU test: run `python3 test_plugins.py --gpu`")
+        target = plugin("kvfuzz_cuda_plugin_device.so")
+        with tempfile.TemporaryDirectory() as d:
+            p = kvfuzz("run", "--target", target, "--cases", 1000, "--seed", 5,
+                       "--corpus-out", pathlib.Path(d) / "found")
+            if p.returncode == 3 and ("CUDA" in p.stderr or "driver" in p.stderr):
+                raise unittest.SkipTest("no usable GPU: " + p.stderr.strip())
+            self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+            self.assertEqual(last_line(p.stdout), "kvfuzz: 1000 passed, 0 failed")
+
+
+if __name__ == "__main__":
+    if "--gpu" in sys.argv:  # exit 77 (ctest SKIP_RETURN_CODE) when there is no GPU
+        os.environ["KVFUZZ_GPU_TEST"] = "1"
+        result = unittest.TextTestRunner(verbosity=2).run(unittest.defaultTestLoader.loadTestsFromTestCase(DeviceBuild))
+        sys.exit(1 if not result.wasSuccessful() else 77 if result.skipped else 0)
+    unittest.main()

@@ -1,0 +1,175 @@
+// capabilities_test.cpp — campaigns on a target with capabilities: outside_reason() per case,
+// restrict_profile(), and CaseSource drawing only supported cases and counting the rest.
+//
+//   ./build/tests/kvfuzz_gen_tests --gtest_filter='Capabilities*'
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "case/case_json.h"
+#include "case/errors.h"
+#include "gen/capabilities.h"
+#include "gen/generate.h"
+#include "gen/materialize.h"
+#include "gen/profile.h"
+
+namespace kvf {
+namespace {
+
+template <typename... E>
+uint32_t bits(E... values) {
+  return ((1u << static_cast<unsigned>(values)) | ...);
+}
+
+// examples/plugins/naive/naive.c: paged NHD/HND, same-dtype float caches, every feature.
+Capabilities naive() {
+  Capabilities k;
+  k.layouts = bits(Layout::paged_nhd, Layout::paged_hnd);
+  k.input_dtypes = k.cache_dtypes = bits(DType::f16, DType::bf16, DType::f32);
+  k.scale_kinds = bits(ScaleKind::none);
+  k.same_input_cache_dtype = true;
+  return k;
+}
+
+// A typical production kernel: f16/bf16 only, head_dim multiple of 16 up to 256, powers-of-two
+// blocks up to 64, fp8 e4m3 caches per tensor, aligned dense tensors only, no QKV views.
+Capabilities narrow() {
+  Capabilities k;
+  k.layouts = bits(Layout::paged_nhd, Layout::contiguous_bshd);
+  k.input_dtypes = bits(DType::f16, DType::bf16);
+  k.cache_dtypes = bits(DType::f16, DType::bf16, DType::fp8_e4m3);
+  k.scale_kinds = bits(ScaleKind::none, ScaleKind::per_tensor);
+  k.slot_dtypes = bits(IndexType::i64);
+  k.fused_qkv = k.strided_input = k.padded_cache = k.graph_padding_rows = k.unaligned = false;
+  k.same_input_cache_dtype = true;
+  k.head_dim_multiple = 16;
+  k.max_head_dim = 256;
+  k.max_block_size = 64;
+  k.block_size_pow2_only = true;
+  return k;
+}
+
+TEST(Capabilities, everythingAdmitsEveryGeneratedCase) {
+  const Profile p = default_profile();
+  for (int64_t i = 0; i < 300; ++i) EXPECT_EQ(outside_reason(materialize(generate_case(p, 3, i)), Capabilities{}), "");
+}
+
+TEST(Capabilities, outsideReasonNamesTheFirstUnsupportedProperty) {
+  Genotype g;
+  g.layout = Layout::packed_kv_nhd;
+  g.requests = {{3, 2}};
+  EXPECT_EQ(outside_reason(materialize(g), naive()), "layout packed_kv_nhd");
+  g.layout = Layout::paged_hnd;
+  EXPECT_EQ(outside_reason(materialize(g), naive()), "");
+  g.cache_dtype = DType::f32;
+  EXPECT_EQ(outside_reason(materialize(g), naive()), "float cache of another dtype than the input");
+  g.cache_dtype = DType::fp8_e4m3;
+  g.scale_kind = ScaleKind::per_head;
+  EXPECT_EQ(outside_reason(materialize(g), naive()), "cache dtype fp8_e4m3");
+  g = Genotype{};
+  g.requests = {{0, 1}};
+  g.head_dim = 8;
+  EXPECT_EQ(outside_reason(materialize(g), narrow()), "head_dim not a multiple of 16");
+  g.head_dim = 16;
+  g.block_size = 16;
+  EXPECT_EQ(outside_reason(materialize(g), narrow()), "");
+  g.irregular = true;  // odd base offsets: unaligned pointers
+  g.layout_seed = 7;
+  EXPECT_NE(outside_reason(materialize(g), narrow()), "");
+  g.irregular = false;
+  g.extra_input_rows = 2;
+  EXPECT_EQ(outside_reason(materialize(g), narrow()), "graph padding rows");
+}
+
+TEST(Capabilities, restrictedProfileKeepsOnlySupportedValues) {
+  const Profile r = restrict_profile(default_profile(), narrow());
+  EXPECT_EQ(r.layouts.values, (std::vector<Layout>{Layout::paged_nhd, Layout::contiguous_bshd}));
+  EXPECT_EQ(r.input_dtypes.values, (std::vector<DType>{DType::f16, DType::bf16}));
+  EXPECT_EQ(r.slot_dtypes.values, (std::vector<IndexType>{IndexType::i64}));
+  for (int32_t d : r.head_dims.values) EXPECT_TRUE(d % 16 == 0 && d <= 256) << d;
+  for (int32_t bs : r.block_sizes.values) EXPECT_TRUE(bs <= 64 && (bs & (bs - 1)) == 0) << bs;
+  EXPECT_EQ(r.scale_kinds.values, (std::vector<ScaleKind>{ScaleKind::per_tensor}));
+  EXPECT_EQ(r.cross_dtype_percent, 0);  // same-dtype float caches only
+  EXPECT_GT(r.quant_percent, 0);        // fp8_e4m3 per tensor remains
+  EXPECT_EQ(r.fused_qkv_percent, 0);
+  EXPECT_EQ(r.irregular_percent, 0);
+  EXPECT_EQ(r.max_extra_input_rows, 0);
+}
+
+TEST(Capabilities, kindSharesFillTheHundredWhenCopiesAreImpossible) {
+  Capabilities fp8_only;
+  fp8_only.cache_dtypes = bits(DType::fp8_e4m3);
+  fp8_only.scale_kinds = bits(ScaleKind::per_tensor, ScaleKind::per_head);
+  const Profile r = restrict_profile(default_profile(), fp8_only);  // default: 15% cross, 20% quantised
+  EXPECT_EQ(r.cross_dtype_percent, 0);
+  EXPECT_EQ(r.quant_percent, 100);
+}
+
+TEST(Capabilities, aProfileWithNothingSupportedIsRefusedWithBothSides) {
+  Profile p = default_profile();
+  p.quant_percent = 100;
+  p.cross_dtype_percent = 0;
+  try {
+    restrict_profile(p, naive());
+    FAIL() << "expected InputError";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("generates no cache the target supports"), std::string::npos) << e.what();
+  }
+  Capabilities hnd_only;
+  hnd_only.layouts = bits(Layout::paged_hnd);
+  p = default_profile();
+  p.layouts = {{Layout::paged_nhd}, {1}};
+  try {
+    restrict_profile(p, hnd_only);
+    FAIL() << "expected InputError";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("no layout the target supports (profile: paged_nhd; target: paged_hnd)"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+// The campaign's source: what runs is inside the capabilities; a drawn case inside them runs as
+// drawn (the same case as on any other target); the others are counted and replaced or skipped.
+void check_source(const Capabilities& caps, int64_t cases, int64_t min_outside) {
+  const Profile p = default_profile();
+  const CaseSource source(p, caps);
+  std::map<std::string, int64_t> reasons;
+  int64_t outside = 0, skipped = 0;
+  for (int64_t i = 0; i < cases; ++i) {
+    const DrawnCase d = source.draw(11, i);
+    const Genotype as_drawn = generate_case(p, 11, i);
+    if (d.outside.empty()) {
+      EXPECT_EQ(d.genotype, as_drawn) << "case " << i;
+    } else {
+      ++outside;
+      ++reasons[d.outside];
+      EXPECT_EQ(d.outside, outside_reason(materialize(as_drawn), caps));
+    }
+    if (d.skipped) {
+      ++skipped;
+      continue;
+    }
+    EXPECT_EQ(outside_reason(d.kase, caps), "") << "case " << i;
+    EXPECT_EQ(case_hash(d.kase), case_hash(materialize(d.genotype)));
+  }
+  EXPECT_GE(outside, min_outside);
+  EXPECT_LT(skipped, cases / 10) << "restricted draws should almost always be inside";
+}
+
+TEST(Capabilities, caseSourceRunsOnlySupportedCasesForTheNaivePlugin) { check_source(naive(), 300, 100); }
+TEST(Capabilities, caseSourceRunsOnlySupportedCasesForANarrowKernel) { check_source(narrow(), 300, 250); }
+
+TEST(Capabilities, caseSourceWithoutCapabilitiesIsTheProfile) {
+  const Profile p = default_profile();
+  const CaseSource source(p, std::nullopt);
+  for (int64_t i = 0; i < 50; ++i) {
+    const DrawnCase d = source.draw(4, i);
+    EXPECT_EQ(d.genotype, generate_case(p, 4, i));
+    EXPECT_EQ(d.outside, "");
+    EXPECT_FALSE(d.skipped);
+  }
+}
+
+}  // namespace
+}  // namespace kvf
