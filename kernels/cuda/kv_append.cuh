@@ -25,6 +25,14 @@
 
 #include "kv_layout.cuh"
 
+// Full unrolling of a loop with a compile-time trip count (keeps small arrays in registers); the
+// host compiler unrolls on its own.
+#if defined(__CUDA_ARCH__)
+#define KVF_UNROLL _Pragma("unroll")
+#else
+#define KVF_UNROLL
+#endif
+
 namespace kvf {
 
 // Element types of inputs and caches. Inputs are f16/bf16/f32; caches may also be quantised
@@ -80,8 +88,17 @@ struct LaunchConfig {
   int64_t grid = 0;   // thread blocks
   int block = 0;      // threads per block
 };
+
+// Threads per block: 128, or 64 for caches quantised with a static scale, whose per-element
+// division and conversion make the fixed per-thread work worth sharing between two work items
+// (H_kv 8 x D 128: 154 -> 132 us at T = 65536 on the H200; bf16 copies are faster with 128 and
+// per_token_head, one thread per row, needs the threads; reports/bench/2026-11-30-h200/README.md).
+inline int kv_append_threads(const KvAppendParams& p) {
+  const bool static_scale = p.scale_kind != ScaleKind::none && p.scale_kind != ScaleKind::per_token_head;
+  return static_scale ? 64 : 128;
+}
 inline LaunchConfig kv_append_launch_config(const KvAppendParams& p) {
-  return LaunchConfig{p.num_slots, 128};
+  return LaunchConfig{p.num_slots, kv_append_threads(p)};
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -109,6 +126,23 @@ KVF_HD void store16(void* dst, const Vec16& v) {
 #endif
 }
 
+// Stores the first N bytes of v (N = 4, 8 or 16; dst aligned to N).
+template <int N>
+KVF_HD void store_bytes(void* dst, const Vec16& v) {
+  static_assert(N == 4 || N == 8 || N == 16, "store_bytes stores 4, 8 or 16 bytes");
+#if defined(__CUDA_ARCH__)
+  if constexpr (N == 16) {
+    *reinterpret_cast<Vec16*>(dst) = v;
+  } else if constexpr (N == 8) {
+    *reinterpret_cast<uint2*>(dst) = make_uint2(v.w[0], v.w[1]);
+  } else {
+    *reinterpret_cast<uint32_t*>(dst) = v.w[0];
+  }
+#else
+  std::memcpy(dst, &v, N);
+#endif
+}
+
 KVF_HD void count_invalid_slot(unsigned long long* counter) {
   if (counter == nullptr) return;
 #if defined(__CUDA_ARCH__)
@@ -119,6 +153,20 @@ KVF_HD void count_invalid_slot(unsigned long long* counter) {
 }
 
 KVF_HD bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+KVF_HD bool aligned_to(const void* p, uintptr_t n) { return (reinterpret_cast<uintptr_t>(p) & (n - 1)) == 0; }
+
+// Element i of a Vec16 read as an array of T (i a compile-time constant after unrolling, so the
+// vector stays in registers), and its setter.
+template <typename T>
+KVF_HD T vec_elem(const Vec16& v, int i) {
+  T x;
+  std::memcpy(static_cast<void*>(&x), reinterpret_cast<const unsigned char*>(&v) + i * sizeof(T), sizeof(T));
+  return x;
+}
+template <typename T>
+KVF_HD void set_vec_elem(Vec16& v, int i, T x) {
+  std::memcpy(reinterpret_cast<unsigned char*>(&v) + i * sizeof(T), static_cast<const void*>(&x), sizeof(T));
+}
 
 // ---------------------------------------------------------------------------------------------
 // Element conversions between float dtypes: exact widening to float, round-to-nearest-even
@@ -261,11 +309,82 @@ KVF_HD void copy_chunk(const InT* src, CacheT* dst, int64_t lo, int64_t hi, int6
   }
 }
 
+// Elements [lo, hi) of a row (hi - lo <= 16 / sizeof(InT)) as a Vec16 whose element i is
+// src[lo + i], zero past hi: one 16-byte load when the chunk is whole and 16-byte aligned.
+template <typename InT>
+KVF_HD Vec16 load_chunk(const InT* src, int64_t lo, int64_t hi) {
+  constexpr int kVec = 16 / sizeof(InT);
+  if (hi - lo == kVec && aligned16(src + lo)) return load16(src + lo);
+  Vec16 v{};
+  KVF_UNROLL
+  for (int i = 0; i < kVec; ++i)
+    if (lo + i < hi) set_vec_elem(v, i, src[lo + i]);
+  return v;
+}
+
+// Stores a loaded chunk x (load_chunk) of equal dtypes: a bit copy, 16 bytes at once where whole and aligned.
+template <typename T>
+KVF_HD void store_chunk(const Vec16& x, T* dst, int64_t lo, int64_t hi) {
+  constexpr int kVec = 16 / sizeof(T);
+  if (hi - lo == kVec && aligned16(dst + lo)) {
+    store16(dst + lo, x);
+    return;
+  }
+  KVF_UNROLL
+  for (int i = 0; i < kVec; ++i)
+    if (lo + i < hi) dst[lo + i] = vec_elem<T>(x, i);
+}
+
+// Quantises a loaded chunk x and stores its codes: all kVec codes in one store where whole and aligned.
+template <typename InT, typename CacheT>
+KVF_HD void store_quantized(const Vec16& x, CacheT* dst, int64_t lo, int64_t hi, float scale) {
+  constexpr int kVec = 16 / sizeof(InT);
+  Vec16 codes{};
+  KVF_UNROLL
+  for (int i = 0; i < kVec; ++i) set_vec_elem(codes, i, quantize<CacheT>(to_float(vec_elem<InT>(x, i)), scale));
+  if (hi - lo == kVec && aligned_to(dst + lo, kVec * sizeof(CacheT))) {
+    store_bytes<kVec * sizeof(CacheT)>(dst + lo, codes);
+    return;
+  }
+  KVF_UNROLL
+  for (int i = 0; i < kVec; ++i)
+    if (lo + i < hi) dst[lo + i] = vec_elem<CacheT>(codes, i);
+}
+
+// Appends elements [lo, hi) of head `head` of the K row and of the V row of `token`. Both loads are
+// issued before either store (the compiler cannot reorder them: it must assume inputs and caches alias).
+template <typename InT, typename CacheT>
+KVF_HD void append_chunk(const KvAppendParams& p, int64_t token, int64_t block, int64_t pos, int64_t head,
+                         int64_t lo, int64_t hi) {
+  const InT* k_src = input_row<InT>(p, false, token, head);
+  const InT* v_src = input_row<InT>(p, true, token, head);
+  CacheT* k_dst = cache_row<CacheT>(p, false, block, pos, head);
+  CacheT* v_dst = cache_row<CacheT>(p, true, block, pos, head);
+  if constexpr (std::is_same_v<InT, CacheT>) {
+    const Vec16 k = load_chunk(k_src, lo, hi);
+    const Vec16 v = load_chunk(v_src, lo, hi);
+    store_chunk(k, k_dst, lo, hi);
+    store_chunk(v, v_dst, lo, hi);
+  } else if constexpr (kIsQuantized<CacheT>) {
+    const Vec16 k = load_chunk(k_src, lo, hi);
+    const Vec16 v = load_chunk(v_src, lo, hi);
+    for (int kv = 0; kv < 2; ++kv) {
+      const bool is_value = kv == 1;
+      const float scale = static_scale(p, is_value, block, head);
+      store_quantized<InT, CacheT>(is_value ? v : k, is_value ? v_dst : k_dst, lo, hi, scale);
+    }
+  } else {
+    constexpr int64_t kVec = 16 / sizeof(InT);
+    copy_chunk<InT, CacheT>(k_src, k_dst, lo, hi, kVec);
+    copy_chunk<InT, CacheT>(v_src, v_dst, lo, hi, kVec);
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Per-thread body. Thread block `cta` handles slot entry `cta`; its threads stride over
-// (K or V) x heads x 16-byte chunks of head_dim, so any head count and head_dim are covered. With a
-// dynamic per-token-head scale a work item is a whole (K or V, head) row instead: the row's amax
-// must be known before any element is stored.
+// heads x 16-byte chunks of head_dim, each work item covering that chunk of the K row and of the V
+// row, so any head count and head_dim are covered. With a dynamic per-token-head scale a work item
+// is a whole (K or V, head) row instead: the row's amax must be known before any element is stored.
 
 template <typename InT, typename CacheT, typename SlotT>
 KVF_HD void kv_append_thread(const KvAppendParams& p, int64_t cta, int thread, int threads) {
@@ -279,6 +398,7 @@ KVF_HD void kv_append_thread(const KvAppendParams& p, int64_t cta, int thread, i
   const int64_t block = slot / p.cache.block_size;
   const int64_t pos = slot % p.cache.block_size;
   const int64_t head_dim = p.head_dim;
+  constexpr int64_t kVec = 16 / sizeof(InT);  // elements per chunk
 
   if constexpr (kIsQuantized<CacheT>) {
     if (p.scale_kind == ScaleKind::per_token_head) {
@@ -288,31 +408,42 @@ KVF_HD void kv_append_thread(const KvAppendParams& p, int64_t cta, int thread, i
         const InT* src = input_row<InT>(p, is_value, token, head);
         CacheT* dst = cache_row<CacheT>(p, is_value, block, pos, head);
         float amax = 0.0f;
-        for (int64_t d = 0; d < head_dim; ++d) amax = fmaxf(amax, fabsf(to_float(src[d])));  // NaN ignored
+        for (int64_t lo = 0; lo < head_dim; lo += kVec) {  // chunks read whole; zeros past head_dim
+          const Vec16 x = load_chunk(src, lo, lo + kVec < head_dim ? lo + kVec : head_dim);
+          KVF_UNROLL
+          for (int i = 0; i < kVec; ++i) amax = fmaxf(amax, fabsf(to_float(vec_elem<InT>(x, i))));  // NaN ignored
+        }
         const float scale = fmaxf(amax, 1e-6f) / QuantTraits<CacheT>::kMax;
         *scale_cell(p, is_value, block, pos, head) = scale;
-        for (int64_t d = 0; d < head_dim; ++d) dst[d] = quantize<CacheT>(to_float(src[d]), scale);
+        for (int64_t lo = 0; lo < head_dim; lo += kVec) {
+          const int64_t hi = lo + kVec < head_dim ? lo + kVec : head_dim;
+          store_quantized<InT, CacheT>(load_chunk(src, lo, hi), dst, lo, hi, scale);
+        }
       }
       return;
     }
   }
 
-  constexpr int64_t kVec = 16 / sizeof(InT);  // elements per chunk
-  const int64_t chunks = (head_dim + kVec - 1) / kVec;
+  // Work item = one chunk (16 bytes of input) of one head, of the K row and of the V row. The
+  // item's head and chunk advance by `threads` items per iteration, without a division.
+  const int chunks = static_cast<int>((head_dim + kVec - 1) / kVec);
+  if (chunks == 0) return;
   const int64_t per_tensor = static_cast<int64_t>(p.num_heads) * chunks;
+  int item_head = thread / chunks;
+  int item_chunk = thread % chunks;
+  const int head_step = threads / chunks;
+  const int chunk_step = threads % chunks;
 
-  for (int64_t work = thread; work < 2 * per_tensor; work += threads) {
-    const bool is_value = work >= per_tensor;
-    const int64_t head = (work % per_tensor) / chunks;
-    const int64_t lo = (work % chunks) * kVec;
+  for (int64_t work = thread; work < per_tensor; work += threads) {
+    const int64_t head = item_head;
+    const int64_t lo = int64_t{item_chunk} * kVec;
     const int64_t hi = lo + kVec < head_dim ? lo + kVec : head_dim;
-    const InT* src = input_row<InT>(p, is_value, token, head);
-    CacheT* dst = cache_row<CacheT>(p, is_value, block, pos, head);
-    if constexpr (kIsQuantized<CacheT>) {
-      const float scale = static_scale(p, is_value, block, head);
-      for (int64_t e = lo; e < hi; ++e) dst[e] = quantize<CacheT>(to_float(src[e]), scale);
-    } else {
-      copy_chunk<InT, CacheT>(src, dst, lo, hi, kVec);
+    append_chunk<InT, CacheT>(p, token, block, pos, head, lo, hi);
+    item_head += head_step;
+    item_chunk += chunk_step;
+    if (item_chunk >= chunks) {
+      item_chunk -= chunks;
+      ++item_head;
     }
   }
 }

@@ -1,0 +1,734 @@
+#!/usr/bin/env python3
+"""kvfuzz kernel benchmark (issue 7): verify, then time, the append kernels on one CUDA GPU.
+
+    python3 bench/bench.py --cuda-lib tuned=PATH.so [--cuda-lib v0=OTHER.so ...] --out DIR
+    python3 bench/bench.py --list                # the cases, no GPU needed
+
+PATH.so is bench/cuda_entry.cu built with a kernel folder (bench/build_cuda_entry.sh): the launcher
+kvf::kv_append_cuda() and kernel of kernels/cuda, the code kvfuzz's `cuda` target fuzzes. The Triton
+kernel runs through the package's torch API (kvfuzz_triton.kv_append, JIT-compiled here).
+
+For every case (layout, dtype, heads, head_dim, tokens) and every implementation:
+  1. verify: both caches (and the per-token-head scale caches) are filled with poison 0xFF bytes,
+     the implementation runs once, and the whole cache must equal the expectation bit for bit:
+     the rows at the slots hold the reference, every other byte is still poison. The fp8 reference
+     is computed on the CPU by kvfuzz's rules (IEEE fp32 x / scale, round to nearest even,
+     saturation) and a sample is cross-checked with tests/triton/reference.py's independent model;
+  2. time (CUDA events, 20 warm-up calls first):
+     - graph_us: N calls captured in one CUDA graph, replayed R times; median replay / N. The GPU
+       time per call without launch gaps: the table's main number;
+     - stream_us: median over R of event -> one call -> event, calls issued back to back;
+     - host_us: wall time of issuing N calls without synchronising, per call (Python + launch).
+Bytes per call = valid tokens x (K+V read + K+V written) + 8 B of slot per token (+ 2 x 4 B of
+scale per token-head for per_token_head). `copy` is torch's device-to-device copy_ of half that
+many bytes (it reads and writes them), the ceiling; ratio = copy µs (the smaller of its graph_us and
+stream_us) / implementation graph_us.
+Nothing is flushed between calls: T <= 4096 (<= 34 MB) stays in the 60 MB L2 of an H200.
+"""
+import argparse
+import ctypes
+import json
+import os
+import pathlib
+import platform
+import statistics
+import sys
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+TOKENS = (1, 16, 256, 4096, 65536)
+BLOCK_SIZE = 16
+K_SCALE, V_SCALE = 0.02, 0.03  # per-tensor scales (as in research/baseline-h200.md)
+ELEM_BYTES = {"bf16": 2, "fp8_e4m3": 1}
+DTYPE_ENUM = {"f16": 0, "bf16": 1, "f32": 2, "fp8_e4m3": 3}
+SCALE_ENUM = {"none": 0, "per_tensor": 1, "per_token_head": 4}
+
+
+# ---------------------------------------------------------------------------------------------
+# Cases and byte counts (no GPU needed)
+
+class Case:
+    def __init__(self, layout, cache_dtype, scale, heads, head_dim, tokens):
+        self.layout, self.cache_dtype, self.scale = layout, cache_dtype, scale
+        self.heads, self.head_dim, self.tokens = heads, head_dim, tokens
+
+    @property
+    def name(self):
+        dt = "bf16" if self.scale == "none" else f"fp8-{self.scale.replace('_', '-')}"
+        return f"{self.layout}-{dt}-h{self.heads}-d{self.head_dim}-t{self.tokens}"
+
+    @property
+    def group(self):
+        return self.name.rsplit("-t", 1)[0]
+
+    @property
+    def capacity(self):
+        """Cache slots: at least twice the tokens (random distinct slots), at least 4096."""
+        return max(2 * self.tokens, 4096)
+
+    def bytes_moved(self):
+        row = self.heads * self.head_dim
+        per_token = 2 * row * 2 + 2 * row * ELEM_BYTES[self.cache_dtype] + 8
+        if self.scale == "per_token_head":
+            per_token += 2 * self.heads * 4
+        return self.tokens * per_token
+
+    def copy_bytes(self):
+        """Bytes the ceiling copies: half the bytes moved (a copy reads and writes each), 16-B rounded."""
+        return max(16, (self.bytes_moved() // 2 + 15) // 16 * 16)
+
+    def as_dict(self):
+        return {"name": self.name, "layout": self.layout, "cache_dtype": self.cache_dtype,
+                "scale": self.scale, "heads": self.heads, "head_dim": self.head_dim,
+                "tokens": self.tokens, "block_size": BLOCK_SIZE, "capacity": self.capacity,
+                "bytes_moved": self.bytes_moved(), "copy_bytes": self.copy_bytes()}
+
+
+def all_cases(tokens=TOKENS):
+    """Every case, the issue's main shape first (a --budget-s cut drops the last groups)."""
+    groups = [("bf16", "none", 8, 128), ("fp8_e4m3", "per_tensor", 8, 128), ("fp8_e4m3", "per_token_head", 8, 128),
+              ("bf16", "none", 8, 96), ("bf16", "none", 32, 128)]
+    return [Case(layout, dtype, scale, heads, head_dim, t)
+            for dtype, scale, heads, head_dim in groups for layout in ("nhd", "hnd") for t in tokens]
+
+
+def select_cases(cases, patterns):
+    """Cases whose name contains every comma-free substring of one of the patterns (OR of ANDs)."""
+    if not patterns:
+        return cases
+    return [c for c in cases if any(all(part in c.name for part in pat.split("+")) for pat in patterns)]
+
+
+def parse_args(argv):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--cuda-lib", action="append", default=[], metavar="NAME[@PATTERN]=PATH",
+                    help="a build of bench/cuda_entry.cu (bench/build_cuda_entry.sh), timed as NAME; repeatable. "
+                         "With @PATTERN only on cases whose name contains PATTERN ('a+b': both)")
+    ap.add_argument("--out", help="folder for bench.json and bench.md (must not hold them already)")
+    ap.add_argument("--cases", action="append", default=[], metavar="PATTERN",
+                    help="run only cases whose name contains PATTERN ('a+b': both); repeatable")
+    ap.add_argument("--tokens", default=",".join(map(str, TOKENS)), help="comma-separated T values")
+    ap.add_argument("--no-triton", action="store_true", help="skip the Triton kernel")
+    ap.add_argument("--no-torch", action="store_true", help="skip the PyTorch indexing peers")
+    ap.add_argument("--triton-variants", default="256,65536",
+                    help="T values at which Triton num_warps/variant alternatives are also timed ('' = none)")
+    ap.add_argument("--reps", type=int, default=100, help="repetitions for stream_us medians")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--budget-s", type=float, default=0,
+                    help="stop starting new cases after this many seconds (0 = no limit); results so far are written")
+    ap.add_argument("--list", action="store_true", help="print the cases and exit")
+    args = ap.parse_args(argv)
+    libs = []
+    for spec in args.cuda_lib:
+        name, sep, path = spec.partition("=")
+        name, _, pattern = name.partition("@")
+        if not sep or not name or not path:
+            ap.error(f"--cuda-lib expects NAME[@PATTERN]=PATH, got {spec!r}")
+        if name in [n for n, _, _ in libs] or name in ("copy", "triton") or name.startswith(("torch", "triton:")):
+            ap.error(f"--cuda-lib name {name!r} is taken")
+        libs.append((name, pattern, path))
+    args.cuda_lib = libs
+    try:
+        args.tokens = tuple(int(t) for t in args.tokens.split(",") if t)
+        args.triton_variants = tuple(int(t) for t in args.triton_variants.split(",") if t)
+    except ValueError:
+        ap.error("--tokens and --triton-variants take comma-separated integers")
+    if any(t <= 0 for t in args.tokens):
+        ap.error("--tokens must be positive")
+    if not args.list and not args.out:
+        ap.error("--out is required (unless --list)")
+    if args.reps < 5:
+        ap.error("--reps must be >= 5")
+    return args
+
+
+# ---------------------------------------------------------------------------------------------
+# Rendering (no GPU needed)
+
+def fmt(x, digits=2):
+    if x is None:
+        return "-"
+    if isinstance(x, str):
+        return x
+    return f"{x:.{digits}f}" if abs(x) < 1000 else f"{x:.0f}"
+
+
+def ceiling_us(copy_row):
+    """The copy ceiling: the faster of the copy's graph and stream times (a 1 GB copy node in a
+    graph ran slower than the same copy issued on a stream)."""
+    times = [copy_row.get(k) for k in ("graph_us", "stream_us") if copy_row.get(k)]
+    return min(times) if times else None
+
+
+def summarise(results):
+    """Adds gbps and ratio (copy ceiling µs / graph_us) to every row of results (list of dicts)."""
+    copy = {r["case"]: ceiling_us(r) for r in results if r["impl"] == "copy"}
+    for r in results:
+        c = copy.get(r["case"])
+        g = r.get("graph_us")
+        r["gbps"] = r["bytes_moved"] / (g * 1e3) if g else None
+        r["ratio"] = (c / g) if (c and g) else None
+    return results
+
+
+def find(results, impl, name):
+    for r in results:
+        if r["impl"] == impl and r["case"] == name:
+            return r
+    return None
+
+
+def evaluate_targets(results, meta, impl):
+    """Issue 7's targets for one implementation: [{'target', 'value', 'met'}]."""
+    out = []
+
+    def ratio_target(label, name, need):
+        r = find(results, impl, name)
+        v = r.get("ratio") if r else None
+        out.append({"impl": impl, "target": label, "value": f"{100 * v:.1f}%" if v else "-",
+                    "met": bool(v and v >= need)})
+    ratio_target("bf16 NHD T=65536 >= 95% of copy", "nhd-bf16-h8-d128-t65536", 0.95)
+    ratio_target("fp8 per-tensor NHD T=65536 >= 90% of copy", "nhd-fp8-per-tensor-h8-d128-t65536", 0.90)
+    ratio_target("fp8 per-token-head NHD T=65536 >= 90% of copy", "nhd-fp8-per-token-head-h8-d128-t65536", 0.90)
+    groups = sorted({r["group"][4:] for r in results if r["impl"] == impl})
+    for g in groups:
+        n, h = find(results, impl, f"nhd-{g}-t65536"), find(results, impl, f"hnd-{g}-t65536")
+        if n and h and n.get("graph_us") and h.get("graph_us"):
+            v = h["graph_us"] / n["graph_us"]
+            out.append({"impl": impl, "target": f"HND within 10% of NHD ({g}, T=65536)",
+                        "value": f"HND/NHD = {v:.3f}", "met": v <= 1.10})
+    small = [r for r in results if r["impl"] == impl and r["tokens"] <= 256 and r.get("graph_us")]
+    if small:
+        worst = max(small, key=lambda r: r["graph_us"])
+        out.append({"impl": impl, "target": "graph replay per call at T <= 256 <= 1.3 us (all cases)",
+                    "value": f"max {worst['graph_us']:.2f} us ({worst['case']})", "met": worst["graph_us"] <= 1.3})
+    return out
+
+
+def render_markdown(results, meta):
+    lines = [f"# kvfuzz append benchmark — {meta.get('device', '?')}", ""]
+    for k in ("date", "commit", "command", "torch", "triton", "note"):
+        if meta.get(k):
+            lines.append(f"- {k}: {meta[k]}")
+    lines += ["", "µs per call: graph = GPU time inside a CUDA graph (median replay / calls), stream = "
+              "event-to-event median of one call issued back to back, host = Python wall time per call "
+              "without sync. GB/s and ratio use graph µs; ratio = copy ceiling µs (min of its graph and stream µs) / µs. verify: whole "
+              "cache bit-exact against the reference before timing.", ""]
+    if meta.get("targets"):
+        lines += ["## Targets (issue 7)", "", "| impl | target | value | met |", "|---|---|---|---|"]
+        for t in meta["targets"]:
+            lines.append(f"| {t['impl']} | {t['target']} | {t['value']} | {'yes' if t['met'] else 'NO'} |")
+        lines.append("")
+    groups = []
+    for r in results:
+        if r["group"] not in groups:
+            groups.append(r["group"])
+    for g in groups:
+        rows = [r for r in results if r["group"] == g]
+        lines += [f"## {g}", "",
+                  "| impl | T | MB moved | graph µs | stream µs | host µs | GB/s | ratio to copy | verify |",
+                  "|---|---:|---:|---:|---:|---:|---:|---:|---|"]
+        for r in sorted(rows, key=lambda r: (r["impl"], r["tokens"])):
+            ratio = f"{100 * r['ratio']:.0f}%" if r.get("ratio") else "-"
+            lines.append(f"| {r['impl']} | {r['tokens']} | {r['bytes_moved'] / 1e6:.3f} | {fmt(r.get('graph_us'))} | "
+                         f"{fmt(r.get('stream_us'))} | {fmt(r.get('host_us'), 1)} | {fmt(r.get('gbps'), 0)} | "
+                         f"{ratio} | {r.get('verify', '-')} |")
+        lines.append("")
+    if meta.get("host_overhead"):
+        lines += ["## Python API host overhead (µs per call, wall time without sync)", "",
+                  "| case | path | host µs |", "|---|---|---:|"]
+        for h in meta["host_overhead"]:
+            lines.append(f"| {h['case']} | {h['path']} | {h['host_us']:.1f} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------
+# GPU part
+
+class CacheGeometry(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_int64) for n in ("num_blocks", "block_size", "stride_block", "stride_pos", "stride_head")]
+
+
+class AppendArgs(ctypes.Structure):
+    """kvfz_append_args of include/kvfuzz_plugin.h (ABI version 1), field for field."""
+    _fields_ = [
+        ("struct_size", ctypes.c_uint32), ("memory", ctypes.c_int32), ("stream", ctypes.c_void_p),
+        ("key", ctypes.c_void_p), ("value", ctypes.c_void_p),
+        ("key_stride_token", ctypes.c_int64), ("key_stride_head", ctypes.c_int64),
+        ("value_stride_token", ctypes.c_int64), ("value_stride_head", ctypes.c_int64),
+        ("input_dtype", ctypes.c_int32),
+        ("slot_mapping", ctypes.c_void_p), ("slot_type", ctypes.c_int32),
+        ("num_slots", ctypes.c_int64), ("num_input_rows", ctypes.c_int64),
+        ("k_cache", ctypes.c_void_p), ("v_cache", ctypes.c_void_p), ("cache", CacheGeometry),
+        ("cache_dtype", ctypes.c_int32), ("layout", ctypes.c_int32),
+        ("num_heads", ctypes.c_int32), ("head_dim", ctypes.c_int32),
+        ("invalid_slots", ctypes.c_void_p),
+        ("scale_kind", ctypes.c_int32),
+        ("k_scale", ctypes.c_void_p), ("v_scale", ctypes.c_void_p),
+        ("k_scale_cache", ctypes.c_void_p), ("v_scale_cache", ctypes.c_void_p),
+        ("scale_cache", CacheGeometry),
+    ]
+
+
+class Setup:
+    """Tensors of one case on the GPU, and the expected rows."""
+
+    def __init__(self, torch, case, gen):
+        self.torch, self.case = torch, case
+        H, D, T = case.heads, case.head_dim, case.tokens
+        dev = "cuda"
+        self.key = torch.randn(T, H, D, generator=gen, device=dev).to(torch.bfloat16)
+        self.value = torch.randn(T, H, D, generator=gen, device=dev).to(torch.bfloat16)
+        cap = case.capacity
+        self.num_blocks = cap // BLOCK_SIZE
+        self.slots = torch.randperm(cap, generator=gen, device=dev)[:T].contiguous()
+        self.blk = self.slots // BLOCK_SIZE
+        self.pos = self.slots % BLOCK_SIZE
+        cdt = torch.bfloat16 if case.cache_dtype == "bf16" else torch.uint8
+        shape = (self.num_blocks, BLOCK_SIZE, H, D) if case.layout == "nhd" else (self.num_blocks, H, BLOCK_SIZE, D)
+        self.k_cache = torch.empty(shape, dtype=cdt, device=dev)
+        self.v_cache = torch.empty(shape, dtype=cdt, device=dev)
+        self.k_scale = self.v_scale = self.k_scale_cache = self.v_scale_cache = None
+        if case.scale == "per_tensor":
+            self.k_scale = torch.tensor([K_SCALE], dtype=torch.float32, device=dev)
+            self.v_scale = torch.tensor([V_SCALE], dtype=torch.float32, device=dev)
+        elif case.scale == "per_token_head":
+            sshape = (self.num_blocks, BLOCK_SIZE, H) if case.layout == "nhd" else (self.num_blocks, H, BLOCK_SIZE)
+            self.k_scale_cache = torch.empty(sshape, dtype=torch.float32, device=dev)
+            self.v_scale_cache = torch.empty(sshape, dtype=torch.float32, device=dev)
+        self.expected = self._expected()
+
+    def _expected(self):
+        """(k rows, v rows, k scale rows, v scale rows) as uint8/int32 [T, ...] on the GPU."""
+        torch = self.torch
+        c = self.case
+        if c.scale == "none":
+            return (self.key.view(torch.uint8).reshape(c.tokens, -1), self.value.view(torch.uint8).reshape(c.tokens, -1),
+                    None, None)
+        import numpy as np
+        out = []
+        scales = []
+        for x_t, s in ((self.key, K_SCALE), (self.value, V_SCALE)):
+            x = x_t.float().cpu().numpy()
+            if c.scale == "per_tensor":
+                q = np.divide(x, np.float32(s), dtype=np.float32)
+            else:
+                amax = np.abs(x).max(axis=-1)
+                scale = np.divide(np.maximum(amax, np.float32(1e-6)), np.float32(448.0), dtype=np.float32)
+                q = np.divide(x, scale[..., None], dtype=np.float32)
+                scales.append(torch.from_numpy(scale.view(np.int32).reshape(c.tokens, -1).copy()).cuda())
+            codes = torch.from_numpy(np.clip(q, -448.0, 448.0)).to(torch.float8_e4m3fn).view(torch.uint8)
+            self._cross_check(q, codes)
+            out.append(codes.reshape(c.tokens, -1).cuda())
+        return (out[0], out[1], scales[0] if scales else None, scales[1] if scales else None)
+
+    @staticmethod
+    def _cross_check(q, codes):
+        """A sample of the bulk fp8 reference against tests/triton/reference.py's model."""
+        import numpy as np
+        sys.path.insert(0, str(ROOT / "tests" / "triton"))
+        import reference
+        flat_q = q.reshape(-1)
+        flat_c = codes.reshape(-1).numpy()
+        idx = np.random.default_rng(0).choice(flat_q.size, size=min(2048, flat_q.size), replace=False)
+        bad = [i for i in idx if reference.fp8_code(flat_q[i], "fp8_e4m3") != int(flat_c[i])]
+        if bad:
+            raise RuntimeError(f"fp8 reference disagrees with tests/triton/reference.py at {len(bad)} samples")
+
+    def poison(self):
+        torch = self.torch
+        for t in (self.k_cache, self.v_cache):
+            t.view(torch.uint8).fill_(0xFF)
+        for t in (self.k_scale_cache, self.v_scale_cache):
+            if t is not None:
+                t.view(torch.int32).fill_(-1)  # 0xFF bytes
+
+    def _rows(self, cache, width_dtype):
+        """Cache as [capacity, H*D*elem] rows in slot order (a copy for HND)."""
+        u = cache.view(width_dtype)
+        if self.case.layout == "hnd":
+            u = u.transpose(1, 2)  # [blocks, H, bs, ...] -> [blocks, bs, H, ...]
+        return u.reshape(self.case.capacity, -1)
+
+    def verify(self):
+        """'ok' or a description of the first difference (whole caches compared)."""
+        torch = self.torch
+        torch.cuda.synchronize()
+        ek, ev, eks, evs = self.expected
+        checks = [("k_cache", self.k_cache, ek, torch.uint8, 0xFF), ("v_cache", self.v_cache, ev, torch.uint8, 0xFF)]
+        if eks is not None:
+            checks += [("k_scale_cache", self.k_scale_cache, eks, torch.int32, -1),
+                       ("v_scale_cache", self.v_scale_cache, evs, torch.int32, -1)]
+        for name, cache, exp, wdt, poison in checks:
+            rows = self._rows(cache, wdt)
+            got = rows[self.slots]
+            bad = (got != exp).any(dim=1)
+            if bool(bad.any()):
+                return f"{name}: {int(bad.sum())} of {self.case.tokens} target rows differ"
+            rest = torch.ones(self.case.capacity, dtype=torch.bool, device="cuda")
+            rest[self.slots] = False
+            touched = (rows[rest] != poison).any(dim=1)
+            if bool(touched.any()):
+                return f"{name}: {int(touched.sum())} rows outside the slots were written"
+        return "ok"
+
+
+def make_cuda_impl(torch, lib, s):
+    c = s.case
+    a = AppendArgs()
+    a.struct_size = ctypes.sizeof(AppendArgs)
+    a.memory = 1
+    a.key, a.value = s.key.data_ptr(), s.value.data_ptr()
+    a.key_stride_token, a.key_stride_head = s.key.stride(0), s.key.stride(1)
+    a.value_stride_token, a.value_stride_head = s.value.stride(0), s.value.stride(1)
+    a.input_dtype = DTYPE_ENUM["bf16"]
+    a.slot_mapping, a.slot_type = s.slots.data_ptr(), 1
+    a.num_slots = a.num_input_rows = c.tokens
+    a.k_cache, a.v_cache = s.k_cache.data_ptr(), s.v_cache.data_ptr()
+    st = s.k_cache.stride()
+    sb, sp, sh = (st[0], st[1], st[2]) if c.layout == "nhd" else (st[0], st[2], st[1])
+    a.cache = CacheGeometry(s.num_blocks, BLOCK_SIZE, sb, sp, sh)
+    a.cache_dtype = DTYPE_ENUM[c.cache_dtype]
+    a.layout = 0 if c.layout == "nhd" else 1
+    a.num_heads, a.head_dim = c.heads, c.head_dim
+    a.scale_kind = SCALE_ENUM[c.scale]
+    if c.scale == "per_tensor":
+        a.k_scale, a.v_scale = s.k_scale.data_ptr(), s.v_scale.data_ptr()
+    elif c.scale == "per_token_head":
+        a.k_scale_cache, a.v_scale_cache = s.k_scale_cache.data_ptr(), s.v_scale_cache.data_ptr()
+        ss = s.k_scale_cache.stride()
+        a.scale_cache = CacheGeometry(s.num_blocks, BLOCK_SIZE, ss[0], *((ss[1], ss[2]) if c.layout == "nhd" else (ss[2], ss[1])))
+    fn_c = lib.kvfuzz_bench_append
+    ref = ctypes.byref(a)
+    current_stream = torch.cuda.current_stream
+
+    def run():
+        a.stream = current_stream().cuda_stream
+        rc = fn_c(ref)
+        if rc != 0:
+            raise RuntimeError(f"kvfuzz_bench_append returned cudaError {rc}")
+    return run
+
+
+def make_triton_impl(torch, kt, s, variant=None, num_warps=None):
+    c = s.case
+    kw = {}
+    if c.scale == "per_tensor":
+        kw = dict(scale_kind="per_tensor", k_scale=s.k_scale, v_scale=s.v_scale, cache_dtype="fp8_e4m3")
+    elif c.scale == "per_token_head":
+        kw = dict(scale_kind="per_token_head", k_scale_cache=s.k_scale_cache, v_scale_cache=s.v_scale_cache,
+                  cache_dtype="fp8_e4m3")
+    if num_warps is None:
+        def run():
+            kt.kv_append(s.key, s.value, s.k_cache, s.v_cache, s.slots, layout=c.layout, variant=variant, **kw)
+        return run
+    # Raw entry point with a prebuilt parameter block (what kv_append builds), other num_warps.
+    st = s.k_cache.stride()
+    sb, sp, sh = (st[0], st[1], st[2]) if c.layout == "nhd" else (st[0], st[2], st[1])
+    ss = (0, 0, 0)
+    if c.scale == "per_token_head":
+        t = s.k_scale_cache.stride()
+        ss = (t[0], t[1], t[2]) if c.layout == "nhd" else (t[0], t[2], t[1])
+    p = kt.KvAppendParams(
+        key=s.key, value=s.value, key_stride_token=s.key.stride(0), key_stride_head=s.key.stride(1),
+        value_stride_token=s.value.stride(0), value_stride_head=s.value.stride(1), slot_mapping=s.slots,
+        num_slots=c.tokens, k_cache=s.k_cache, v_cache=s.v_cache, num_blocks=s.num_blocks,
+        block_size=BLOCK_SIZE, stride_block=sb, stride_pos=sp, stride_head=sh, num_heads=c.heads,
+        head_dim=c.head_dim, input_dtype="bf16", cache_dtype=c.cache_dtype, scale_kind=c.scale,
+        k_scale=s.k_scale, v_scale=s.v_scale, k_scale_cache=s.k_scale_cache, v_scale_cache=s.v_scale_cache,
+        scale_stride_block=ss[0], scale_stride_pos=ss[1], scale_stride_head=ss[2])
+
+    make_triton_impl.last_params = p
+
+    def run():
+        kt.launch(p, variant=variant, num_warps=num_warps)
+    return run
+
+
+def make_torch_impls(torch, s):
+    """PyTorch indexing peers: {name: fn}. fp8 = cast of x / scale (device tensors), as vLLM's torch path."""
+    c = s.case
+    H, D = c.heads, c.head_dim
+    impls = {}
+    f8 = torch.float8_e4m3fn
+
+    def quant(x, scale):
+        return (x.float() / scale).to(f8).view(torch.uint8)
+
+    if c.scale == "per_token_head":
+        qmax = torch.tensor([448.0], dtype=torch.float32, device="cuda")
+        floor = torch.tensor([1e-6], dtype=torch.float32, device="cuda")
+
+        def convert(x, _):
+            xf = x.float()
+            scale = torch.maximum(xf.abs().amax(dim=-1), floor) / qmax
+            return (xf / scale[..., None]).to(f8).view(torch.uint8), scale
+    elif c.scale == "per_tensor":
+        def convert(x, scale):
+            return quant(x, scale), None
+    else:
+        def convert(x, _):
+            return x, None
+    pairs = ((s.key, s.k_cache, s.k_scale, s.k_scale_cache), (s.value, s.v_cache, s.v_scale, s.v_scale_cache))
+    if c.layout == "nhd":
+        def index_put():
+            for x, cache, sc, scache in pairs:
+                rows, scale = convert(x, sc)
+                cache.view(-1, H, D)[s.slots] = rows
+                if scale is not None:
+                    scache.view(-1, H)[s.slots] = scale
+        impls["torch_index"] = index_put
+
+        def index_copy():
+            for x, cache, sc, scache in pairs:
+                rows, scale = convert(x, sc)
+                cache.view(-1, H, D).index_copy_(0, s.slots, rows)
+                if scale is not None:
+                    scache.view(-1, H).index_copy_(0, s.slots, scale)
+        impls["torch_index_copy"] = index_copy
+    else:
+        def index_put_hnd():
+            for x, cache, sc, scache in pairs:
+                rows, scale = convert(x, sc)
+                cache[s.blk, :, s.pos] = rows
+                if scale is not None:
+                    scache[s.blk, :, s.pos] = scale
+        impls["torch_index"] = index_put_hnd
+    return impls
+
+
+def time_impl(torch, fn, tokens, reps):
+    """{'stream_us', 'graph_us', 'host_us'} of fn (already verified)."""
+    sync = torch.cuda.synchronize
+    for _ in range(20):
+        fn()
+    sync()
+    n_host = 100 if tokens <= 4096 else 20
+    t0 = time.perf_counter()
+    for _ in range(n_host):
+        fn()
+    host_us = (time.perf_counter() - t0) / n_host * 1e6
+    sync()
+    ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(reps)]
+    for a, b in ev:
+        a.record()
+        fn()
+        b.record()
+    sync()
+    stream_us = statistics.median(a.elapsed_time(b) for a, b in ev) * 1e3
+    calls = 100 if tokens <= 4096 else 20
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            fn()
+    torch.cuda.current_stream().wait_stream(side)
+    sync()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for _ in range(calls):
+            fn()
+    g.replay()
+    sync()
+    gev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(10)]
+    for a, b in gev:
+        a.record()
+        g.replay()
+        b.record()
+    sync()
+    graph_us = statistics.median(a.elapsed_time(b) for a, b in gev) * 1e3 / calls
+    del g
+    return {"stream_us": stream_us, "graph_us": graph_us, "host_us": host_us}
+
+
+def host_breakdown(torch, kt, s):
+    """Host µs per call of the Triton API's parts (no sync): kv_append, launch() alone, validation alone."""
+    out = []
+    c = s.case
+    paths = {"kv_append (API)": make_triton_impl(torch, kt, s),
+             "launch(p) prebuilt params": make_triton_impl(torch, kt, s, num_warps=4)}
+    for name, fn in paths.items():
+        for _ in range(50):
+            fn()
+        torch.cuda.synchronize()
+        best = []
+        for _ in range(5):
+            t0 = time.perf_counter()
+            for _ in range(200):
+                fn()
+            best.append((time.perf_counter() - t0) / 200 * 1e6)
+            torch.cuda.synchronize()
+        out.append({"case": c.name, "path": name, "host_us": statistics.median(best)})
+    import kvfuzz_triton.api as api
+    real = api.launch
+    api.launch = lambda *a, **k: None
+    try:
+        fn = make_triton_impl(torch, kt, s)
+        t0 = time.perf_counter()
+        for _ in range(1000):
+            fn()
+        out.append({"case": c.name, "path": "kv_append validation only (launch stubbed)",
+                    "host_us": (time.perf_counter() - t0) / 1000 * 1e6})
+    finally:
+        api.launch = real
+    p = make_triton_impl.last_params
+    t0 = time.perf_counter()
+    for _ in range(1000):
+        kt.check_params(p)
+    out.append({"case": c.name, "path": "check_params(p) alone", "host_us": (time.perf_counter() - t0) / 1000 * 1e6})
+    dev = torch.device("cuda")
+    t0 = time.perf_counter()
+    for _ in range(1000):
+        with torch.cuda.device(dev):
+            pass
+    out.append({"case": c.name, "path": "torch.cuda.device(dev) enter+exit",
+                "host_us": (time.perf_counter() - t0) / 1000 * 1e6})
+    return out
+
+
+def run_gpu(args, cases, out_dir):
+    import torch
+    if not torch.cuda.is_available():
+        print("bench: no CUDA device", file=sys.stderr)
+        return 3
+    sys.path.insert(0, str(ROOT / "kernels" / "triton"))
+    kt = None
+    if not args.no_triton:
+        import kvfuzz_triton as kt
+    libs = []
+    for name, pattern, path in args.cuda_lib:
+        lib = ctypes.CDLL(str(pathlib.Path(path).resolve()))
+        lib.kvfuzz_bench_append.restype = ctypes.c_int
+        lib.kvfuzz_bench_append.argtypes = [ctypes.c_void_p]
+        libs.append((name, pattern, lib))
+    props = torch.cuda.get_device_properties(0)
+    import triton
+    meta = {"device": f"{props.name} ({props.multi_processor_count} SMs, {props.total_memory >> 20} MiB)",
+            "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+            "torch": torch.__version__, "triton": triton.__version__, "python": platform.python_version(),
+            "command": " ".join(sys.argv), "commit": os.environ.get("KVFUZZ_BENCH_COMMIT", ""),
+            "note": "T <= 4096 stays in L2 (no flush between calls); only T = 65536 measures HBM."}
+    gen = torch.Generator(device="cuda")
+    gen.manual_seed(args.seed)
+    results = []
+    failures = 0
+    t_start = time.time()
+    for case in cases:
+        if args.budget_s and time.time() - t_start > args.budget_s:
+            print(f"bench: --budget-s {args.budget_s:g} reached; skipping {case.name} and later cases", file=sys.stderr)
+            meta["skipped_for_budget"] = meta.get("skipped_for_budget", []) + [case.name]
+            continue
+        try:
+            rows = run_case(torch, kt, libs, args, case, gen)
+        except Exception as e:  # one broken case must not lose the others
+            print(f"bench: {case.name}: {type(e).__name__}: {e}", file=sys.stderr)
+            rows = [{"impl": "setup", "verify": f"error: {type(e).__name__}: {e}"[:300]}]
+        for r in rows:
+            r.update({"case": case.name, "group": case.group, "tokens": case.tokens,
+                      "bytes_moved": case.bytes_moved() if r["impl"] != "copy" else 2 * case.copy_bytes()})
+        failures += sum(1 for r in rows if r.get("verify") != "ok")
+        results += rows
+        line = "  ".join(f"{r['impl']}={fmt(r.get('graph_us'))}" for r in rows)
+        print(f"[{time.time() - t_start:6.1f}s] {case.name}: {line}", flush=True)
+        (pathlib.Path(out_dir)).mkdir(parents=True, exist_ok=True)
+        (pathlib.Path(out_dir) / "bench.partial.json").write_text(json.dumps({"meta": meta, "results": results}) + "\n")
+    if kt is not None:
+        try:
+            hcase = Case("nhd", "bf16", "none", 8, 128, 16)
+            meta["host_overhead"] = host_breakdown(torch, kt, Setup(torch, hcase, gen))
+            hcase = Case("nhd", "fp8_e4m3", "per_tensor", 8, 128, 16)
+            meta["host_overhead"] += host_breakdown(torch, kt, Setup(torch, hcase, gen))
+        except Exception as e:
+            print(f"bench: host overhead: {type(e).__name__}: {e}", file=sys.stderr)
+    summarise(results)
+    meta["targets"] = []
+    for impl in [n for n, pattern, _ in libs if not pattern] + (["triton"] if kt is not None else []):
+        meta["targets"] += evaluate_targets(results, meta, impl)
+    for h in meta.get("host_overhead", []):
+        if h["path"] == "kv_append (API)":
+            meta["targets"].append({"impl": "triton", "target": f"Python API host overhead <= 15 us ({h['case']})",
+                                    "value": f"{h['host_us']:.1f} us", "met": h["host_us"] <= 15})
+    meta["cases"] = [c.as_dict() for c in cases]
+    meta["verify_failures"] = failures
+    write_outputs(out_dir, results, meta)
+    print(render_markdown(results, meta))
+    return 1 if failures else 0
+
+
+def run_case(torch, kt, libs, args, case, gen):
+    """Verifies and times every implementation on one case; returns its rows."""
+    s = Setup(torch, case, gen)
+    impls = []
+    for name, pattern, lib in libs:
+        if select_cases([case], [pattern] if pattern else []):
+            impls.append((name, make_cuda_impl(torch, lib, s)))
+    if kt is not None:
+        impls.append(("triton", make_triton_impl(torch, kt, s)))
+        if case.tokens in args.triton_variants and case.heads == 8 and case.head_dim == 128:
+            for w in (2, 8):
+                impls.append((f"triton:w{w}", make_triton_impl(torch, kt, s, num_warps=w)))
+            other = "token" if case.layout == "hnd" else "head"
+            impls.append((f"triton:{other}", make_triton_impl(torch, kt, s, variant=other)))
+            if case.layout == "hnd":
+                impls.append(("triton:token:w8", make_triton_impl(torch, kt, s, variant="token", num_warps=8)))
+                impls.append(("triton:head:w1", make_triton_impl(torch, kt, s, variant="head", num_warps=1)))
+    if not args.no_torch:
+        impls += list(make_torch_impls(torch, s).items())
+    src = torch.empty(case.copy_bytes(), dtype=torch.uint8, device="cuda").random_(0, 255, generator=gen)
+    dst = torch.empty_like(src)
+    rows = []
+    copy_t = time_impl(torch, lambda: dst.copy_(src), case.tokens, args.reps)
+    rows.append({"impl": "copy", "verify": "ok" if torch.equal(src, dst) else "FAIL", **copy_t})
+    for name, fn in impls:
+        try:
+            s.poison()
+            fn()
+            verdict = s.verify()
+        except Exception as e:  # a launch or compile error is a result, not a crash of the bench
+            verdict = f"error: {type(e).__name__}: {e}"[:300]
+        if verdict != "ok":
+            print(f"bench: {case.name} {name}: {verdict}", file=sys.stderr)
+            if verdict.startswith("error"):
+                rows.append({"impl": name, "verify": verdict})
+                continue
+        try:
+            t = time_impl(torch, fn, case.tokens, args.reps)
+        except Exception as e:
+            torch.cuda.synchronize()
+            t = {"timing_error": f"{type(e).__name__}: {e}"[:300]}
+            print(f"bench: {case.name} {name}: timing: {t['timing_error']}", file=sys.stderr)
+        rows.append({"impl": name, "verify": verdict, **t})
+    return rows
+
+
+def write_outputs(out_dir, results, meta):
+    out = pathlib.Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    for name in ("bench.json", "bench.md"):
+        if (out / name).exists():
+            raise FileExistsError(f"bench: {out / name} exists; not overwriting")
+    (out / "bench.json").write_text(json.dumps({"meta": meta, "results": results}, indent=1) + "\n")
+    (out / "bench.md").write_text(render_markdown(results, meta) + "\n")
+
+
+def main(argv=None):
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    cases = select_cases(all_cases(args.tokens), args.cases)
+    if args.list:
+        for c in cases:
+            print(f"{c.name}  {c.bytes_moved() / 1e6:.3f} MB")
+        return 0
+    if not cases:
+        print("bench: no case matches --cases", file=sys.stderr)
+        return 2
+    out = pathlib.Path(args.out)
+    if (out / "bench.json").exists() or (out / "bench.md").exists():
+        print(f"bench: {out} already holds bench.json/bench.md; choose another --out", file=sys.stderr)
+        return 2
+    return run_gpu(args, cases, out)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
