@@ -7,6 +7,6 @@
 # (scripts/fuzz.sh 60: build-fuzz/), which ctest runs alone, so its summary stays the last output.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh
-scripts/setup-triton.sh   # venv for the Triton interpreter tests (KVFUZZ_NO_TRITON=1 skips)
+scripts/setup-triton.sh   # venv for the Triton tests and the triton target's build (KVFUZZ_NO_TRITON=1 skips)
+scripts/setup.sh          # after the venv: the build compiles the Triton kernels with it (kernels/triton/aot.cmake)
 ctest --test-dir build --output-on-failure -j"$(nproc)" "$@"

@@ -13,6 +13,7 @@
 
 #include "case/case_json.h"
 #include "case/errors.h"
+#include "gen/capabilities.h"
 #include "gen/generate.h"
 #include "gen/materialize.h"
 #include "gen/shrink.h"
@@ -72,14 +73,17 @@ bool confirm(Isolator& isolator, const Case& c, const std::string& kind, int run
   return true;
 }
 
-// Shrinks a failing genotype to a minimal one failing with the same first finding kind.
-Genotype shrink_failure(Isolator& isolator, const Genotype& g, const Profile& profile, const std::string& kind,
+// Shrinks a failing genotype to a minimal one failing with the same first finding kind, taking only
+// candidates inside the target's capabilities (gen/capabilities.h).
+Genotype shrink_failure(Isolator& isolator, const Genotype& g, const CaseSource& source, const std::string& kind,
                         const TolerancePolicy& tolerance, int64_t max_tries, ShrinkStats& stats, Progress& progress) {
   return shrink_to_minimal(
-      g, profile,
+      g, source.profile(),
       [&](const Genotype& candidate) {
         if (stop_requested()) return false;
-        const CaseOutcome o = check_case(isolator, materialize(candidate), tolerance);
+        const Case c = materialize(candidate);
+        if (!source.outside_reason(c).empty()) return false;
+        const CaseOutcome o = check_case(isolator, c, tolerance);
         return !o.pass() && o.first_kind() == kind;
       },
       &stats, max_tries);
@@ -132,7 +136,7 @@ struct CampaignState {
 };
 
 // Confirms a failing case, shrinks it unless it is flaky, and saves the minimal case.
-FailureRecord handle_failure(Isolator& isolator, const CampaignOptions& o, const Profile& profile,
+FailureRecord handle_failure(Isolator& isolator, const CampaignOptions& o, const CaseSource& source,
                              const Genotype& g, const Case& c, const CaseOutcome& outcome, int64_t index,
                              double elapsed, Progress& progress) {
   const std::string kind = outcome.first_kind();
@@ -149,7 +153,7 @@ FailureRecord handle_failure(Isolator& isolator, const CampaignOptions& o, const
     progress.event("kvfuzz: case #" + std::to_string(index) + " did not fail on every re-run: flaky, not shrunk");
   } else {
     ShrinkStats stats;
-    const Genotype g_min = shrink_failure(isolator, g, profile, kind, o.check.tolerance, o.max_shrink_tries, stats, progress);
+    const Genotype g_min = shrink_failure(isolator, g, source, kind, o.check.tolerance, o.max_shrink_tries, stats, progress);
     rec.shrink_tries = stats.tried;
     rec.shrink_accepted = stats.accepted;
     minimal = materialize(g_min);
@@ -170,7 +174,7 @@ FailureRecord handle_failure(Isolator& isolator, const CampaignOptions& o, const
 
 // One campaign thread: takes the next case index until the campaign stops. Each thread has its own
 // target object and worker process.
-void campaign_thread(CampaignState& st, const CampaignOptions& o, const Profile& profile, Progress& progress,
+void campaign_thread(CampaignState& st, const CampaignOptions& o, const CaseSource& source, Progress& progress,
                      Clock::time_point start) {
   std::unique_ptr<Target> target = make_target(o.target, o.target_options);
   Isolator isolator(*target, o.check.isolation);
@@ -186,8 +190,16 @@ void campaign_thread(CampaignState& st, const CampaignOptions& o, const Profile&
         return;
       i = st.next++;
     }
-    const Genotype g = generate_case(profile, o.seed, i);
-    const Case c = materialize(g);
+    const DrawnCase drawn = source.draw(o.seed, i);
+    if (!drawn.outside.empty()) {
+      std::lock_guard<std::mutex> lock(st.mutex);
+      ++st.result.skipped;
+      ++st.result.skip_reasons[drawn.outside];
+      if (drawn.skipped) continue;
+      ++st.result.replaced;
+    }
+    const Genotype& g = drawn.genotype;
+    const Case& c = drawn.kase;
     const CaseOutcome outcome = check_case(isolator, c, o.check.tolerance);
     {
       std::lock_guard<std::mutex> lock(st.mutex);
@@ -206,7 +218,7 @@ void campaign_thread(CampaignState& st, const CampaignOptions& o, const Profile&
       ++st.result.cases;
       if (!o.keep_going) st.stop = true;
     }
-    const FailureRecord rec = handle_failure(isolator, o, profile, g, c, outcome, i, seconds_since(start), progress);
+    const FailureRecord rec = handle_failure(isolator, o, source, g, c, outcome, i, seconds_since(start), progress);
     std::lock_guard<std::mutex> lock(st.mutex);
     ++st.result.failed;
     if (st.saved.insert(rec.file.string()).second) st.result.failures.push_back(rec);
@@ -218,7 +230,9 @@ void campaign_thread(CampaignState& st, const CampaignOptions& o, const Profile&
 
 CampaignResult run_campaign(const CampaignOptions& o, Progress& progress) {
   const Profile profile = profile_for(o.config);
-  open_target(o.target, o.target_options);  // unknown or unavailable: throw before any thread starts
+  // Unknown or unavailable target, or a profile with nothing the target supports: throw before any
+  // thread starts.
+  const CaseSource source(profile, open_target(o.target, o.target_options)->capabilities());
   // A --corpus-out that cannot hold cases is refused now, not after hours of fuzzing.
   std::error_code ec;
   if (std::filesystem::exists(o.corpus_out, ec) && !std::filesystem::is_directory(o.corpus_out, ec))
@@ -238,7 +252,7 @@ CampaignResult run_campaign(const CampaignOptions& o, Progress& progress) {
   for (int j = 0; j < std::max(1, o.jobs); ++j) {
     threads.emplace_back([&] {
       try {
-        campaign_thread(st, o, profile, locked, start);
+        campaign_thread(st, o, source, locked, start);
       } catch (...) {
         std::lock_guard<std::mutex> lock(error_mutex);
         if (!error) error = std::current_exception();
@@ -307,11 +321,17 @@ ReplayResult replay_cases(const ReplayOptions& o, Progress& progress) {
 
   ReplayResult result;
   result.target = o.target;
+  const std::optional<Capabilities> caps = target->capabilities();
   const auto start = Clock::now();
   for (size_t i = 0; i < files.size(); ++i) {
     if (stop_requested()) {
       result.interrupted = true;
       break;
+    }
+    if (const std::string why = caps ? outside_reason(cases[i], *caps) : ""; !why.empty()) {
+      ++result.skipped;  // a case the kernel does not claim to support: not run
+      ++result.skip_reasons[why];
+      continue;
     }
     ReplayItem item;
     item.file = files[i];
@@ -350,8 +370,8 @@ ShrinkResult shrink_case(const ShrinkOptions& o, Progress& progress) {
                      "the batch differs from what its genotype materialises to (was the file edited?); "
                      "shrinking works on the genotype and would lose the edit");
   }
-  const Profile profile = profile_for(o.config);
   std::unique_ptr<Target> target = open_target(o.target, o.target_options);
+  const CaseSource source(profile_for(o.config), target->capabilities());
   Isolator isolator(*target, o.check.isolation);
 
   ShrinkResult result;
@@ -361,7 +381,7 @@ ShrinkResult shrink_case(const ShrinkOptions& o, Progress& progress) {
 
   const std::string kind = first.first_kind();
   ShrinkStats stats;
-  const Genotype g_min = shrink_failure(isolator, *input.genotype, profile, kind, o.check.tolerance, o.max_shrink_tries, stats, progress);
+  const Genotype g_min = shrink_failure(isolator, *input.genotype, source, kind, o.check.tolerance, o.max_shrink_tries, stats, progress);
   Case minimal = materialize(g_min);
   FailureRecord& rec = result.record;
   rec.verdict = check_case(isolator, minimal, o.check.tolerance).verdict;

@@ -7,11 +7,14 @@
 //   kvfuzz shrink CASE [--target T] [--config FILE] [-o DIR]
 //   kvfuzz generate --seed N [--cases N] [--config FILE] -o DIR
 //   kvfuzz targets
+//   kvfuzz compare --target A --against B [--config FILE] [--cases N] [--seed N] [-j N] [--out-dir DIR]
+//   kvfuzz selftest [-j N] [--filter NAME] [--target plugin|triton-interp] [--metamorphic] [--json FILE] [--junit FILE] [--list]
 //
 // Exit codes: 0 clean, 1 findings, 2 usage or bad input, 3 infrastructure (I/O, missing device).
 // Results go to stdout and end with "kvfuzz: N passed, N failed"; progress goes to stderr.
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -20,7 +23,9 @@
 #include <vector>
 
 #include "campaign/campaign.h"
+#include "campaign/compare.h"
 #include "campaign/report_case.h"
+#include "campaign/selftest.h"
 #include "case/case_json.h"
 #include "case/errors.h"
 #include "report/junit.h"
@@ -94,19 +99,23 @@ std::string program_name(const char* argv0) {
 // Options shared by every subcommand that runs cases.
 struct CommonOptions {
   std::string target = "cuda-emu";  // --target
-  double timeout_s = 30;            // --timeout: per-launch limit
+  double timeout_s = 0;             // --timeout: per-launch limit; 0: the target's default (TargetInfo)
   bool no_fork = false;             // --no-fork: run launches in-process (debugging only)
   int64_t max_case_mib = 1024;      // --max-case-mib: largest buffer a case may declare
   int device = 0;                   // --device: CUDA device index for GPU targets
-  std::string tolerance = "exact";  // --tolerance: value policy for expected writes (README "Quantisation")
+  std::string tolerance;            // --tolerance: value policy for expected writes (README "Quantisation"); empty: the target's default
+  std::string python;               // --python: interpreter of the Python targets (triton-interp, python:...)
+  int64_t windowed_above_mib = 256;  // --windowed-above-mib: larger caches are checked windowed (arena/windows.h)
 
-  kvf::TargetOptions target_options() const { return kvf::TargetOptions{device}; }
+  kvf::TargetOptions target_options() const { return kvf::TargetOptions{device, python}; }
 
   kvf::CheckOptions check() const {
     kvf::CheckOptions c;
     c.isolation.fork = !no_fork;
-    c.isolation.timeout_s = timeout_s;
-    c.tolerance = *kvf::parse_tolerance(tolerance);  // validated by the option's check
+    const kvf::TargetInfo info = kvf::make_target(target, target_options())->info();  // its defaults
+    c.isolation.timeout_s = timeout_s > 0 ? timeout_s : info.default_timeout_s;
+    c.isolation.windowed_above_bytes = windowed_above_mib * (int64_t{1} << 20);
+    c.tolerance = *kvf::parse_tolerance(tolerance.empty() ? info.default_tolerance : tolerance);  // validated by the option's check
     return c;
   }
   kvf::Limits limits() const {
@@ -118,17 +127,27 @@ struct CommonOptions {
 
 void add_common(CLI::App* app, CommonOptions& o) {
   app->add_option("--target", o.target, "Target to run cases on (see `kvfuzz targets`)");
-  app->add_option("--timeout", o.timeout_s, "Seconds a single launch may take before it is a timeout")
+  app->add_option("--timeout", o.timeout_s,
+                  "Seconds a single launch may take before it is a timeout (default: the target's, 30 for most; `kvfuzz targets`)")
       ->check(CLI::PositiveNumber);
   app->add_flag("--no-fork", o.no_fork, "Run launches in the kvfuzz process (a faulting kernel kills kvfuzz)");
   app->add_option("--device", o.device, "CUDA device index for GPU targets")->check(CLI::NonNegativeNumber);
+  app->add_option("--windowed-above-mib", o.windowed_above_mib,
+                  "Check caches larger than this many MiB in windowed mode: the host holds windows, the target checks the rest")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
   app->add_option("--tolerance", o.tolerance,
-                  "How values of expected writes are judged: exact (default), ulp:N, written-any-value")
+                  "How values of expected writes are judged: exact, ulp:N, written-any-value, optionally with "
+                  "per-format rules (exact,fp8_e4m3=written-any-value); default: the target's (`kvfuzz targets`)")
       ->check(CLI::Validator(
           [](std::string& s) {
-            return kvf::parse_tolerance(s) ? std::string() : "expected exact, ulp:N or written-any-value, got " + s;
+            return kvf::parse_tolerance(s) ? std::string()
+                                           : "expected exact, ulp:N or written-any-value, optionally followed by "
+                                             ",DTYPE=RULE entries (exact,fp8_e4m3=written-any-value), got " + s;
           },
           "POLICY"));
+  app->add_option("--python", o.python,
+                  "Python interpreter of the triton-interp and python:... targets (default: $KVFUZZ_PYTHON, "
+                  "then build/venv-triton, then python3)");
 }
 
 // For subcommands that read case files.
@@ -143,6 +162,8 @@ int cmd_targets() {
               << "  " << t.summary << "\n"
               << "  supports: " << t.supports << "\n"
               << "  values checked: " << t.tolerance << "\n"
+              << (t.default_tolerance == "exact" ? "" : "  default --tolerance: " + t.default_tolerance + "\n")
+              << (t.default_timeout_s == 30 ? "" : "  default --timeout: " + std::to_string(static_cast<int>(t.default_timeout_s)) + " s\n")
               << "  needs a GPU: " << (t.needs_gpu ? "yes" : "no") << "\n";
   }
   return kClean;
@@ -177,6 +198,7 @@ int cmd_run(kvf::CampaignOptions o, const CommonOptions& common, bool seed_given
       std::cerr << "kvfuzz: warning: no report for " << fr.case_file.string() << ": " << fr.error << "\n";
     }
   }
+  std::cout << kvf::render_skipped(r);  // cases outside a plugin's capabilities, by reason
   std::cout << "kvfuzz: " << r.cases << " cases in " << r.seconds << " s (" << static_cast<int64_t>(r.cases_per_second())
             << " cases/s), seed " << r.seed << (r.interrupted ? ", interrupted" : "") << "\n";
   write_json(json_file, kvf::campaign_json(r, o.command_line));
@@ -197,6 +219,7 @@ int cmd_replay(kvf::ReplayOptions o, const CommonOptions& common, const std::str
   const kvf::ReplayResult r = kvf::replay_cases(o, progress);
   for (const kvf::ReplayItem& item : r.items)
     if (!item.as_expected) std::cout << kvf::render_replay_mismatch(item, r.target);
+  std::cout << kvf::render_skipped(r);  // case files outside a plugin's capabilities, by reason
   write_json(json_file, kvf::replay_json(r, command_line));
   write_text(ci.junit_file, kvf::replay_junit(r, command_line));
   write_text(ci.summary_md_file, kvf::replay_summary_markdown(r));
@@ -237,6 +260,58 @@ int cmd_report(const std::string& file, std::string out_dir, const CommonOptions
                                    << kvf::render_verdict(r.verdict) << "  reproduce: " << r.replay_command << "\n";
   std::cout << kvf::summary_line(r.verdict.pass() ? 1 : 0, r.verdict.pass() ? 0 : 1) << std::endl;
   return r.verdict.pass() ? kClean : kFindings;
+}
+
+// `kvfuzz compare`: the same cases on two targets; their post-run images must be byte-identical.
+int cmd_compare(kvf::CompareOptions o, const CommonOptions& common, bool seed_given) {
+  o.target = common.target;
+  o.target_options = common.target_options();
+  o.check.isolation = common.check().isolation;
+  if (!seed_given) o.seed = (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
+  std::cerr << "kvfuzz: compare " << o.target << " against " << o.against << ", profile "
+            << (o.config.empty() ? "default" : o.config.string()) << ", seed " << o.seed << ", " << o.cases << " cases"
+            << (o.jobs > 1 ? ", " + std::to_string(o.jobs) + " jobs" : std::string()) << "\n";
+  kvf::install_stop_handlers();
+  kvf::TerminalProgress progress;
+  const kvf::CompareResult r = kvf::compare_targets(o, progress);
+  if (r.first) {
+    const kvf::CompareDifference& d = *r.first;
+    std::cout << "kvfuzz: DIFFER case #" << d.case_index << " at " << d.where << "\n"
+              << "  " << r.target << ": " << d.a_found << "\n"
+              << "  " << r.against << ": " << d.b_found << "\n"
+              << "  saved: " << d.file.string() << "\n"
+              << "  reproduce: kvfuzz replay " << d.file.string() << " --target " << r.target << "   (and --target " << r.against << ")\n";
+  }
+  std::cout << "kvfuzz: " << r.cases << " cases in " << r.seconds << " s, seed " << r.seed << ": " << r.identical << " identical"
+            << (r.both_failed ? ", " + std::to_string(r.both_failed) + " refused, crashed or hung on both" : std::string())
+            << (r.interrupted ? ", interrupted" : "") << "\n";
+  std::cout << kvf::summary_line(r.identical + r.both_failed, r.differing) << std::endl;
+  return r.differing ? kFindings : kClean;
+}
+
+// `kvfuzz selftest`: mutants of the kernels, each of which a bounded campaign must kill (campaign/selftest.h).
+int cmd_selftest(const kvf::SelftestOptions& o, const std::string& json_file, const std::string& junit_file,
+                 const std::string& command_line) {
+  kvf::install_stop_handlers();
+  kvf::TerminalProgress progress;
+  const kvf::SelftestResult r = kvf::run_selftest(o, progress);
+  if (o.list) {
+    for (const kvf::MutantResult& m : r.mutants)
+      std::cout << m.rule.name << "  " << m.rule.pattern << "  " << m.target << (m.rule.gpu_only.empty() ? "" : "  (GPU only)")
+                << "\n  " << m.rule.description << "\n";
+    for (const kvf::PatternWithoutMutant& p : r.not_applicable) std::cout << p.pattern << ": no mutant: " << p.why << "\n";
+    return kClean;
+  }
+  std::cout << kvf::render_selftest_table(r);
+  write_json(json_file, kvf::selftest_json(r, command_line));
+  write_text(junit_file, kvf::selftest_junit(r, command_line));
+  std::cout << kvf::summary_line(r.passed(), r.failed()) << std::endl;
+  if (r.stale()) return kBadInput;  // the catalogue no longer matches the kernel: not a survivor
+  const bool only_errors = std::all_of(r.mutants.begin(), r.mutants.end(), [](const kvf::MutantResult& m) {
+    return m.status == kvf::MutantStatus::killed || m.status == kvf::MutantStatus::skipped || m.status == kvf::MutantStatus::error;
+  });
+  if (r.infra_error() && only_errors) return kInfra;  // could not build or run a mutant (compiler, target)
+  return r.failed() ? kFindings : kClean;
 }
 
 }  // namespace
@@ -310,6 +385,41 @@ int main(int argc, char** argv) {
 
   CLI::App* targets = app.add_subcommand("targets", "List targets and what each supports");
 
+  kvf::CompareOptions compare_opts;
+  compare_opts.command_line = command_line;
+  CLI::App* compare = app.add_subcommand("compare", "Run the same cases on two targets and require byte-identical images");
+  add_common(compare, common);
+  compare->add_option("--against", compare_opts.against, "The second target (see `kvfuzz targets`; golden = the contract)")->required();
+  compare->add_option("--config", compare_opts.config, "Campaign profile (JSON, see configs/); default: built-in default")
+      ->check(CLI::ExistingFile);
+  compare->add_option("--cases", compare_opts.cases, "Number of cases")->check(CLI::PositiveNumber);
+  CLI::Option* compare_seed = compare->add_option("--seed", compare_opts.seed, "Campaign seed (default: random, printed)");
+  compare->add_option("-j,--jobs", compare_opts.jobs, "Cases compared in parallel")->check(CLI::Range(1, 256));
+  compare->add_option("-o,--out-dir", compare_opts.out_dir, "Directory for the first differing case (default: kvfuzz-compare)");
+
+  kvf::SelftestOptions selftest_opts;
+  std::string selftest_json_file, selftest_junit_file;
+  CLI::App* selftest = app.add_subcommand("selftest", "Build every mutant of the catalogue and require kvfuzz to catch it");
+  selftest->add_option("--catalogue", selftest_opts.catalogue, "Mutant catalogue (default: tests/mutants/mutants.json)")
+      ->check(CLI::ExistingFile);
+  selftest->add_option("--source-dir", selftest_opts.source_dir, "Source tree with kernels/, include/, examples/, configs/")
+      ->check(CLI::ExistingDirectory);
+  selftest->add_option("--work-dir", selftest_opts.work_dir, "Rewritten sources, cached plugins, campaign outputs");
+  selftest->add_option("--cxx", selftest_opts.cxx, "Host C++ compiler for the mutant plugins (default: $CXX, then the configure-time one)");
+  selftest->add_option("--target", selftest_opts.targets, "plugin (CUDA mutants) and/or triton-interp (Triton mutants); default both");
+  selftest->add_option("--filter", selftest_opts.filter, "Only mutants whose name contains this");
+  selftest->add_option("-j,--jobs", selftest_opts.jobs, "Mutants built and checked in parallel")->check(CLI::Range(1, 256));
+  selftest->add_option("--seed", selftest_opts.seed, "Campaign seed of every mutant");
+  selftest->add_option("--python", selftest_opts.python, "Python interpreter for triton-interp campaigns");
+  selftest->add_option("--timeout", selftest_opts.timeout_s, "Seconds a single launch may take")->check(CLI::PositiveNumber);
+  selftest->add_flag("--metamorphic", selftest_opts.metamorphic_only,
+                     "Only the metamorphic checks (no golden model): the clean kernel and the rules that name relations");
+  selftest->add_option("--metamorphic-trials", selftest_opts.metamorphic_trials, "Random batches per metamorphic relation")
+      ->check(CLI::Range(int64_t{1}, int64_t{1000000}));
+  selftest->add_flag("--list", selftest_opts.list, "List the catalogue's rules and patterns without a mutant; run nothing");
+  selftest->add_option("--json", selftest_json_file, "Write a JSON summary to FILE (- for stdout)");
+  selftest->add_option("--junit", selftest_junit_file, "Write JUnit XML to FILE (- for stdout)");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {
@@ -321,6 +431,11 @@ int main(int argc, char** argv) {
 
   try {
     if (*targets) return cmd_targets();
+    if (*compare) return cmd_compare(compare_opts, common, compare_seed->count() > 0);
+    if (*selftest) {
+      refuse_output_over_input({selftest_json_file, selftest_junit_file}, {selftest_opts.catalogue.string()});
+      return cmd_selftest(selftest_opts, selftest_json_file, selftest_junit_file, command_line);
+    }
     if (*generate) {
       for (const auto& f : kvf::generate_cases(gen_opts)) std::cout << f.string() << "\n";
       return kClean;

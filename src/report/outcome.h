@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -47,6 +48,11 @@ struct CampaignResult {
   double seconds = 0;
   bool interrupted = false;     // stopped by SIGINT/SIGTERM
   std::vector<FailureRecord> failures;
+  // Drawn cases outside the target's capabilities (gen/capabilities.h; only plugins declare any):
+  // each was replaced by a case drawn inside them, or, where none could be drawn, not run.
+  int64_t skipped = 0;
+  int64_t replaced = 0;                           // skipped cases replaced (skipped - replaced were not run)
+  std::map<std::string, int64_t> skip_reasons;    // skipped cases by reason ("layout packed_kv_nhd")
   double cases_per_second() const { return seconds > 0 ? cases / seconds : 0; }
 };
 
@@ -63,6 +69,9 @@ struct ReplayResult {
   std::vector<ReplayItem> items;
   double seconds = 0;
   bool interrupted = false;
+  // Case files outside the target's capabilities (gen/capabilities.h): not run, not in `items`.
+  int64_t skipped = 0;
+  std::map<std::string, int64_t> skip_reasons;  // by reason ("layout packed_kv_nhd")
   int64_t passed() const;
   int64_t failed() const;
 };

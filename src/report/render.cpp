@@ -1,8 +1,11 @@
 // render.cpp — see render.h.
 #include "report/render.h"
 
+#include <algorithm>
 #include <map>
 #include <sstream>
+#include <utility>
+#include <vector>
 
 namespace kvf {
 
@@ -29,6 +32,33 @@ std::string render_failure(const FailureRecord& r) {
       << r.heads << (r.heads == 1 ? " head, " : " heads, ") << "head_dim " << r.head_dim << "\n";
   s << "  saved: " << r.file.string() << "\n";
   s << "  reproduce: " << r.replay_command << "\n";
+  return s.str();
+}
+
+std::string render_skipped(const CampaignResult& r) {
+  if (r.skipped == 0) return "";
+  std::vector<std::pair<std::string, int64_t>> reasons(r.skip_reasons.begin(), r.skip_reasons.end());
+  std::stable_sort(reasons.begin(), reasons.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  std::ostringstream s;
+  s << "kvfuzz: skipped " << r.skipped << (r.skipped == 1 ? " case" : " cases") << " outside the target's capabilities (";
+  for (size_t i = 0; i < reasons.size(); ++i) s << (i ? ", " : "") << reasons[i].first << ": " << reasons[i].second;
+  s << "); " << r.replaced << " replaced by cases drawn inside them";
+  if (r.skipped > r.replaced) s << ", " << r.skipped - r.replaced << " not run";
+  s << "\n";
+  return s.str();
+}
+
+std::string render_skipped(const ReplayResult& r) {
+  if (r.skipped == 0) return "";
+  std::ostringstream s;
+  s << "kvfuzz: skipped " << r.skipped << (r.skipped == 1 ? " case file" : " case files")
+    << " outside the target's capabilities (";
+  bool first = true;
+  for (const auto& [reason, n] : r.skip_reasons) {
+    s << (first ? "" : ", ") << reason << ": " << n;
+    first = false;
+  }
+  s << ")\n";
   return s.str();
 }
 
@@ -76,7 +106,9 @@ nlohmann::json campaign_json(const CampaignResult& r, const std::string& command
           {"command", "run"}, {"command_line", command_line}, {"target", r.target}, {"profile", r.profile},
           {"seed", r.seed}, {"tolerance", r.tolerance}, {"cases", r.cases}, {"passed", r.passed}, {"failed", r.failed},
           {"seconds", r.seconds}, {"cases_per_second", r.cases_per_second()}, {"interrupted", r.interrupted},
-          {"findings_by_kind", findings_by_kind(verdicts)}, {"failures", failures}};
+          {"findings_by_kind", findings_by_kind(verdicts)}, {"failures", failures},
+          {"skipped", {{"cases", r.skipped}, {"replaced", r.replaced}, {"not_run", r.skipped - r.replaced},
+                       {"reasons", r.skip_reasons}}}};
 }
 
 nlohmann::json replay_json(const ReplayResult& r, const std::string& command_line) {
@@ -94,7 +126,8 @@ nlohmann::json replay_json(const ReplayResult& r, const std::string& command_lin
           {"command", "replay"}, {"command_line", command_line}, {"target", r.target},
           {"cases", static_cast<int64_t>(r.items.size())}, {"passed", r.passed()}, {"failed", r.failed()},
           {"seconds", r.seconds}, {"interrupted", r.interrupted},
-          {"findings_by_kind", findings_by_kind(verdicts)}, {"items", items}};
+          {"findings_by_kind", findings_by_kind(verdicts)}, {"items", items},
+          {"skipped", {{"cases", r.skipped}, {"reasons", r.skip_reasons}}}};
 }
 
 }  // namespace kvf

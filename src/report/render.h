@@ -19,6 +19,13 @@ std::string render_verdict(const Verdict& v, const std::string& indent = "  ");
 // A campaign failure: findings, shrink statistics, where it was saved, how to reproduce it.
 std::string render_failure(const FailureRecord& r);
 
+// "kvfuzz: skipped N cases outside the target's capabilities (reason: n, ...); M replaced by cases
+// drawn inside them[, K not run]\n", or "" when nothing was skipped.
+std::string render_skipped(const CampaignResult& r);
+
+// "kvfuzz: skipped N case files outside the target's capabilities (reason: n, ...)\n", or "".
+std::string render_skipped(const ReplayResult& r);
+
 // A replayed file whose outcome differs from its expectation.
 std::string render_replay_mismatch(const ReplayItem& item, const std::string& target);
 

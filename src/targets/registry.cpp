@@ -8,8 +8,18 @@
 namespace kvf {
 
 std::unique_ptr<Target> make_cuda_emu_target(const TargetOptions& options);
+std::unique_ptr<Target> make_golden_target(const TargetOptions& options);  // golden_target.cpp
+std::unique_ptr<Target> make_triton_interp_target(const TargetOptions& options);        // python_targets.cpp
+std::unique_ptr<Target> make_triton_interp_fp8hw_target(const TargetOptions& options);
+std::unique_ptr<Target> make_python_target(const std::string& argument, const TargetOptions& options);
+std::unique_ptr<Target> make_python_cuda_target(const std::string& argument, const TargetOptions& options);
+std::unique_ptr<Target> make_python_numpy_target(const std::string& argument, const TargetOptions& options);
+std::unique_ptr<Target> make_plugin_target(const std::string& argument, const TargetOptions& options);  // plugin/plugin_target.cpp
 #if defined(KVFUZZ_HAVE_CUDA)
 std::unique_ptr<Target> make_cuda_target(const TargetOptions& options);
+#endif
+#if defined(KVFUZZ_HAVE_TRITON)
+std::unique_ptr<Target> make_triton_target(const TargetOptions& options);  // triton/triton_target.cpp
 #endif
 
 namespace {
@@ -21,9 +31,15 @@ struct Entry {
 
 const Entry kTargets[] = {
     {"cuda-emu", &make_cuda_emu_target},
+    {"golden", &make_golden_target},
 #if defined(KVFUZZ_HAVE_CUDA)
     {"cuda", &make_cuda_target},
 #endif
+#if defined(KVFUZZ_HAVE_TRITON)
+    {"triton", &make_triton_target},
+#endif
+    {"triton-interp", &make_triton_interp_target},
+    {"triton-interp-fp8hw", &make_triton_interp_fp8hw_target},
 };
 
 // Targets named by a prefix and an argument: "plugin:PATH.so", "python:MODULE:FUNCTION". `make`
@@ -36,6 +52,10 @@ struct PrefixEntry {
 
 const PrefixEntry kPrefixTargets[] = {
     {nullptr, nullptr, nullptr},  // placeholder so the array is never empty; skipped below
+    {"plugin:", "plugin:PATH.so", &make_plugin_target},
+    {"python:", "python:MODULE:FUNCTION", &make_python_target},
+    {"python-cuda:", "python-cuda:MODULE:FUNCTION", &make_python_cuda_target},
+    {"python-numpy:", "python-numpy:MODULE:FUNCTION", &make_python_numpy_target},
 };
 
 }  // namespace
@@ -64,6 +84,11 @@ std::unique_ptr<Target> make_target(const std::string& name, const TargetOptions
   }
 #if !defined(KVFUZZ_HAVE_CUDA)
   if (name == "cuda") throw InfraError("target cuda is not available: this kvfuzz was built without a CUDA compiler");
+#endif
+#if !defined(KVFUZZ_HAVE_TRITON)
+  if (name == "triton")
+    throw InfraError("target triton is not available: this kvfuzz was built without it (it needs CUDA and triton 3.6.0 "
+                     "at build time: scripts/setup-triton.sh, then reconfigure; kernels/triton/aot.cmake)");
 #endif
   throw InputError("", "", "unknown target \"" + name + "\"; known targets: " + known +
                                " (see `kvfuzz targets`)");

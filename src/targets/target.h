@@ -7,11 +7,14 @@
 
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "arena/arena.h"
+#include "arena/windows.h"
 #include "case/case.h"
+#include "gen/capabilities.h"
 
 namespace kvf {
 
@@ -21,6 +24,12 @@ struct TargetInfo {
   std::string supports;     // layouts, dtypes, slot types, limits it accepts
   std::string tolerance;    // value policy it is held to: "exact"
   bool needs_gpu = false;   // true for targets that run on a CUDA device
+  // The policy its campaigns use unless --tolerance says otherwise (parse_tolerance syntax, e.g.
+  // "exact,fp8_e4m3=written-any-value" for a target that cannot produce fp8 values faithfully).
+  std::string default_tolerance = "exact";
+  // Seconds one launch may take unless --timeout says otherwise (Python targets start an
+  // interpreter, and Triton's interpreter runs a large case for minutes).
+  double default_timeout_s = 30;
 };
 
 enum class RunStatus : uint8_t {
@@ -41,14 +50,31 @@ class Target {
   // Runs the append of `c` on `image`, laid out as `layout` (plan_arena(c)). Called in a worker
   // process (campaign/isolation.h) unless isolation is off: must not rely on state outside the image.
   virtual RunResult run(const Case& c, std::byte* image, const ArenaLayout& layout) = 0;
+  // Runs a large case in windowed mode (arena/windows.h). `image` is a windowed image laid out as
+  // `layout`: only plan.ranges hold bytes, every other cache element stands for plan.fill.bits.
+  // Must leave plan.ranges as the kernel left them and set `outside` to what the kernel changed in
+  // the rest of the cache (differences from plan.fill, outside.checked = true). The default
+  // (targets/windowed_host.cpp) builds the whole image in host memory whose cache pages are filled
+  // when the kernel first touches them, calls run() on it and checks the pages it touched: right
+  // for every target whose kernel reads and writes the image from this process (cuda-emu, golden,
+  // CPU plugins). A target that copies the image to a device overrides it (cuda does) — the default
+  // would fill the whole cache on the host.
+  virtual RunResult run_windowed(const Case& c, std::byte* image, const ArenaLayout& layout, const WindowPlan& plan,
+                                 OutsideDiff& outside);
   // Empty when the target can run here; otherwise why not (no driver, no such device). Must not
-  // leave state behind in the calling process (GPU targets probe in a child process).
+  // leave state behind in the calling process (GPU targets probe in a child process). May throw
+  // InputError when probing shows the target's argument to be wrong (python:MODULE:FUNCTION with
+  // no such module).
   virtual std::string unavailable_reason() const { return ""; }
+  // What the kernel supports; std::nullopt (kvfuzz's own targets): every case the generator makes.
+  // Campaigns send only cases inside it and count the others (gen/capabilities.h).
+  virtual std::optional<Capabilities> capabilities() const { return std::nullopt; }
 };
 
 // Construction options of targets.
 struct TargetOptions {
-  int device = 0;  // CUDA device index for GPU targets (--device)
+  int device = 0;      // CUDA device index for GPU targets (--device)
+  std::string python;  // interpreter of the Python targets (--python); empty: $KVFUZZ_PYTHON, then the defaults
 };
 
 // Every target this build knows, in `kvfuzz targets` order.

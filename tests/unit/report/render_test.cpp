@@ -47,5 +47,22 @@ TEST(Render, failureTextCarriesTheReproductionCommand) {
   EXPECT_NE(text.find("reproduce: kvfuzz replay x.json --target cuda-emu"), std::string::npos);
 }
 
+TEST(Render, skippedCasesAreCountedByReasonInTextAndJson) {
+  CampaignResult r;
+  EXPECT_EQ(render_skipped(r), "");  // kvfuzz's own targets: nothing skipped, nothing said
+  r.cases = 10;
+  r.passed = 10;
+  r.skipped = 5;
+  r.replaced = 4;
+  r.skip_reasons = {{"layout packed_kv_nhd", 3}, {"cache dtype int8", 2}};
+  EXPECT_EQ(render_skipped(r),
+            "kvfuzz: skipped 5 cases outside the target's capabilities (layout packed_kv_nhd: 3, cache dtype int8: 2); "
+            "4 replaced by cases drawn inside them, 1 not run\n");
+  const nlohmann::json j = campaign_json(r, "kvfuzz run");
+  EXPECT_EQ(j.at("skipped").at("cases"), 5);
+  EXPECT_EQ(j.at("skipped").at("not_run"), 1);
+  EXPECT_EQ(j.at("skipped").at("reasons").at("cache dtype int8"), 2);
+}
+
 }  // namespace
 }  // namespace kvf
