@@ -1,5 +1,6 @@
 // campaign.cpp — the run loop (generate, check, confirm, shrink, save), replay and shrink.
 #include "campaign/campaign.h"
+#include "campaign/jobs.h"
 
 #include <algorithm>
 #include <atomic>
@@ -246,23 +247,12 @@ CampaignResult run_campaign(const CampaignOptions& o, Progress& progress) {
   LockedProgress locked(progress, st.progress_mutex);
 
   const auto start = Clock::now();
-  std::vector<std::thread> threads;
-  std::exception_ptr error;
-  std::mutex error_mutex;
-  for (int j = 0; j < std::max(1, o.jobs); ++j) {
-    threads.emplace_back([&] {
-      try {
-        campaign_thread(st, o, source, locked, start);
-      } catch (...) {
-        std::lock_guard<std::mutex> lock(error_mutex);
-        if (!error) error = std::current_exception();
-        std::lock_guard<std::mutex> lock2(st.mutex);
+  run_jobs(
+      o.jobs, [&] { campaign_thread(st, o, source, locked, start); },
+      [&] {
+        std::lock_guard<std::mutex> lock(st.mutex);
         st.stop = true;
-      }
-    });
-  }
-  for (std::thread& t : threads) t.join();
-  if (error) std::rethrow_exception(error);
+      });
 
   std::sort(st.result.failures.begin(), st.result.failures.end(),
             [](const FailureRecord& a, const FailureRecord& b) { return a.case_index < b.case_index; });

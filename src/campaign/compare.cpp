@@ -1,5 +1,6 @@
 // compare.cpp — see compare.h.
 #include "campaign/compare.h"
+#include "campaign/jobs.h"
 
 #include <algorithm>
 #include <chrono>
@@ -221,23 +222,12 @@ CompareResult compare_targets(const CompareOptions& o, Progress& progress) {
   st.result.profile = profile.name;
   st.result.seed = std::to_string(o.seed);
   const auto start = Clock::now();
-  std::vector<std::thread> threads;
-  std::exception_ptr error;
-  std::mutex error_mutex;
-  for (int j = 0; j < std::max(1, o.jobs); ++j) {
-    threads.emplace_back([&] {
-      try {
-        compare_thread(st, o, profile, progress);
-      } catch (...) {
-        std::lock_guard<std::mutex> lock(error_mutex);
-        if (!error) error = std::current_exception();
-        std::lock_guard<std::mutex> lock2(st.mutex);
+  run_jobs(
+      o.jobs, [&] { compare_thread(st, o, profile, progress); },
+      [&] {
+        std::lock_guard<std::mutex> lock(st.mutex);
         st.stop = true;
-      }
-    });
-  }
-  for (std::thread& t : threads) t.join();
-  if (error) std::rethrow_exception(error);
+      });
 
   CompareResult r = st.result;
   if (st.first) {

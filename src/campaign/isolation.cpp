@@ -26,58 +26,11 @@
 #include "arena/windows.h"
 #include "case/case_json.h"
 #include "case/errors.h"
+#include "targets/fd_io.h"
 
 namespace kvf {
 
 namespace {
-
-std::string errno_text(const char* what) { return std::string(what) + ": " + std::strerror(errno); }
-
-// Writes all of buf; false if the peer is gone.
-bool write_all(int fd, const void* buf, size_t n) {
-  const char* p = static_cast<const char*>(buf);
-  while (n > 0) {
-    const ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return false;
-    p += w;
-    n -= static_cast<size_t>(w);
-  }
-  return true;
-}
-
-// Reads exactly n bytes; false on EOF or error.
-bool read_all(int fd, void* buf, size_t n) {
-  char* p = static_cast<char*>(buf);
-  while (n > 0) {
-    const ssize_t r = read(fd, p, n);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return false;
-    p += r;
-    n -= static_cast<size_t>(r);
-  }
-  return true;
-}
-
-// Like read_all, but gives up at `deadline`. Returns 1 done, 0 EOF/error, -1 timed out.
-int read_until(int fd, void* buf, size_t n, std::chrono::steady_clock::time_point deadline) {
-  char* p = static_cast<char*>(buf);
-  while (n > 0) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) return -1;
-    pollfd pfd{fd, POLLIN, 0};
-    const int ready = poll(&pfd, 1, static_cast<int>(std::min<int64_t>(left.count(), 1 << 30)));
-    if (ready < 0 && errno == EINTR) continue;
-    if (ready < 0) return 0;
-    if (ready == 0) return -1;
-    const ssize_t r = read(fd, p, n);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return 0;
-    p += r;
-    n -= static_cast<size_t>(r);
-  }
-  return 1;
-}
 
 std::string describe_exit(int wstatus) {
   if (WIFSIGNALED(wstatus)) {
@@ -112,9 +65,9 @@ std::string describe_exit(int wstatus) {
   size_t accessible = mapped;  // bytes of the mapping currently PROT_READ | PROT_WRITE
   for (;;) {
     uint64_t header[3];
-    if (!read_all(sock, header, sizeof header)) _exit(0);  // parent closed: done
+    if (read_all(sock, header, sizeof header) != 1) _exit(0);  // parent closed: done
     std::string json(header[0], '\0');
-    if (!read_all(sock, json.data(), json.size())) _exit(0);
+    if (read_all(sock, json.data(), json.size()) != 1) _exit(0);
     const bool windowed = header[2] != 0;
     IsolatedStatus status = IsolatedStatus::ok;
     std::string message;
@@ -279,20 +232,20 @@ IsolatedRun Isolator::run(const Case& c, Arena& image) {
   uint8_t status = 0;
   uint32_t len = 0;
   std::string message;
-  if (got == 1) got = read_until(w.sock, &status, 1, deadline);
-  if (got == 1) got = read_until(w.sock, &len, sizeof len, deadline);
+  if (got == 1) got = read_all(w.sock, &status, 1, deadline);
+  if (got == 1) got = read_all(w.sock, &len, sizeof len, deadline);
   if (got == 1) {
     message.resize(len);
-    got = read_until(w.sock, message.data(), len, deadline);
+    got = read_all(w.sock, message.data(), len, deadline);
   }
   std::string outside;
   if (got == 1 && image.windowed()) {
     uint64_t n = 0;
-    got = read_until(w.sock, &n, sizeof n, deadline);
+    got = read_all(w.sock, &n, sizeof n, deadline);
     if (got == 1 && n > (uint64_t{16} << 20)) throw InfraError("worker sent an oversized outside-diff message");
     if (got == 1) {
       outside.resize(n);
-      got = read_until(w.sock, outside.data(), n, deadline);
+      got = read_all(w.sock, outside.data(), n, deadline);
     }
   }
 

@@ -76,17 +76,6 @@ std::string outside_reason(const Case& c, const Capabilities& k) {
 
 namespace {
 
-template <typename T, typename Keep>
-Weighted<T> keep_if(const Weighted<T>& w, Keep keep) {
-  Weighted<T> out;
-  for (size_t i = 0; i < w.values.size(); ++i) {
-    if (!keep(w.values[i])) continue;
-    out.values.push_back(w.values[i]);
-    out.weights.push_back(w.weights[i]);
-  }
-  return out;
-}
-
 template <typename T>
 bool any_weight(const Weighted<T>& w) {
   return std::any_of(w.weights.begin(), w.weights.end(), [](int x) { return x > 0; });
@@ -141,28 +130,28 @@ constexpr std::initializer_list<IndexType> kIndexTypes = {IndexType::i32, IndexT
 
 Profile restrict_profile(const Profile& p, const Capabilities& k) {
   Profile r = p;
-  r.layouts = keep_if(p.layouts, [&](Layout l) { return has(k.layouts, l); });
+  r.layouts = only(p.layouts, [&](Layout l) { return has(k.layouts, l); });
   require(p, p.layouts, r.layouts, "layout", bit_names(k.layouts, kLayouts));
-  r.input_dtypes = keep_if(p.input_dtypes, [&](DType t) { return has(k.input_dtypes, t); });
+  r.input_dtypes = only(p.input_dtypes, [&](DType t) { return has(k.input_dtypes, t); });
   require(p, p.input_dtypes, r.input_dtypes, "input dtype", bit_names(k.input_dtypes, kDTypes));
-  r.slot_dtypes = keep_if(p.slot_dtypes, [&](IndexType t) { return has(k.slot_dtypes, t); });
+  r.slot_dtypes = only(p.slot_dtypes, [&](IndexType t) { return has(k.slot_dtypes, t); });
   require(p, p.slot_dtypes, r.slot_dtypes, "slot dtype", bit_names(k.slot_dtypes, kIndexTypes));
-  r.num_heads = keep_if(p.num_heads, [&](int32_t h) { return k.max_num_heads <= 0 || h <= k.max_num_heads; });
+  r.num_heads = only(p.num_heads, [&](int32_t h) { return k.max_num_heads <= 0 || h <= k.max_num_heads; });
   require(p, p.num_heads, r.num_heads, "head count", limits_text(0, k.max_num_heads, 0));
-  r.block_sizes = keep_if(p.block_sizes, [&](int32_t bs) {
+  r.block_sizes = only(p.block_sizes, [&](int32_t bs) {
     return (k.max_block_size <= 0 || bs <= k.max_block_size) && (!k.block_size_pow2_only || (bs & (bs - 1)) == 0);
   });
   require(p, p.block_sizes, r.block_sizes, "block size",
           limits_text(0, k.max_block_size, 0) + (k.block_size_pow2_only ? " (powers of two)" : ""));
 
   // Cache dtypes and quantisation: which of the three kinds of case (profile.h) remain possible.
-  r.cache_dtypes = keep_if(p.cache_dtypes, [&](DType t) { return has(k.cache_dtypes, t); });
-  r.scale_kinds = keep_if(p.scale_kinds, [&](ScaleKind s) { return has(k.scale_kinds, s); });
+  r.cache_dtypes = only(p.cache_dtypes, [&](DType t) { return has(k.cache_dtypes, t); });
+  r.scale_kinds = only(p.scale_kinds, [&](ScaleKind s) { return has(k.scale_kinds, s); });
   const bool float_caches = has(k.scale_kinds, ScaleKind::none);
   const bool cross_ok = float_caches && !k.same_input_cache_dtype &&
-                        any_weight(keep_if(r.cache_dtypes, [](DType t) { return !is_quantized(t); }));
-  const bool quant_ok = any_weight(keep_if(r.cache_dtypes, [](DType t) { return is_quantized(t); })) && any_weight(r.scale_kinds);
-  const bool copy_ok = float_caches && any_weight(keep_if(r.input_dtypes, [&](DType t) { return has(k.cache_dtypes, t); }));
+                        any_weight(only(r.cache_dtypes, [](DType t) { return !is_quantized(t); }));
+  const bool quant_ok = any_weight(only(r.cache_dtypes, [](DType t) { return is_quantized(t); })) && any_weight(r.scale_kinds);
+  const bool copy_ok = float_caches && any_weight(only(r.input_dtypes, [&](DType t) { return has(k.cache_dtypes, t); }));
   // The three kinds' shares, impossible ones zeroed and the rest scaled to fill 100 (a profile of
   // quantised cases only stays that: it does not become a campaign of copies).
   const int copy = copy_ok ? 100 - p.cross_dtype_percent - p.quant_percent : 0;
@@ -183,7 +172,7 @@ Profile restrict_profile(const Profile& p, const Capabilities& k) {
   for (DType t : r.input_dtypes.values) smallest = std::min(smallest, dtype_size(t));
   if (r.quant_percent > 0 || r.cross_dtype_percent > 0)
     for (DType t : r.cache_dtypes.values) smallest = std::min(smallest, dtype_size(t));
-  r.head_dims = keep_if(p.head_dims, [&](int32_t d) {
+  r.head_dims = only(p.head_dims, [&](int32_t d) {
     return (k.min_head_dim <= 0 || d >= k.min_head_dim) && (k.max_head_dim <= 0 || d <= k.max_head_dim) &&
            (k.head_dim_multiple <= 1 || d % k.head_dim_multiple == 0) && (k.unaligned || (d * smallest) % 16 == 0);
   });

@@ -75,18 +75,6 @@ Weighted<int32_t> fitting(const Weighted<int32_t>& w, const std::function<bool(i
 
 bool is_contiguous(Layout l) { return l == Layout::contiguous_bshd || l == Layout::contiguous_bhsd; }
 
-// The entries of w whose value satisfies keep(value), with their weights (possibly none).
-template <typename T, typename Keep>
-Weighted<T> only(const Weighted<T>& w, Keep keep) {
-  Weighted<T> out;
-  for (size_t i = 0; i < w.values.size(); ++i) {
-    if (!keep(w.values[i])) continue;
-    out.values.push_back(w.values[i]);
-    out.weights.push_back(w.weights[i]);
-  }
-  return out;
-}
-
 // Element types and quantisation of one case (profile.h: quant_percent, cross_dtype_percent).
 struct DTypes {
   DType input = DType::f16;             // key/value element type

@@ -27,6 +27,18 @@ struct Weighted {
   bool operator==(const Weighted&) const = default;
 };
 
+// The entries of w whose value satisfies keep(value), with their weights (possibly none).
+template <typename T, typename Keep>
+Weighted<T> only(const Weighted<T>& w, Keep keep) {
+  Weighted<T> out;
+  for (size_t i = 0; i < w.values.size(); ++i) {
+    if (!keep(w.values[i])) continue;
+    out.values.push_back(w.values[i]);
+    out.weights.push_back(w.weights[i]);
+  }
+  return out;
+}
+
 struct Profile {
   std::string name;                    // e.g. "default"
   Weighted<Layout> layouts;            // cache layouts (shrink target: paged_nhd)

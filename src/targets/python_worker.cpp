@@ -2,6 +2,8 @@
 // in python_worker.py, which the build embeds as kPythonWorkerSource).
 #include "targets/python_worker.h"
 
+#include "targets/fd_io.h"
+
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -34,43 +36,6 @@ namespace kvf {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-std::string errno_text(const char* what) { return std::string(what) + ": " + std::strerror(errno); }
-
-// Writes all of buf; false if the peer is gone.
-bool write_all(int fd, const void* buf, size_t n) {
-  const char* p = static_cast<const char*>(buf);
-  while (n > 0) {
-    const ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return false;
-    p += w;
-    n -= static_cast<size_t>(w);
-  }
-  return true;
-}
-
-// Reads exactly n bytes before `deadline` (none: wait forever). 1 done, 0 EOF/error, -1 timed out.
-int read_all(int fd, void* buf, size_t n, std::optional<Clock::time_point> deadline) {
-  char* p = static_cast<char*>(buf);
-  while (n > 0) {
-    if (deadline) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*deadline - Clock::now()).count();
-      if (left <= 0) return -1;
-      pollfd pfd{fd, POLLIN, 0};
-      const int ready = poll(&pfd, 1, static_cast<int>(std::min<int64_t>(left, 1 << 30)));
-      if (ready < 0 && errno == EINTR) continue;
-      if (ready < 0) return 0;
-      if (ready == 0) return -1;
-    }
-    const ssize_t r = read(fd, p, n);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return 0;
-    p += r;
-    n -= static_cast<size_t>(r);
-  }
-  return 1;
-}
 
 bool send_frame(int fd, const nlohmann::json& message) {
   const std::string text = message.dump();
