@@ -166,6 +166,8 @@ int cmd_targets() {
               << (t.default_timeout_s == 30 ? "" : "  default --timeout: " + std::to_string(static_cast<int>(t.default_timeout_s)) + " s\n")
               << "  needs a GPU: " << (t.needs_gpu ? "yes" : "no") << "\n";
   }
+  for (const std::string& usage : kvf::prefix_target_usages())
+    std::cout << usage << "\n  your kernel (README \"Fuzz your own kernel\"); what it supports comes from the kernel\n";
   return kClean;
 }
 

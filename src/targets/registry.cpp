@@ -51,7 +51,6 @@ struct PrefixEntry {
 };
 
 const PrefixEntry kPrefixTargets[] = {
-    {nullptr, nullptr, nullptr},  // placeholder so the array is never empty; skipped below
     {"plugin:", "plugin:PATH.so", &make_plugin_target},
     {"python:", "python:MODULE:FUNCTION", &make_python_target},
     {"python-cuda:", "python-cuda:MODULE:FUNCTION", &make_python_cuda_target},
@@ -59,6 +58,12 @@ const PrefixEntry kPrefixTargets[] = {
 };
 
 }  // namespace
+
+std::vector<std::string> prefix_target_usages() {
+  std::vector<std::string> out;
+  for (const PrefixEntry& e : kPrefixTargets) out.emplace_back(e.usage);
+  return out;
+}
 
 std::vector<TargetInfo> list_targets() {
   std::vector<TargetInfo> out;
@@ -73,7 +78,6 @@ std::unique_ptr<Target> make_target(const std::string& name, const TargetOptions
     known += known.empty() ? e.name : std::string(", ") + e.name;
   }
   for (const PrefixEntry& e : kPrefixTargets) {
-    if (e.prefix == nullptr) continue;
     const std::string prefix = e.prefix;
     if (name.compare(0, prefix.size(), prefix) == 0) {
       const std::string argument = name.substr(prefix.size());

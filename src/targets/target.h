@@ -80,6 +80,10 @@ struct TargetOptions {
 // Every target this build knows, in `kvfuzz targets` order.
 std::vector<TargetInfo> list_targets();
 
+// The targets named by a prefix and an argument ("plugin:PATH.so", "python:MODULE:FUNCTION", ...),
+// as usage strings, in `kvfuzz targets` order.
+std::vector<std::string> prefix_target_usages();
+
 // The target named `name`. Throws InputError("", "", ...) naming the known targets for an
 // unknown name.
 std::unique_ptr<Target> make_target(const std::string& name, const TargetOptions& options = {});

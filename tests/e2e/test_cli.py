@@ -36,6 +36,8 @@ class Basics(unittest.TestCase):
         self.assertEqual(p.returncode, 0)
         self.assertIn("cuda-emu", p.stdout)
         self.assertIn("values checked: exact", p.stdout)
+        self.assertIn("\nplugin:PATH.so\n", p.stdout)  # targets named by an argument are listed too
+        self.assertIn("\npython:MODULE:FUNCTION\n", p.stdout)
 
     def test_usage_errors_exit_2(self):
         for args in (["bogus"], ["run", "--no-such-flag"], ["run", "--cases", "-5"], ["replay"],
