@@ -23,13 +23,14 @@ namespace kvf {
 
 namespace {
 
-std::atomic<bool> g_stop{false};
+std::atomic<int> g_stop{0};  // the first stop signal received, 0 if none
 
 // The first ^C (or SIGTERM) asks the campaign to stop after the current case, keeping every
 // confirmed failure and printing the summary; a second one ends the process at once (files are
 // written atomically, so nothing partial is left; a worker dies with its parent).
 extern "C" void on_stop_signal(int sig) {
-  if (g_stop.exchange(true)) {
+  int none = 0;
+  if (!g_stop.compare_exchange_strong(none, sig)) {
     ::signal(sig, SIG_DFL);
     ::raise(sig);
     return;
@@ -100,7 +101,9 @@ void install_stop_handlers() {
   sigaction(SIGTERM, &sa, nullptr);
 }
 
-bool stop_requested() { return g_stop.load(); }
+bool stop_requested() { return g_stop.load() != 0; }
+
+int stop_signal() { return g_stop.load(); }
 
 namespace {
 
@@ -166,10 +169,18 @@ FailureRecord handle_failure(Isolator& isolator, const CampaignOptions& o, const
   }
   minimal.expect = Expectation{Expect::fail, verdict.pass() ? "" : std::string(to_string(verdict.findings.front().kind))};
   minimal.provenance = Provenance{std::to_string(o.seed), index, KVFUZZ_VERSION, o.command_line, o.target};
-  rec.file = save_case(minimal, rec.flaky ? o.corpus_out / "flaky" : o.corpus_out);
   rec.verdict = verdict;
-  rec.replay_command = replay_command(rec.file, o.target);
   describe_size(minimal, rec);
+  try {
+    rec.file = save_case(minimal, rec.flaky ? o.corpus_out / "flaky" : o.corpus_out);
+    rec.replay_command = replay_command(rec.file, o.target);
+  } catch (const InfraError& e) {
+    // Disk full, say: the finding is still reported (exit 3), and the case that could not be
+    // written goes to stderr whole, so nothing is lost.
+    rec.save_error = e.what();
+    progress.event("kvfuzz: could not save case #" + std::to_string(index) + ": " + rec.save_error +
+                   "\nkvfuzz: the unsaved case follows\n" + case_to_json(minimal).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+  }
   return rec;
 }
 
@@ -179,6 +190,14 @@ void campaign_thread(CampaignState& st, const CampaignOptions& o, const CaseSour
                      Clock::time_point start) {
   std::unique_ptr<Target> target = make_target(o.target, o.target_options);
   Isolator isolator(*target, o.check.isolation);
+  struct AddEvents {  // on every way out, also an exception
+    CampaignState& st;
+    Isolator& isolator;
+    ~AddEvents() {
+      std::lock_guard<std::mutex> lock(st.mutex);
+      st.result.workers.add(isolator.events());
+    }
+  } add_events{st, isolator};
   for (;;) {
     int64_t i = 0;
     {
@@ -222,7 +241,8 @@ void campaign_thread(CampaignState& st, const CampaignOptions& o, const CaseSour
     const FailureRecord rec = handle_failure(isolator, o, source, g, c, outcome, i, seconds_since(start), progress);
     std::lock_guard<std::mutex> lock(st.mutex);
     ++st.result.failed;
-    if (st.saved.insert(rec.file.string()).second) st.result.failures.push_back(rec);
+    if (!rec.save_error.empty()) st.stop = true;  // the disk is full or gone: stop, exit 3
+    if (rec.file.empty() || st.saved.insert(rec.file.string()).second) st.result.failures.push_back(rec);
     progress.update(st.result.cases, st.result.passed, st.result.failed, "fuzzing");
   }
 }
@@ -235,9 +255,7 @@ CampaignResult run_campaign(const CampaignOptions& o, Progress& progress) {
   // thread starts.
   const CaseSource source(profile, open_target(o.target, o.target_options)->capabilities());
   // A --corpus-out that cannot hold cases is refused now, not after hours of fuzzing.
-  std::error_code ec;
-  if (std::filesystem::exists(o.corpus_out, ec) && !std::filesystem::is_directory(o.corpus_out, ec))
-    throw InputError(o.corpus_out.string(), "", "exists and is not a directory; --corpus-out expects a directory for failing cases");
+  check_output_directory(o.corpus_out, "--corpus-out");
 
   CampaignState st;
   st.result.target = o.target;
@@ -257,6 +275,7 @@ CampaignResult run_campaign(const CampaignOptions& o, Progress& progress) {
   std::sort(st.result.failures.begin(), st.result.failures.end(),
             [](const FailureRecord& a, const FailureRecord& b) { return a.case_index < b.case_index; });
   st.result.seconds = seconds_since(start);
+  st.result.stop_signal = st.result.interrupted ? stop_signal() : 0;
   progress.finish();
   return st.result;
 }
@@ -332,6 +351,8 @@ ReplayResult replay_cases(const ReplayOptions& o, Progress& progress) {
     progress.update(static_cast<int64_t>(result.items.size()), result.passed(), result.failed(), "replaying");
   }
   result.seconds = seconds_since(start);
+  result.stop_signal = result.interrupted ? stop_signal() : 0;
+  result.workers = isolator.events();
   progress.finish();
   return result;
 }

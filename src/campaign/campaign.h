@@ -79,5 +79,6 @@ std::vector<std::filesystem::path> generate_cases(const GenerateOptions& options
 // Installs SIGINT/SIGTERM handlers that ask running loops to stop after the current case.
 void install_stop_handlers();
 bool stop_requested();
+int stop_signal();  // the first stop signal received (SIGINT, SIGTERM), 0 if none
 
 }  // namespace kvf

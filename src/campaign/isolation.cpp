@@ -1,8 +1,10 @@
 // isolation.cpp — the persistent worker process (see isolation.h).
 //
 // Wire protocol on a SOCK_STREAM socketpair, native byte order:
+//   hello    = u8 ready (1) or not (0), u32 message_bytes, message      (once, after Target::start())
 //   request  = u64 json_bytes, u64 image_bytes, u64 windowed (0 or 1), json_bytes of case JSON (case_json.h)
-//   response = u8 IsolatedStatus, u32 message_bytes, message,
+//   response = u8 kLaunching (the case is read; the launch timeout starts here),
+//              u8 IsolatedStatus, u32 message_bytes, message,
 //              and for a windowed request: u64 outside_bytes, encode(OutsideDiff) (arena/outside_diff.h)
 // The image occupies the first image_bytes of the shared memfd (of a windowed image, only the
 // ranges of plan_windows(), which both ends compute from the case).
@@ -21,7 +23,9 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <fstream>
 #include <limits>
+#include <mutex>
 
 #include "arena/windows.h"
 #include "case/case_json.h"
@@ -31,6 +35,21 @@
 namespace kvf {
 
 namespace {
+
+constexpr uint8_t kLaunching = 0xB0;  // the worker has read the case and starts the launch
+
+using Clock = std::chrono::steady_clock;
+
+Clock::time_point after(double seconds) {
+  return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+}
+
+// Campaign threads fork their workers one at a time, and nothing else of kvfuzz's forks while one
+// does: stdio's locks (fflush(nullptr) takes each stream's) are never copied into a child held.
+std::mutex& fork_mutex() {
+  static std::mutex m;
+  return m;
+}
 
 std::string describe_exit(int wstatus) {
   if (WIFSIGNALED(wstatus)) {
@@ -62,6 +81,20 @@ std::string describe_exit(int wstatus) {
     shared = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
   }
   if (shared == MAP_FAILED) _exit(3);
+  // Start-up (device context, modules, dlopen, interpreter) happens before the first case, so no
+  // launch's timeout includes it; the parent waits for this hello with its own, longer limit.
+  std::string why;
+  try {
+    why = target.start();
+  } catch (const std::exception& e) {
+    why = e.what();
+  }
+  {
+    const uint8_t ready = why.empty() ? 1 : 0;
+    const uint32_t len = static_cast<uint32_t>(std::min<size_t>(why.size(), 1 << 16));
+    if (!write_all(sock, &ready, 1) || !write_all(sock, &len, sizeof len) || !write_all(sock, why.data(), len) || !ready)
+      _exit(0);
+  }
   size_t accessible = mapped;  // bytes of the mapping currently PROT_READ | PROT_WRITE
   for (;;) {
     uint64_t header[3];
@@ -72,6 +105,11 @@ std::string describe_exit(int wstatus) {
     IsolatedStatus status = IsolatedStatus::ok;
     std::string message;
     OutsideDiff outside;
+    bool marked = false;  // kLaunching sent: exactly once per case, before its answer
+    const auto mark = [&] {
+      if (!marked && !write_all(sock, &kLaunching, 1)) _exit(0);
+      marked = true;
+    };
     try {
       // The parent built this case's arena already: its size limits (--max-case-mib) were applied there.
       Limits trusted;
@@ -89,6 +127,7 @@ std::string describe_exit(int wstatus) {
           if (used < accessible) mprotect(base + used, accessible - used, PROT_NONE);
           accessible = used;
         }
+        mark();
         const RunResult r = windowed ? target.run_windowed(c, static_cast<std::byte*>(shared), layout, plan_windows(c, layout), outside)
                                      : target.run(c, static_cast<std::byte*>(shared), layout);
         if (r.status == RunStatus::launch_error) status = IsolatedStatus::launch_error;
@@ -99,6 +138,7 @@ std::string describe_exit(int wstatus) {
       status = IsolatedStatus::launch_error;
       message = std::string("worker: ") + e.what();
     }
+    mark();  // refused before launching: still one mark, then the answer
     const uint8_t s = static_cast<uint8_t>(status);
     const uint32_t len = static_cast<uint32_t>(std::min<size_t>(message.size(), 1 << 16));
     if (!write_all(sock, &s, 1) || !write_all(sock, &len, sizeof len) || !write_all(sock, message.data(), len)) _exit(0);
@@ -125,7 +165,7 @@ Isolator::Isolator(Target& target, const IsolationOptions& options) : target_(ta
 
 Isolator::~Isolator() { stop(); }
 
-void Isolator::start(int64_t capacity) {
+bool Isolator::start(int64_t capacity, std::string& why) {
   stop();
   auto w = std::make_unique<Worker>();
   w->capacity = capacity;
@@ -146,8 +186,12 @@ void Isolator::start(int64_t capacity) {
     close(w->memfd);
     throw InfraError(errno_text("socketpair for the worker"));
   }
-  std::fflush(nullptr);  // nothing buffered may be written twice
-  w->pid = fork();
+  const auto began = Clock::now();
+  {
+    std::lock_guard<std::mutex> lock(fork_mutex());
+    std::fflush(nullptr);  // nothing buffered may be written twice
+    w->pid = fork();
+  }
   if (w->pid < 0) {
     close(fds[0]);
     close(fds[1]);
@@ -162,13 +206,50 @@ void Isolator::start(int64_t capacity) {
   close(fds[1]);
   w->sock = fds[0];
   worker_ = std::move(w);
-  ++workers_started_;
+  ++events_.started;
+
+  // The hello: ready, or why not.
+  const auto deadline = after(options_.start_timeout_s);
+  uint8_t ready = 0;
+  uint32_t len = 0;
+  int got = read_all(worker_->sock, &ready, 1, deadline);
+  if (got == 1) got = read_all(worker_->sock, &len, sizeof len, deadline);
+  std::string message;
+  if (got == 1) {
+    message.resize(len);
+    got = read_all(worker_->sock, message.data(), len, deadline);
+  }
+  const double took = std::chrono::duration<double>(Clock::now() - began).count();
+  events_.slowest_start_s = std::max(events_.slowest_start_s, took);
+  if (got == 1 && ready == 1) return true;
+  if (got == 1) {
+    why = message.empty() ? "the target did not start (no reason given)" : message;
+  } else if (got < 0) {
+    why = "the worker did not start within " + std::to_string(options_.start_timeout_s) + " s";
+  }
+  const int wstatus = discard(got < 0);
+  if (got == 0) why = describe_exit(wstatus) + " during start-up";
+  return false;
+}
+
+int Isolator::discard(bool kill_now) {
+  if (!worker_) return 0;
+  Worker& w = *worker_;
+  if (kill_now) kill(w.pid, SIGKILL);
+  int wstatus = 0;
+  while (waitpid(w.pid, &wstatus, 0) < 0 && errno == EINTR) {
+  }
+  close(w.sock);
+  munmap(w.shared, static_cast<size_t>(w.capacity));
+  close(w.memfd);
+  worker_.reset();
+  return wstatus;
 }
 
 void Isolator::stop() {
   if (!worker_) return;
   Worker& w = *worker_;
-  close(w.sock);  // a healthy worker exits on EOF
+  shutdown(w.sock, SHUT_RDWR);  // a healthy worker exits on EOF
   int wstatus = 0;
   bool reaped = false;
   for (int i = 0; i < 200 && !reaped; ++i) {  // up to ~1 s, then force
@@ -181,9 +262,58 @@ void Isolator::stop() {
     while (waitpid(w.pid, &wstatus, 0) < 0 && errno == EINTR) {
     }
   }
+  close(w.sock);
   munmap(w.shared, static_cast<size_t>(w.capacity));
   close(w.memfd);
   worker_.reset();
+}
+
+void Isolator::ensure_worker(int64_t bytes) {
+  if (worker_ && worker_->capacity >= bytes) return;
+  const int64_t capacity = std::max<int64_t>({bytes, worker_ ? 2 * worker_->capacity : 0, int64_t{1} << 20});
+  std::string why;
+  for (int i = 0; i < std::max(1, options_.start_attempts); ++i) {
+    if (start(capacity, why)) return;
+    ++events_.failed_starts;
+  }
+  throw InfraError("no worker for target " + target_.info().name + " could be started (" +
+                   std::to_string(std::max(1, options_.start_attempts)) + " tries): " + why);
+}
+
+// Reads VmRSS-style counters of a process: RssAnon (bytes) and Threads; -1 where unreadable.
+namespace {
+struct ProcessUse {
+  int64_t private_bytes = -1;
+  int64_t threads = -1;
+};
+ProcessUse process_use(pid_t pid) {
+  ProcessUse u;
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string key;
+  while (in >> key) {
+    if (key == "RssAnon:") {
+      int64_t kib = 0;
+      in >> kib;
+      u.private_bytes = kib * 1024;
+    } else if (key == "Threads:") {
+      in >> u.threads;
+    }
+    in.ignore(std::numeric_limits<std::streamsize>::max(), '\n');
+  }
+  return u;
+}
+}  // namespace
+
+void Isolator::recycle_if_over_limits() {
+  if (!worker_ || (options_.worker_rss_limit_bytes <= 0 && options_.worker_threads_limit <= 0)) return;
+  const ProcessUse u = process_use(worker_->pid);
+  if (options_.worker_rss_limit_bytes > 0 && u.private_bytes > options_.worker_rss_limit_bytes) {
+    ++events_.recycled_memory;
+    stop();
+  } else if (options_.worker_threads_limit > 0 && u.threads > options_.worker_threads_limit) {
+    ++events_.recycled_threads;
+    stop();
+  }
 }
 
 namespace {
@@ -195,44 +325,40 @@ void copy_ranges(std::byte* dest, const std::byte* src, const Arena& image) {
 
 }  // namespace
 
-IsolatedRun Isolator::run(const Case& c, Arena& image) {
-  if (!options_.fork) {
-    IsolatedRun run;
-    const RunResult r = image.windowed()
-                            ? target_.run_windowed(c, image.data(), image.layout(), plan_windows(c, image.layout()), run.outside)
-                            : target_.run(c, image.data(), image.layout());
-    if (r.status != RunStatus::ok) {
-      run.status = r.status == RunStatus::device_fault ? IsolatedStatus::crash : IsolatedStatus::launch_error;
-      run.message = r.message;
-    }
-    return run;
+IsolatedRun Isolator::run_in_process(const Case& c, Arena& image) {
+  if (!started_in_process_) {
+    if (std::string why = target_.start(); !why.empty())
+      throw InfraError("target " + target_.info().name + " could not start: " + why);
+    started_in_process_ = true;
   }
-  const int64_t bytes = image.size();
-  if (!worker_ || worker_->capacity < bytes) {
-    const int64_t old = worker_ ? worker_->capacity : 0;
-    start(std::max<int64_t>({bytes, 2 * old, int64_t{1} << 20}));
+  IsolatedRun run;
+  const RunResult r = image.windowed()
+                          ? target_.run_windowed(c, image.data(), image.layout(), plan_windows(c, image.layout()), run.outside)
+                          : target_.run(c, image.data(), image.layout());
+  if (r.status != RunStatus::ok) {
+    run.status = r.status == RunStatus::device_fault ? IsolatedStatus::crash : IsolatedStatus::launch_error;
+    run.message = r.message;
   }
+  return run;
+}
+
+Isolator::Attempt Isolator::attempt(const Case& c, Arena& image, IsolatedRun& out) {
   Worker& w = *worker_;
   auto* shared = static_cast<std::byte*>(w.shared);
   copy_ranges(shared, image.data(), image);
-  // A windowed image's cache pages are released after the run, so the memfd never holds more than
-  // one case's windows (each case's windows lie elsewhere in the cache).
-  auto release_cache = [&] {
-    if (!image.windowed()) return;
-    const ArenaLayout& l = image.layout();
-    const off_t begin = l.cache_begin / kWindowPage * kWindowPage;
-    fallocate(w.memfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, begin, l.cache_begin + l.cache_bytes - begin);
-  };
 
   const std::string json = case_to_json(c).dump();
-  const uint64_t header[3] = {json.size(), static_cast<uint64_t>(bytes), image.windowed() ? 1u : 0u};
-  const auto deadline = std::chrono::steady_clock::now() +
-                        std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(options_.timeout_s));
-  int got = write_all(w.sock, header, sizeof header) && write_all(w.sock, json.data(), json.size()) ? 1 : 0;
+  const uint64_t header[3] = {json.size(), static_cast<uint64_t>(image.size()), image.windowed() ? 1u : 0u};
+  if (!write_all(w.sock, header, sizeof header) || !write_all(w.sock, json.data(), json.size())) return Attempt::stalled;
+  // Until the worker has read the case, the time is the harness's, not the kernel's.
+  uint8_t mark = 0;
+  if (read_all(w.sock, &mark, 1, after(options_.start_timeout_s)) != 1 || mark != kLaunching) return Attempt::stalled;
+
+  const auto deadline = after(options_.timeout_s);
   uint8_t status = 0;
   uint32_t len = 0;
   std::string message;
-  if (got == 1) got = read_all(w.sock, &status, 1, deadline);
+  int got = read_all(w.sock, &status, 1, deadline);
   if (got == 1) got = read_all(w.sock, &len, sizeof len, deadline);
   if (got == 1) {
     message.resize(len);
@@ -248,34 +374,71 @@ IsolatedRun Isolator::run(const Case& c, Arena& image) {
       got = read_all(w.sock, outside.data(), n, deadline);
     }
   }
-
-  if (got != 1) {  // dead or hung: reap it (killing a hung one), and report what happened
-    if (got < 0) kill(w.pid, SIGKILL);
-    int wstatus = 0;
-    while (waitpid(w.pid, &wstatus, 0) < 0 && errno == EINTR) {
-    }
-    copy_ranges(image.data(), shared, image);  // what the kernel wrote before dying
-    release_cache();
-    w.pid = -1;
-    close(w.sock);
-    munmap(w.shared, static_cast<size_t>(w.capacity));
-    close(w.memfd);
-    worker_.reset();
-    if (got < 0) return {IsolatedStatus::timeout, "no result after " + std::to_string(options_.timeout_s) + " s; worker killed", {}};
-    return {IsolatedStatus::crash, describe_exit(wstatus), {}};
-  }
+  if (got != 1) return got < 0 ? Attempt::hung : Attempt::died;
   copy_ranges(image.data(), shared, image);
-  release_cache();
-  IsolatedRun run{static_cast<IsolatedStatus>(status), message, {}};
+  out = IsolatedRun{static_cast<IsolatedStatus>(status), message, {}};
   if (image.windowed()) {
     try {
-      run.outside = decode_outside_diff(outside);
+      out.outside = decode_outside_diff(outside);
     } catch (const std::exception& e) {
       throw InfraError(std::string("worker: ") + e.what());
     }
   }
-  if (run.status == IsolatedStatus::crash) stop();  // it is exiting
-  return run;
+  return Attempt::answered;
+}
+
+IsolatedRun Isolator::run(const Case& c, Arena& image) {
+  if (!options_.fork) return run_in_process(c, image);
+  // A windowed image's cache pages are released after each try, so the memfd never holds more than
+  // one case's windows (each case's windows lie elsewhere in the cache).
+  auto release_cache = [&] {
+    if (!image.windowed() || !worker_) return;
+    const ArenaLayout& l = image.layout();
+    const off_t begin = l.cache_begin / kWindowPage * kWindowPage;
+    fallocate(worker_->memfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, begin, l.cache_begin + l.cache_bytes - begin);
+  };
+  int stalls = 0;
+  int64_t deaths = 0, hangs = 0;  // tries of this case whose worker died or hung mid-launch
+  for (;;) {
+    ensure_worker(image.size());
+    IsolatedRun out;
+    const Attempt a = attempt(c, image, out);
+    if (a == Attempt::answered) {
+      release_cache();
+      events_.deaths_retried += deaths;  // each did not repeat: infrastructure, not the kernel
+      events_.hangs_retried += hangs;
+      if (out.status == IsolatedStatus::crash) {
+        stop();  // its device context is dead and it is exiting
+      } else {
+        recycle_if_over_limits();
+      }
+      return out;
+    }
+    if (a == Attempt::stalled) {  // before the launch: the harness's time, never a finding
+      release_cache();
+      discard(true);
+      ++events_.failed_starts;
+      if (++stalls >= std::max(1, options_.start_attempts))
+        throw InfraError("the worker for target " + target_.info().name + " did not read a case within " +
+                         std::to_string(options_.start_timeout_s) + " s (" + std::to_string(stalls) + " tries)");
+      continue;
+    }
+    (a == Attempt::hung ? hangs : deaths) += 1;
+    if (deaths + hangs <= options_.retries) {  // re-run from the pre-run image (still in `image`) on a fresh worker
+      release_cache();
+      discard(a == Attempt::hung);
+      continue;
+    }
+    copy_ranges(image.data(), static_cast<std::byte*>(worker_->shared), image);  // what the kernel wrote before dying
+    release_cache();
+    const int wstatus = discard(a == Attempt::hung);
+    // Every try died or hung: the kernel's doing. The finding is the last try's.
+    const std::string again =
+        deaths + hangs > 1 ? "; every one of " + std::to_string(deaths + hangs) + " tries, each on a fresh worker, died or hung" : "";
+    if (a == Attempt::hung)
+      return {IsolatedStatus::timeout, "no result after " + std::to_string(options_.timeout_s) + " s; worker killed" + again, {}};
+    return {IsolatedStatus::crash, describe_exit(wstatus) + again, {}};
+  }
 }
 
 }  // namespace kvf

@@ -3,14 +3,28 @@
 //
 // An Isolator owns one persistent worker process, forked on first use. The arena image lives in a
 // shared-memory file (memfd) mapped by both processes: for each launch the parent copies the
-// pre-run image in, sends the case (JSON) over a socket, and waits with a timeout; the worker runs
-// the target on the shared image and answers with how the run ended; the parent copies the image
-// back. A worker that dies (signal, abort) is a `crash`, one that outlives the timeout is killed and
-// is a `timeout`; either way the next launch starts a fresh worker. Wild writes that miss the image
-// only ever touch the worker's copy of kvfuzz's memory. GPU targets need exactly this shape: a
-// sticky CUDA error kills the worker's context, never the campaign. A windowed image (a large cache,
-// arena/windows.h) is a sparse memfd: only its materialised ranges are copied either way, and the
-// cache section's pages are released after each run.
+// pre-run image in, sends the case (JSON) over a socket, and waits; the worker runs the target on
+// the shared image and answers with how the run ended; the parent copies the image back. Wild
+// writes that miss the image only ever touch the worker's copy of kvfuzz's memory. GPU targets need
+// exactly this shape: a sticky CUDA error kills the worker's context, never the campaign. A
+// windowed image (a large cache, arena/windows.h) is a sparse memfd: only its materialised ranges
+// are copied either way, and the cache section's pages are released after each run.
+//
+// What is a finding and what is not (README "What kvfuzz guarantees", docs/exit-codes.md):
+//   - A fresh worker first runs Target::start() (device context, modules, dlopen, interpreter) and
+//     says it is ready; the parent waits for that at most start_timeout_s. The per-launch timeout
+//     runs from the worker's "launching" mark, sent after it has read the case, to its answer: it
+//     measures the kernel's run, never a worker's start-up, however loaded the machine is.
+//   - A worker that is slow to start, fails to start, or stalls before its "launching" mark is
+//     replaced (an infrastructure event); after start_attempts workers in a row, InfraError.
+//   - A worker that dies or hangs mid-launch is replaced and the case re-run from its pre-run image
+//     on up to `retries` fresh workers: only a death (`crash`) or hang (`timeout`) that repeats on
+//     every one is a finding; one that does not is an infrastructure event (a worker killed from
+//     outside, the OOM killer). A worker that answers that its device context is dead (a sticky CUDA
+//     error) is the kernel's own `crash` at once.
+//   - After each case the worker's private memory (RssAnon) and thread count are read; a worker over
+//     either limit is recycled (stopped, a fresh one for the next case), never a finding.
+// WorkerEvents (report/outcome.h) counts each of these.
 #pragma once
 
 #include <cstdint>
@@ -19,13 +33,20 @@
 
 #include "arena/arena.h"
 #include "case/case.h"
+#include "report/outcome.h"
 #include "targets/target.h"
 
 namespace kvf {
 
 struct IsolationOptions {
   bool fork = true;          // run launches in a worker process (off: in-process, for debugging)
-  double timeout_s = 30.0;   // per-launch limit in the worker
+  double timeout_s = 30.0;   // per-launch limit: from the worker's "launching" mark to its answer
+  double start_timeout_s = 300.0;  // a worker's start-up (Target::start) and its reading of a case, at most
+  int retries = 1;           // fresh workers a case is re-run on after its worker died or hung mid-launch
+  int start_attempts = 3;    // workers in a row that may fail to start before InfraError
+  int64_t worker_rss_limit_bytes = int64_t{4} << 30;  // private memory after a case beyond which the
+                                                      // worker is recycled (0: no limit)
+  int64_t worker_threads_limit = 256;  // threads after a case beyond which the worker is recycled (0: no limit)
   int64_t windowed_above_bytes = int64_t{256} << 20;  // cache sections larger than this are checked in
                                                       // windowed mode (arena/windows.h; run_case())
 };
@@ -48,22 +69,30 @@ class Isolator {
   // Runs the target on `image` (which holds the pre-run arena and receives the post-run arena).
   // A windowed image (arena/windows.h) runs through Target::run_windowed(): only its materialised
   // ranges travel, and the result's `outside` says what changed elsewhere in the cache.
-  // Throws InfraError when the worker cannot be started or talked to.
+  // Throws InfraError when no worker can be started or talked to.
   IsolatedRun run(const Case& c, Arena& image);
 
   Target& target() { return target_; }
   const IsolationOptions& options() const { return options_; }
-  int64_t workers_started() const { return workers_started_; }
+  int64_t workers_started() const { return events_.started; }
+  const WorkerEvents& events() const { return events_; }
 
  private:
   struct Worker;
-  void start(int64_t capacity);
+  enum class Attempt : uint8_t { answered, died, hung, stalled };  // how one try of a launch ended
+  Attempt attempt(const Case& c, Arena& image, IsolatedRun& out);
+  void ensure_worker(int64_t bytes);
+  bool start(int64_t capacity, std::string& why);
   void stop();
+  int discard(bool kill_now);  // reaps a dead or hung worker (killing it first if asked); its wait status
+  void recycle_if_over_limits();
+  IsolatedRun run_in_process(const Case& c, Arena& image);
 
   Target& target_;
   IsolationOptions options_;
   std::unique_ptr<Worker> worker_;
-  int64_t workers_started_ = 0;
+  WorkerEvents events_;
+  bool started_in_process_ = false;
 };
 
 }  // namespace kvf

@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "campaign/campaign.h"
 #include "case/case_json.h"
 #include "case/errors.h"
 #include "report/html.h"
@@ -95,8 +96,14 @@ std::vector<std::filesystem::path> write_report(const CaseReport& report, const 
 std::vector<FailureReport> write_failure_reports(const CampaignResult& result, const ReportOptions& options) {
   std::vector<FailureReport> out;
   for (const FailureRecord& f : result.failures) {
+    if (f.file.empty()) continue;  // not saved (the disk is full): nothing to report on
     FailureReport fr;
     fr.case_file = f.file;
+    if (stop_requested()) {  // ^C or SIGTERM: the reports left are not written (each is whole or absent)
+      fr.error = "interrupted; `kvfuzz report " + f.file.string() + "` writes it";
+      out.push_back(std::move(fr));
+      continue;
+    }
     try {
       const CaseReport r = report_case_file(f.file, options);
       fr.dir = report_dir_for(f.file);

@@ -875,6 +875,48 @@ bool write_new_file_atomic(const std::filesystem::path& file, const std::string&
   return true;
 }
 
+namespace {
+
+// Writable for this process's effective user, on a writable file system.
+bool writable(const std::filesystem::path& p) { return ::faccessat(AT_FDCWD, p.c_str(), W_OK, AT_EACCESS) == 0; }
+
+// The nearest existing folder at or above `p` (a relative path ends at ".").
+std::filesystem::path nearest_existing(std::filesystem::path p) {
+  std::error_code ec;
+  while (!p.empty() && !std::filesystem::exists(p, ec)) p = p.parent_path();
+  return p.empty() ? std::filesystem::path(".") : p;
+}
+
+}  // namespace
+
+void check_output_directory(const std::filesystem::path& dir, const std::string& option) {
+  std::error_code ec;
+  const std::filesystem::path at = nearest_existing(dir);
+  if (!std::filesystem::is_directory(at, ec)) {
+    throw InputError(dir.string(), "", (at == dir ? "exists and is not a directory" : at.string() + " is not a directory") +
+                                           std::string("; ") + option + " expects a directory");
+  }
+  if (!writable(at)) {
+    const int err = errno;
+    throw InputError(dir.string(), "", (at == dir ? std::string("is not writable") : "cannot be created: " + at.string() + " is not writable") +
+                                           " (" + errno_text(err) + "); " + option + " needs a directory kvfuzz can write");
+  }
+}
+
+void check_output_file(const std::filesystem::path& file, const std::string& option) {
+  if (file.empty() || file == "-") return;
+  std::error_code ec;
+  if (std::filesystem::is_directory(file, ec)) throw InputError(file.string(), "", "is a directory; " + option + " expects a file");
+  if (std::filesystem::exists(file, ec)) {
+    if (!writable(file)) {
+      const int err = errno;
+      throw InputError(file.string(), "", "is not writable (" + errno_text(err) + "); " + option + " needs a file kvfuzz can write");
+    }
+    return;
+  }
+  check_output_directory(file.has_parent_path() ? file.parent_path() : std::filesystem::path("."), option + "'s folder");
+}
+
 std::filesystem::path save_case(const Case& c, const std::filesystem::path& dir) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);

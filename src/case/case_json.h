@@ -66,4 +66,12 @@ bool write_new_file_atomic(const std::filesystem::path& file, const std::string&
 // anything else, InfraError.
 std::filesystem::path save_case(const Case& c, const std::filesystem::path& dir);
 
+// Output paths are checked before any work (nothing found is lost to an unwritable path later).
+// A directory for results (`--corpus-out`): it, or else the nearest existing folder above it, must
+// be a writable directory; nothing is created. A file (`--json FILE`): "-" (stdout) always passes;
+// otherwise it must not be a directory and it, or else its folder, must be writable. InputError
+// naming the path and `option` otherwise.
+void check_output_directory(const std::filesystem::path& dir, const std::string& option);
+void check_output_file(const std::filesystem::path& file, const std::string& option);
+
 }  // namespace kvf

@@ -10,7 +10,8 @@
 //   kvfuzz compare --target A --against B [--config FILE] [--cases N] [--seed N] [-j N] [--out-dir DIR]
 //   kvfuzz selftest [-j N] [--filter NAME] [--target plugin|triton-interp] [--metamorphic] [--json FILE] [--junit FILE] [--list]
 //
-// Exit codes: 0 clean, 1 findings, 2 usage or bad input, 3 infrastructure (I/O, missing device).
+// Exit codes (report/exit_code.h, docs/exit-codes.md): 0 clean, 1 findings, 2 usage or bad input,
+// 3 infrastructure (a finding not saved, I/O, missing device), 130/143 interrupted by SIGINT/SIGTERM.
 // Results go to stdout and end with "kvfuzz: N passed, N failed"; progress goes to stderr.
 #include <CLI/CLI.hpp>
 
@@ -28,6 +29,7 @@
 #include "campaign/selftest.h"
 #include "case/case_json.h"
 #include "case/errors.h"
+#include "report/exit_code.h"
 #include "report/junit.h"
 #include "report/markdown.h"
 #include "report/render.h"
@@ -35,7 +37,7 @@
 
 namespace {
 
-enum ExitCode { kClean = 0, kFindings = 1, kBadInput = 2, kInfra = 3 };
+constexpr int kClean = kvf::kExitClean, kFindings = kvf::kExitFindings, kBadInput = kvf::kExitBadInput, kInfra = kvf::kExitInfra;
 
 std::string join_command_line(int argc, char** argv) {
   std::string s;
@@ -106,6 +108,9 @@ struct CommonOptions {
   std::string tolerance;            // --tolerance: value policy for expected writes (README "Quantisation"); empty: the target's default
   std::string python;               // --python: interpreter of the Python targets (triton-interp, python:...)
   int64_t windowed_above_mib = 256;  // --windowed-above-mib: larger caches are checked windowed (arena/windows.h)
+  double worker_start_timeout_s = 300;  // --worker-start-timeout: a worker's start-up and reading of a case, at most
+  int64_t worker_rss_limit_mib = 4096;  // --worker-rss-limit-mib: recycle a worker holding more private memory (0: off)
+  int64_t worker_threads_limit = 256;   // --worker-threads-limit: recycle a worker running more threads (0: off)
 
   kvf::TargetOptions target_options() const { return kvf::TargetOptions{device, python}; }
 
@@ -115,6 +120,9 @@ struct CommonOptions {
     const kvf::TargetInfo info = kvf::make_target(target, target_options())->info();  // its defaults
     c.isolation.timeout_s = timeout_s > 0 ? timeout_s : info.default_timeout_s;
     c.isolation.windowed_above_bytes = windowed_above_mib * (int64_t{1} << 20);
+    c.isolation.start_timeout_s = worker_start_timeout_s;
+    c.isolation.worker_rss_limit_bytes = worker_rss_limit_mib * (int64_t{1} << 20);
+    c.isolation.worker_threads_limit = worker_threads_limit;
     c.tolerance = *kvf::parse_tolerance(tolerance.empty() ? info.default_tolerance : tolerance);  // validated by the option's check
     return c;
   }
@@ -145,6 +153,16 @@ void add_common(CLI::App* app, CommonOptions& o) {
                                              ",DTYPE=RULE entries (exact,fp8_e4m3=written-any-value), got " + s;
           },
           "POLICY"));
+  app->add_option("--worker-start-timeout", o.worker_start_timeout_s,
+                  "Seconds a fresh worker may take to start (device context, modules, interpreter) and to read a "
+                  "case; a slower one is replaced, never a finding")
+      ->check(CLI::Range(0.001, 86400.0));
+  app->add_option("--worker-rss-limit-mib", o.worker_rss_limit_mib,
+                  "Recycle a worker whose private memory exceeds this after a case (a leaking kernel); 0: no limit")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
+  app->add_option("--worker-threads-limit", o.worker_threads_limit,
+                  "Recycle a worker running more threads than this after a case; 0: no limit")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
   app->add_option("--python", o.python,
                   "Python interpreter of the triton-interp and python:... targets (default: $KVFUZZ_PYTHON, "
                   "then build/venv-triton, then python3)");
@@ -201,13 +219,14 @@ int cmd_run(kvf::CampaignOptions o, const CommonOptions& common, bool seed_given
     }
   }
   std::cout << kvf::render_skipped(r);  // cases outside a plugin's capabilities, by reason
+  std::cout << kvf::render_workers(r.workers);
   std::cout << "kvfuzz: " << r.cases << " cases in " << r.seconds << " s (" << static_cast<int64_t>(r.cases_per_second())
             << " cases/s), seed " << r.seed << (r.interrupted ? ", interrupted" : "") << "\n";
   write_json(json_file, kvf::campaign_json(r, o.command_line));
   write_text(ci.junit_file, kvf::campaign_junit(r, o.command_line));
   write_text(ci.summary_md_file, kvf::campaign_summary_markdown(r));
   std::cout << kvf::summary_line(r.passed, r.failed) << std::endl;
-  return r.failed ? kFindings : kClean;
+  return kvf::exit_code(r);
 }
 
 int cmd_replay(kvf::ReplayOptions o, const CommonOptions& common, const std::string& json_file,
@@ -222,11 +241,13 @@ int cmd_replay(kvf::ReplayOptions o, const CommonOptions& common, const std::str
   for (const kvf::ReplayItem& item : r.items)
     if (!item.as_expected) std::cout << kvf::render_replay_mismatch(item, r.target);
   std::cout << kvf::render_skipped(r);  // case files outside a plugin's capabilities, by reason
+  std::cout << kvf::render_workers(r.workers);
+  if (r.interrupted) std::cout << "kvfuzz: interrupted after " << r.items.size() << " case files\n";
   write_json(json_file, kvf::replay_json(r, command_line));
   write_text(ci.junit_file, kvf::replay_junit(r, command_line));
   write_text(ci.summary_md_file, kvf::replay_summary_markdown(r));
   std::cout << kvf::summary_line(r.passed(), r.failed()) << std::endl;
-  return r.failed() ? kFindings : kClean;
+  return kvf::exit_code(r);
 }
 
 int cmd_shrink(kvf::ShrinkOptions o, const CommonOptions& common) {
@@ -445,6 +466,11 @@ int main(int argc, char** argv) {
     const std::vector<std::string> outputs = {json_file, ci.junit_file, ci.summary_md_file};
     if (*run) refuse_output_over_input(outputs, {run_opts.config.string()});
     if (*replay) refuse_output_over_input(outputs, replay_paths);
+    if (*run || *replay) {  // every output path is checked before any work
+      kvf::check_output_file(json_file, "--json");
+      kvf::check_output_file(ci.junit_file, "--junit");
+      kvf::check_output_file(ci.summary_md_file, "--summary-md");
+    }
     if (*run) return cmd_run(run_opts, common, seed_opt->count() > 0, json_file, ci, program_name(argv[0]));
     if (*replay) {
       for (const std::string& p : replay_paths) replay_opts.paths.emplace_back(p);

@@ -15,4 +15,22 @@ int64_t ReplayResult::passed() const {
 
 int64_t ReplayResult::failed() const { return static_cast<int64_t>(items.size()) - passed(); }
 
+void WorkerEvents::add(const WorkerEvents& o) {
+  started += o.started;
+  slowest_start_s = std::max(slowest_start_s, o.slowest_start_s);
+  failed_starts += o.failed_starts;
+  deaths_retried += o.deaths_retried;
+  hangs_retried += o.hangs_retried;
+  recycled_memory += o.recycled_memory;
+  recycled_threads += o.recycled_threads;
+}
+
+int64_t CampaignResult::flaky() const {
+  return std::count_if(failures.begin(), failures.end(), [](const FailureRecord& f) { return f.flaky; });
+}
+
+bool CampaignResult::save_failed() const {
+  return std::any_of(failures.begin(), failures.end(), [](const FailureRecord& f) { return !f.save_error.empty(); });
+}
+
 }  // namespace kvf

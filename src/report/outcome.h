@@ -24,9 +24,25 @@ struct CaseOutcome {
   std::string first_kind() const;
 };
 
+// What happened to worker processes (campaign/isolation.h): infrastructure events, never findings.
+struct WorkerEvents {
+  int64_t started = 0;           // worker processes started (each runs Target::start() once)
+  double slowest_start_s = 0;    // longest start-up, fork to ready, of any worker
+  int64_t failed_starts = 0;     // workers replaced because they did not start (an error, a death, or
+                                 // past the start limit) or did not read a case in time
+  int64_t deaths_retried = 0;    // deaths (signal, exit) mid-case that did not repeat on a fresh worker
+  int64_t hangs_retried = 0;     // timeouts that did not repeat on a fresh worker
+  int64_t recycled_memory = 0;   // workers replaced after a case for holding more private memory than the limit
+  int64_t recycled_threads = 0;  // workers replaced after a case for running more threads than the limit
+  void add(const WorkerEvents& o);
+  // Events that replaced a worker for a reason other than recycling.
+  int64_t infrastructure() const { return failed_starts + deaths_retried + hangs_retried; }
+};
+
 // One failure a campaign found, confirmed and shrunk.
 struct FailureRecord {
-  std::filesystem::path file;   // saved minimal case (<hash>.json)
+  std::filesystem::path file;   // saved minimal case (<hash>.json); empty when saving failed
+  std::string save_error;       // why the case could not be saved (disk full, ...); empty when saved
   Verdict verdict;              // findings of the minimal case
   bool flaky = false;           // did not fail on every confirmation run; saved unshrunk
   int64_t case_index = -1;      // index of the original failing case in the campaign
@@ -47,7 +63,11 @@ struct CampaignResult {
   int64_t failed = 0;           // confirmed failures and flaky cases
   double seconds = 0;
   bool interrupted = false;     // stopped by SIGINT/SIGTERM
+  int stop_signal = 0;          // the signal that interrupted it (SIGINT, SIGTERM), 0 if none
   std::vector<FailureRecord> failures;
+  WorkerEvents workers;         // infrastructure events of all campaign threads' workers
+  int64_t flaky() const;        // failures that did not repeat on every confirmation run
+  bool save_failed() const;     // some finding could not be saved (exit 3)
   // Drawn cases outside the target's capabilities (gen/capabilities.h; only plugins declare any):
   // each was replaced by a case drawn inside them, or, where none could be drawn, not run.
   int64_t skipped = 0;
@@ -69,6 +89,8 @@ struct ReplayResult {
   std::vector<ReplayItem> items;
   double seconds = 0;
   bool interrupted = false;
+  int stop_signal = 0;  // the signal that interrupted it, 0 if none
+  WorkerEvents workers;
   // Case files outside the target's capabilities (gen/capabilities.h): not run, not in `items`.
   int64_t skipped = 0;
   std::map<std::string, int64_t> skip_reasons;  // by reason ("layout packed_kv_nhd")

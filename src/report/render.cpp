@@ -1,6 +1,8 @@
 // render.cpp — see render.h.
 #include "report/render.h"
 
+#include "report/exit_code.h"
+
 #include <algorithm>
 #include <map>
 #include <sstream>
@@ -30,9 +32,37 @@ std::string render_failure(const FailureRecord& r) {
     s << "  shrunk: " << r.shrink_accepted << " steps (" << r.shrink_tries << " candidates) to " << r.requests
       << (r.requests == 1 ? " request, " : " requests, ") << r.tokens << (r.tokens == 1 ? " slot, " : " slots, ")
       << r.heads << (r.heads == 1 ? " head, " : " heads, ") << "head_dim " << r.head_dim << "\n";
-  s << "  saved: " << r.file.string() << "\n";
-  s << "  reproduce: " << r.replay_command << "\n";
+  if (!r.save_error.empty()) {
+    s << "  NOT SAVED: " << r.save_error << " (the case was printed to stderr)\n";
+  } else {
+    s << "  saved: " << r.file.string() << "\n";
+    s << "  reproduce: " << r.replay_command << "\n";
+  }
   return s.str();
+}
+
+std::string render_workers(const WorkerEvents& w) {
+  if (w.infrastructure() == 0 && w.recycled_memory == 0 && w.recycled_threads == 0) return "";
+  std::ostringstream s;
+  s << "kvfuzz: infrastructure events (not findings): " << w.started << " workers started (slowest start "
+    << w.slowest_start_s << " s)";
+  if (w.failed_starts) s << ", " << w.failed_starts << " failed or slow to start or to read a case, replaced";
+  if (w.deaths_retried) s << ", " << w.deaths_retried << " died mid-case and passed on a fresh worker";
+  if (w.hangs_retried) s << ", " << w.hangs_retried << " hung mid-case and passed on a fresh worker";
+  if (w.recycled_memory) s << ", " << w.recycled_memory << " recycled over the memory limit";
+  if (w.recycled_threads) s << ", " << w.recycled_threads << " recycled over the thread limit";
+  s << "\n";
+  return s.str();
+}
+
+nlohmann::json workers_json(const WorkerEvents& w) {
+  return {{"started", w.started},
+          {"slowest_start_seconds", w.slowest_start_s},
+          {"failed_starts", w.failed_starts},
+          {"deaths_retried", w.deaths_retried},
+          {"hangs_retried", w.hangs_retried},
+          {"recycled_memory", w.recycled_memory},
+          {"recycled_threads", w.recycled_threads}};
 }
 
 std::string render_skipped(const CampaignResult& r) {
@@ -96,7 +126,7 @@ nlohmann::json campaign_json(const CampaignResult& r, const std::string& command
     verdicts.push_back(&f.verdict);
     nlohmann::json fs = nlohmann::json::array();
     for (const Finding& x : f.verdict.findings) fs.push_back(finding_json(x));
-    failures.push_back({{"file", f.file.string()}, {"flaky", f.flaky}, {"case_index", f.case_index},
+    failures.push_back({{"file", f.file.string()}, {"save_error", f.save_error}, {"flaky", f.flaky}, {"case_index", f.case_index},
                         {"seconds_to_find", f.seconds_to_find}, {"shrink_tries", f.shrink_tries},
                         {"shrink_steps", f.shrink_accepted},
                         {"size", {{"requests", f.requests}, {"slots", f.tokens}, {"heads", f.heads}, {"head_dim", f.head_dim}}},
@@ -106,6 +136,7 @@ nlohmann::json campaign_json(const CampaignResult& r, const std::string& command
           {"command", "run"}, {"command_line", command_line}, {"target", r.target}, {"profile", r.profile},
           {"seed", r.seed}, {"tolerance", r.tolerance}, {"cases", r.cases}, {"passed", r.passed}, {"failed", r.failed},
           {"seconds", r.seconds}, {"cases_per_second", r.cases_per_second()}, {"interrupted", r.interrupted},
+          {"stop_signal", r.stop_signal}, {"flaky", r.flaky()}, {"exit_code", exit_code(r)}, {"workers", workers_json(r.workers)},
           {"findings_by_kind", findings_by_kind(verdicts)}, {"failures", failures},
           {"skipped", {{"cases", r.skipped}, {"replaced", r.replaced}, {"not_run", r.skipped - r.replaced},
                        {"reasons", r.skip_reasons}}}};
@@ -125,7 +156,8 @@ nlohmann::json replay_json(const ReplayResult& r, const std::string& command_lin
   return {{"schema", "kvfuzz-summary"}, {"version", 1}, {"tool_version", KVFUZZ_VERSION},
           {"command", "replay"}, {"command_line", command_line}, {"target", r.target},
           {"cases", static_cast<int64_t>(r.items.size())}, {"passed", r.passed()}, {"failed", r.failed()},
-          {"seconds", r.seconds}, {"interrupted", r.interrupted},
+          {"seconds", r.seconds}, {"interrupted", r.interrupted}, {"stop_signal", r.stop_signal},
+          {"exit_code", exit_code(r)}, {"workers", workers_json(r.workers)},
           {"findings_by_kind", findings_by_kind(verdicts)}, {"items", items},
           {"skipped", {{"cases", r.skipped}, {"reasons", r.skip_reasons}}}};
 }

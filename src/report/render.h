@@ -23,6 +23,10 @@ std::string render_failure(const FailureRecord& r);
 // drawn inside them[, K not run]\n", or "" when nothing was skipped.
 std::string render_skipped(const CampaignResult& r);
 
+// One line of infrastructure events (worker retries, slow starts, recycling); "" when there were none.
+std::string render_workers(const WorkerEvents& w);
+nlohmann::json workers_json(const WorkerEvents& w);
+
 // "kvfuzz: skipped N case files outside the target's capabilities (reason: n, ...)\n", or "".
 std::string render_skipped(const ReplayResult& r);
 

@@ -27,7 +27,14 @@ class PythonTarget final : public Target {
 
   const TargetInfo& info() const override { return info_; }
 
-  // The worker starts on the first case, i.e. inside the kvfuzz worker process (isolation.h).
+  // The interpreter starts (and imports the kernel's module) in the kvfuzz worker process before its
+  // first case (isolation.h), so no launch's timeout includes it.
+  std::string start() override {
+    if (!worker_) worker_ = std::make_unique<PythonWorker>(spec_);
+    const PythonHello& hello = worker_->start();
+    return hello.kind == PythonHello::Kind::ready ? "" : "the Python worker cannot run: " + hello.message;
+  }
+
   RunResult run(const Case& c, std::byte* image, const ArenaLayout& layout) override {
     if (!worker_) worker_ = std::make_unique<PythonWorker>(spec_);
     return worker_->run(c, image, layout);

@@ -50,6 +50,11 @@ class Target {
   // Runs the append of `c` on `image`, laid out as `layout` (plan_arena(c)). Called in a worker
   // process (campaign/isolation.h) unless isolation is off: must not rely on state outside the image.
   virtual RunResult run(const Case& c, std::byte* image, const ArenaLayout& layout) = 0;
+  // Start-up work of a fresh worker (selecting the device and creating its context, loading modules,
+  // dlopen, starting an interpreter), called once before its first case so that no launch's timeout
+  // includes it (campaign/isolation.h). Returns "" or why the target cannot start. run() must still
+  // work without it (it calls start() itself when needed): in-process runs and tests rely on that.
+  virtual std::string start() { return ""; }
   // Runs a large case in windowed mode (arena/windows.h). `image` is a windowed image laid out as
   // `layout`: only plan.ranges hold bytes, every other cache element stands for plan.fill.bits.
   // Must leave plan.ranges as the kernel left them and set `outside` to what the kernel changed in

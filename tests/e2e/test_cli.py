@@ -82,7 +82,7 @@ class Campaign(unittest.TestCase):
         time.sleep(1.5)
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=60)
-        self.assertEqual(proc.returncode, 0, err)
+        self.assertEqual(proc.returncode, 130, err)  # 128 + SIGINT: interrupted, nothing found (docs/exit-codes.md)
         self.assertIn("interrupted", out)
         self.assertRegex(last_line(out), r"^kvfuzz: \d+ passed, 0 failed$")
 

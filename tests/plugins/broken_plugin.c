@@ -9,9 +9,23 @@
  *   STRICT_HND_I32        declares paged HND and i32 slots only, appends a line to the file named by
  *                         $KVFUZZ_TEST_VIOLATIONS for every call outside that (kvfuzz must never make
  *                         one, shrinking included), and refuses every case with 2 or more heads
+ *   SLOW                  sleeps $KVFUZZ_TEST_START_DELAY_S seconds when loaded (a plugin whose
+ *                         library set-up is slow: a worker's start-up, never a launch's timeout)
+ *                         and $KVFUZZ_TEST_APPEND_DELAY_S seconds per call (a slow, right kernel)
+ *   LEAKS                 every call leaks 8 MiB of touched memory and one thread that never ends
+ *                         (test_faults.py: the worker recycling policy)
+ *   SLOW_AND_WRONG        sleeps $KVFUZZ_TEST_APPEND_DELAY_S seconds per call and writes nothing
+ *                         (missing_write on every case with a slot): long shrinks and reports, to
+ *                         interrupt (test_faults.py)
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#if defined(SLOW) || defined(LEAKS) || defined(SLOW_AND_WRONG)
+#include <pthread.h>
+#include <time.h>
+#include <unistd.h>
+#endif
 
 #include "kvfuzz_plugin.h"
 
@@ -43,10 +57,52 @@ int kvfuzz_plugin_query(kvfz_capabilities* caps, int device, char* error, size_t
 #endif
 }
 
+#if defined(SLOW) || defined(SLOW_AND_WRONG)
+static void sleep_for(const char* variable) {
+  const char* s = getenv(variable);
+  const double delay = s ? atof(s) : 0;
+  if (delay > 0) {
+    struct timespec t = {(time_t)delay, (long)((delay - (double)(time_t)delay) * 1e9)};
+    while (nanosleep(&t, &t) != 0) {
+    }
+  }
+}
+#endif
+
+#if defined(SLOW)
+__attribute__((constructor)) static void slow_start(void) { sleep_for("KVFUZZ_TEST_START_DELAY_S"); }
+#endif
+
+#if defined(LEAKS)
+void* kvfuzz_test_leaked[1 << 16];  /* escapes, so the compiler keeps every allocation */
+static unsigned kvfuzz_test_leaks = 0;
+
+static void* sleep_forever(void* arg) {
+  (void)arg;
+  for (;;) pause();
+  return NULL;
+}
+#endif
+
 #if !defined(NO_APPEND)
 int kvfuzz_plugin_append(const kvfz_append_args* args, char* error, size_t error_size) {
 #if defined(CRASH_ON_HEAD_DIM_7)
   if (args->head_dim == 7) *(volatile int*)0 = 1;
+#endif
+#if defined(SLOW)
+  sleep_for("KVFUZZ_TEST_APPEND_DELAY_S");
+#endif
+#if defined(SLOW_AND_WRONG)
+  sleep_for("KVFUZZ_TEST_APPEND_DELAY_S");
+  (void)error, (void)error_size;
+  return args ? 0 : 1;
+#endif
+#if defined(LEAKS)
+  void* leak = malloc((size_t)8 << 20);
+  if (leak) memset(leak, 1, (size_t)8 << 20);
+  kvfuzz_test_leaked[kvfuzz_test_leaks++ % (1u << 16)] = leak;
+  pthread_t thread;
+  if (pthread_create(&thread, NULL, sleep_forever, NULL) == 0) pthread_detach(thread);
 #endif
 #if defined(STRICT_HND_I32)
   if (args->layout != KVFZ_LAYOUT_PAGED_HND || args->slot_type != KVFZ_I32) {

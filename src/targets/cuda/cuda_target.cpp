@@ -39,6 +39,9 @@ class CudaTarget final : public Target {
 
   std::string unavailable_reason() const override { return probe_cuda_device(device_); }
 
+  // The device's context is created here, before the worker's first case (isolation.h).
+  std::string start() override { return prepare(0).message; }
+
   RunResult run(const Case& c, std::byte* image, const ArenaLayout& layout) override {
     const size_t bytes = static_cast<size_t>(layout.total_bytes);
     if (RunResult r = prepare(bytes); r.status != RunStatus::ok) return r;

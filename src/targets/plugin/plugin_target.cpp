@@ -376,12 +376,12 @@ class PluginTarget final : public Target {
     return to_capabilities(probe_.caps);
   }
 
+  // dlopen (a plugin's constructors may take long), the query and, for a device plugin, its
+  // context and stream, before the worker's first case (isolation.h).
+  std::string start() override { return initialise().message; }
+
   RunResult run(const Case& c, std::byte* image, const ArenaLayout& layout) override {
-    if (!loaded_) {
-      if (std::string why = load(path_, entry_); !why.empty()) return {RunStatus::launch_error, "plugin " + path_ + ": " + why};
-      if (std::string why = query(entry_, device_, caps_); !why.empty()) return {RunStatus::launch_error, why};
-      loaded_ = true;
-    }
+    if (RunResult r = initialise(); r.status != RunStatus::ok) return r;
     const bool counter = (caps_.features & KVFZ_FEATURE_INVALID_SLOT_COUNTER) != 0;
     RunResult r = caps_.memory == KVFZ_MEMORY_DEVICE ? run_device(c, image, layout, counter)
                                                      : run_host(c, image, layout, counter);
@@ -390,6 +390,22 @@ class PluginTarget final : public Target {
   }
 
  private:
+  RunResult initialise() {
+    if (!loaded_) {
+      if (std::string why = load(path_, entry_); !why.empty()) return {RunStatus::launch_error, "plugin " + path_ + ": " + why};
+      if (std::string why = query(entry_, device_, caps_); !why.empty()) return {RunStatus::launch_error, why};
+      loaded_ = true;
+    }
+#if defined(KVFUZZ_HAVE_CUDA)
+    if (caps_.memory == KVFZ_MEMORY_DEVICE && stream_ == nullptr) {
+      if (cudaError_t e = cudaSetDevice(device_); e != cudaSuccess) return fault(e, "cudaSetDevice");
+      if (cudaError_t e = cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking); e != cudaSuccess)
+        return fault(e, "cudaStreamCreate");
+    }
+#endif
+    return {};
+  }
+
   RunResult run_host(const Case& c, std::byte* image, const ArenaLayout& layout, bool counter) {
     const kvfz_append_args args = append_args(c, image, layout, KVFZ_MEMORY_HOST, counter);
     char error[1024] = {0};
@@ -399,11 +415,6 @@ class PluginTarget final : public Target {
 
   RunResult run_device(const Case& c, std::byte* image, const ArenaLayout& layout, bool counter) {
 #if defined(KVFUZZ_HAVE_CUDA)
-    if (stream_ == nullptr) {
-      if (cudaError_t e = cudaSetDevice(device_); e != cudaSuccess) return fault(e, "cudaSetDevice");
-      if (cudaError_t e = cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking); e != cudaSuccess)
-        return fault(e, "cudaStreamCreate");
-    }
     const size_t bytes = static_cast<size_t>(layout.total_bytes);
     if (cudaError_t e = device_image_.upload(image, bytes, stream_); e != cudaSuccess) return fault(e, "copying the arena to the device");
     if (cudaError_t e = cudaStreamSynchronize(stream_); e != cudaSuccess) return fault(e, "copying the arena to the device");

@@ -84,14 +84,12 @@ class TritonTarget final : public Target {
     });
   }
 
+  // The device's context, the stream and every cubin's module, before the worker's first case
+  // (isolation.h): no launch's timeout includes module loading.
+  std::string start() override { return initialise().message; }
+
   RunResult run(const Case& c, std::byte* image, const ArenaLayout& layout) override {
-    if (!initialised_) {
-      if (cudaError_t e = cudaSetDevice(device_); e != cudaSuccess) return fault(e, "cudaSetDevice");
-      if (cudaError_t e = cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking); e != cudaSuccess)
-        return fault(e, "cudaStreamCreate");
-      if (std::string why = loader_.init(); !why.empty()) return {RunStatus::launch_error, why};
-      initialised_ = true;
-    }
+    if (RunResult r = initialise(); r.status != RunStatus::ok) return r;
     const size_t bytes = static_cast<size_t>(layout.total_bytes);
     if (cudaError_t e = device_image_.upload(image, bytes, stream_); e != cudaSuccess)
       return fault(e, "copying the arena to the device");
@@ -103,6 +101,21 @@ class TritonTarget final : public Target {
   }
 
  private:
+  RunResult initialise() {
+    if (initialised_) return {};
+    if (cudaError_t e = cudaSetDevice(device_); e != cudaSuccess) return fault(e, "cudaSetDevice");
+    if (cudaError_t e = cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking); e != cudaSuccess)
+      return fault(e, "cudaStreamCreate");
+    if (std::string why = loader_.init(); !why.empty()) return {RunStatus::launch_error, why};
+    for (const AotKernel& k : set_.manifest.kernels) {
+      CUfunction f = nullptr;
+      if (CUresult r = loader_.function(k, set_.cubins.at(k.cubin), f); r != CUDA_SUCCESS)
+        return fault(r, ("loading " + k.cubin).c_str());
+    }
+    initialised_ = true;
+    return {};
+  }
+
   // Selects the kernel for p's dtypes, packs its arguments and launches it (nothing for T = 0).
   RunResult launch(const KvAppendParams& p) {
     const AotKernel* k = find_kernel(set_.manifest, p.input_dtype, p.cache_dtype, p.slot_type);
