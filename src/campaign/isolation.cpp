@@ -21,6 +21,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
+#include <vector>
 #include <chrono>
 #include <cstring>
 #include <fstream>
@@ -37,6 +39,18 @@ namespace kvf {
 namespace {
 
 constexpr uint8_t kLaunching = 0xB0;  // the worker has read the case and starts the launch
+
+// Decimal text of a non-negative int into out[16], async-signal-safe (between fork and exec).
+void int_to_text(int v, char* out) {
+  char tmp[16];
+  int n = 0;
+  do {
+    tmp[n++] = static_cast<char>('0' + v % 10);
+    v /= 10;
+  } while (v > 0 && n < 15);
+  for (int i = 0; i < n; ++i) out[i] = tmp[n - 1 - i];
+  out[n] = '\0';
+}
 
 using Clock = std::chrono::steady_clock;
 
@@ -58,6 +72,18 @@ std::string describe_exit(int wstatus) {
   }
   if (WIFEXITED(wstatus)) return "worker exited with status " + std::to_string(WEXITSTATUS(wstatus)) + " before answering";
   return "worker ended abnormally";
+}
+
+std::string& worker_executable() {
+  static std::string exe;
+  return exe;
+}
+
+// The hello: ready (why empty) or why not.
+bool send_hello(int sock, const std::string& why) {
+  const uint8_t ready = why.empty() ? 1 : 0;
+  const uint32_t len = static_cast<uint32_t>(std::min<size_t>(why.size(), 1 << 16));
+  return write_all(sock, &ready, 1) && write_all(sock, &len, sizeof len) && write_all(sock, why.data(), len);
 }
 
 // The worker's main loop: never returns.
@@ -89,12 +115,7 @@ std::string describe_exit(int wstatus) {
   } catch (const std::exception& e) {
     why = e.what();
   }
-  {
-    const uint8_t ready = why.empty() ? 1 : 0;
-    const uint32_t len = static_cast<uint32_t>(std::min<size_t>(why.size(), 1 << 16));
-    if (!write_all(sock, &ready, 1) || !write_all(sock, &len, sizeof len) || !write_all(sock, why.data(), len) || !ready)
-      _exit(0);
-  }
+  if (!send_hello(sock, why) || !why.empty()) _exit(0);
   size_t accessible = mapped;  // bytes of the mapping currently PROT_READ | PROT_WRITE
   for (;;) {
     uint64_t header[3];
@@ -153,6 +174,27 @@ std::string describe_exit(int wstatus) {
 
 }  // namespace
 
+void set_worker_executable(const std::string& path) { worker_executable() = path; }
+
+void worker_process_main(int argc, char** argv) {
+  if (argc != 8) _exit(2);
+  const int sock = std::atoi(argv[2]);
+  const int memfd = std::atoi(argv[3]);
+  const int64_t capacity = std::strtoll(argv[4], nullptr, 10);
+  std::unique_ptr<Target> target;
+  try {
+    TargetOptions options;
+    options.device = std::atoi(argv[6]);
+    options.python = argv[7];
+    options.in_worker = true;
+    target = make_target(argv[5], options);
+  } catch (const std::exception& e) {
+    send_hello(sock, std::string("the worker could not make target ") + argv[5] + ": " + e.what());
+    _exit(0);
+  }
+  worker_main(*target, sock, memfd, capacity);
+}
+
 struct Isolator::Worker {
   pid_t pid = -1;
   int sock = -1;
@@ -186,11 +228,38 @@ bool Isolator::start(int64_t capacity, std::string& why) {
     close(w->memfd);
     throw InfraError(errno_text("socketpair for the worker"));
   }
+  // fork + exec of kvfuzz in worker mode where the target can be made again from its spec;
+  // everything the child needs is built before fork, so it only makes async-signal-safe calls.
+  const std::optional<TargetSpec>& spec = target_.spec();
+  const bool exec = spec.has_value() && !worker_executable().empty();
+  std::vector<std::string> args;
+  if (exec) {
+    args = {worker_executable(), kWorkerFlag, "", "", std::to_string(capacity), spec->name,
+            std::to_string(spec->options.device), spec->options.python};
+  }
+  char sock_text[16] = {0}, memfd_text[16] = {0};  // filled in the child
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  if (exec) {
+    argv[2] = sock_text;
+    argv[3] = memfd_text;
+    argv.push_back(nullptr);
+  }
   const auto began = Clock::now();
   {
     std::lock_guard<std::mutex> lock(fork_mutex());
     std::fflush(nullptr);  // nothing buffered may be written twice
     w->pid = fork();
+  }
+  if (w->pid == 0 && exec) {
+    // Descriptors without close-on-exec for the worker (every other one of kvfuzz's has it).
+    const int sock = fcntl(fds[1], F_DUPFD, 3);
+    const int memfd = fcntl(w->memfd, F_DUPFD, 3);
+    if (sock < 0 || memfd < 0) _exit(126);
+    int_to_text(sock, sock_text);
+    int_to_text(memfd, memfd_text);
+    execv(argv[0], argv.data());
+    _exit(127);
   }
   if (w->pid < 0) {
     close(fds[0]);

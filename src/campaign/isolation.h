@@ -10,6 +10,15 @@
 // windowed image (a large cache, arena/windows.h) is a sparse memfd: only its materialised ranges
 // are copied either way, and the cache section's pages are released after each run.
 //
+// A worker of a target made by make_target() (one that has a TargetSpec) is started by fork + exec
+// of kvfuzz itself in worker mode (kWorkerFlag; main() hands over to worker_process_main()), which
+// makes the target again from its spec: the worker starts as a fresh single-threaded process. A
+// worker forked without exec from the multi-threaded campaign inherits whatever lock another thread
+// held at that instant (the dynamic loader's, stdio's, the allocator's); on an H200 one start-up in
+// about 80 never finished, which the timeout then reported as the first case's `timeout`
+// (reports/gpu/2026-12-01-h200-cold-start). Test binaries, which have no worker mode, and targets
+// constructed directly still fork without exec.
+//
 // What is a finding and what is not (README "What kvfuzz guarantees", docs/exit-codes.md):
 //   - A fresh worker first runs Target::start() (device context, modules, dlopen, interpreter) and
 //     says it is ready; the parent waits for that at most start_timeout_s. The per-launch timeout
@@ -41,7 +50,7 @@ namespace kvf {
 struct IsolationOptions {
   bool fork = true;          // run launches in a worker process (off: in-process, for debugging)
   double timeout_s = 30.0;   // per-launch limit: from the worker's "launching" mark to its answer
-  double start_timeout_s = 300.0;  // a worker's start-up (Target::start) and its reading of a case, at most
+  double start_timeout_s = 120.0;  // a worker's start-up (Target::start) and its reading of a case, at most
   int retries = 1;           // fresh workers a case is re-run on after its worker died or hung mid-launch
   int start_attempts = 3;    // workers in a row that may fail to start before InfraError
   int64_t worker_rss_limit_bytes = int64_t{4} << 30;  // private memory after a case beyond which the
@@ -58,6 +67,17 @@ struct IsolatedRun {
   std::string message;  // launch error text, how the worker died, or the timeout limit
   OutsideDiff outside;  // windowed images: what the target found in the cache outside the windows
 };
+
+// argv[1] of a kvfuzz worker process.
+inline constexpr const char* kWorkerFlag = "--kvfuzz-worker";
+
+// Registers the executable whose kWorkerFlag mode serves as worker (kvfuzz's main(): its own
+// binary). Without one, workers are forked without exec.
+void set_worker_executable(const std::string& path);
+
+// main() of a worker process: argv = {exe, kWorkerFlag, socket fd, memfd, capacity, target name,
+// device, python}. Never returns.
+[[noreturn]] void worker_process_main(int argc, char** argv);
 
 class Isolator {
  public:

@@ -25,6 +25,7 @@
 
 #include "campaign/campaign.h"
 #include "campaign/compare.h"
+#include "campaign/isolation.h"
 #include "campaign/report_case.h"
 #include "campaign/selftest.h"
 #include "case/case_json.h"
@@ -108,7 +109,7 @@ struct CommonOptions {
   std::string tolerance;            // --tolerance: value policy for expected writes (README "Quantisation"); empty: the target's default
   std::string python;               // --python: interpreter of the Python targets (triton-interp, python:...)
   int64_t windowed_above_mib = 256;  // --windowed-above-mib: larger caches are checked windowed (arena/windows.h)
-  double worker_start_timeout_s = 300;  // --worker-start-timeout: a worker's start-up and reading of a case, at most
+  double worker_start_timeout_s = 120;  // --worker-start-timeout: a worker's start-up and reading of a case, at most
   int64_t worker_rss_limit_mib = 4096;  // --worker-rss-limit-mib: recycle a worker holding more private memory (0: off)
   int64_t worker_threads_limit = 256;   // --worker-threads-limit: recycle a worker running more threads (0: off)
 
@@ -340,6 +341,9 @@ int cmd_selftest(const kvf::SelftestOptions& o, const std::string& json_file, co
 }  // namespace
 
 int main(int argc, char** argv) {
+  // A worker process of a campaign (campaign/isolation.h): kvfuzz re-executed, never a user's command.
+  if (argc >= 2 && std::string(argv[1]) == kvf::kWorkerFlag) kvf::worker_process_main(argc, argv);
+  kvf::set_worker_executable("/proc/self/exe");
   const std::string command_line = join_command_line(argc, argv);
   CLI::App app{"kvfuzz: property-based fuzzer and verifier for KV-cache append kernels"};
   app.set_version_flag("--version", std::string("kvfuzz ") + KVFUZZ_VERSION);

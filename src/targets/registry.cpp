@@ -71,7 +71,9 @@ std::vector<TargetInfo> list_targets() {
   return out;
 }
 
-std::unique_ptr<Target> make_target(const std::string& name, const TargetOptions& options) {
+namespace {
+
+std::unique_ptr<Target> make_unrecorded(const std::string& name, const TargetOptions& options) {
   std::string known;
   for (const Entry& e : kTargets) {
     if (name == e.name) return e.make(options);
@@ -96,6 +98,14 @@ std::unique_ptr<Target> make_target(const std::string& name, const TargetOptions
 #endif
   throw InputError("", "", "unknown target \"" + name + "\"; known targets: " + known +
                                " (see `kvfuzz targets`)");
+}
+
+}  // namespace
+
+std::unique_ptr<Target> make_target(const std::string& name, const TargetOptions& options) {
+  std::unique_ptr<Target> target = make_unrecorded(name, options);
+  target->set_spec(TargetSpec{name, options});
+  return target;
 }
 
 std::unique_ptr<Target> open_target(const std::string& name, const TargetOptions& options) {

@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "arena/arena.h"
@@ -43,9 +44,27 @@ struct RunResult {
   std::string message;  // for launch_error: why
 };
 
+// Construction options of targets.
+struct TargetOptions {
+  int device = 0;      // CUDA device index for GPU targets (--device)
+  std::string python;  // interpreter of the Python targets (--python); empty: $KVFUZZ_PYTHON, then the defaults
+  bool in_worker = false;  // made inside a worker process (campaign/isolation.h): skip probes of the
+                           // kernel (the parent probed already); only run() and start() will be called
+};
+
+// What make_target() was asked for: enough for a worker process to make the same target again.
+struct TargetSpec {
+  std::string name;
+  TargetOptions options;
+};
+
 class Target {
  public:
   virtual ~Target() = default;
+  // How make_target() made this target; empty for one constructed directly (tests). Workers of a
+  // target with a spec are started by fork + exec of kvfuzz itself (campaign/isolation.h).
+  const std::optional<TargetSpec>& spec() const { return spec_; }
+  void set_spec(TargetSpec spec) { spec_ = std::move(spec); }
   virtual const TargetInfo& info() const = 0;
   // Runs the append of `c` on `image`, laid out as `layout` (plan_arena(c)). Called in a worker
   // process (campaign/isolation.h) unless isolation is off: must not rely on state outside the image.
@@ -74,12 +93,9 @@ class Target {
   // What the kernel supports; std::nullopt (kvfuzz's own targets): every case the generator makes.
   // Campaigns send only cases inside it and count the others (gen/capabilities.h).
   virtual std::optional<Capabilities> capabilities() const { return std::nullopt; }
-};
 
-// Construction options of targets.
-struct TargetOptions {
-  int device = 0;      // CUDA device index for GPU targets (--device)
-  std::string python;  // interpreter of the Python targets (--python); empty: $KVFUZZ_PYTHON, then the defaults
+ private:
+  std::optional<TargetSpec> spec_;
 };
 
 // Every target this build knows, in `kvfuzz targets` order.

@@ -343,9 +343,10 @@ class PluginTarget final : public Target {
  public:
   PluginTarget(const std::string& argument, const TargetOptions& options)
       : path_(std::filesystem::absolute(argument).lexically_normal().string()), device_(options.device) {
+    info_.name = "plugin:" + argument;
+    if (options.in_worker) return;  // the parent probed it; the worker only loads and runs it
     probe_ = probe(path_, device_);
     const bool ok = probe_.error.empty();
-    info_.name = "plugin:" + argument;
     info_.summary = ok ? (probe_.name.empty() ? std::string("plugin") : probe_.name) +
                              (probe_.description.empty() ? "" : " (" + probe_.description + ")") + ", " +
                              (probe_.caps.memory == KVFZ_MEMORY_DEVICE ? "device" : "host") + " plugin " + path_
