@@ -159,7 +159,9 @@ void lay_out_scales(const Genotype& g, Case& c) {
 // kernel that reads V with K's token stride reads the wrong row from t = 1 on. Returns V's end.
 int64_t place_value(const Genotype& g, int64_t rows, int64_t end, Case& c) {
   SplitMix64 rng = stream(g.layout_seed, kViewsSalt);
-  auto draw = [&](int64_t lo, int64_t hi) { return lo + static_cast<int64_t>(rng.below(static_cast<uint64_t>(hi - lo + 1))); };
+  auto draw = [&](int64_t lo, int64_t hi) {  // uniform in [lo, hi]
+    return lo + static_cast<int64_t>(rng.below(static_cast<uint64_t>(hi - lo + 1)));
+  };
   const int64_t H = g.num_heads, D = g.head_dim;
   const int64_t key_head = c.key.stride_head;  // D for a fused row
   InputView v;
@@ -194,8 +196,8 @@ int64_t place_value(const Genotype& g, int64_t rows, int64_t end, Case& c) {
 // Key/value input views: a fused QKV projection [T_in, (H_q + 2 H) D] or separate [T_in, H, D]
 // regions, with row/head gaps and a buffer tail with gapped_strides and an odd base with
 // misaligned_bases (drawn in the order of the former `irregular` flag when both are set). With
-// kv_views other than alike, V is a tensor of its own after K's (after the whole QKV buffer when
-// fused) whose strides differ from K's, drawn from a stream of its own (place_value).
+// kv_views other than alike, V is a tensor of its own right after K's region (after the whole QKV
+// buffer when fused) whose strides differ from K's, drawn from a stream of its own (place_value).
 void lay_out_inputs(const Genotype& g, int64_t num_slots, Case& c) {
   SplitMix64 rng = stream(g.layout_seed, kInputSalt);
   auto gap = [&]() -> int64_t { return g.gapped_strides ? static_cast<int64_t>(rng.below(4)) : 0; };
@@ -203,21 +205,22 @@ void lay_out_inputs(const Genotype& g, int64_t num_slots, Case& c) {
   const int64_t rows = num_slots + g.extra_input_rows;
   c.num_input_rows = rows;
   const int64_t base = g.misaligned_bases ? 1 + 2 * static_cast<int64_t>(rng.below(4)) : 0;
-  int64_t end = 0;
+  int64_t key_end = 0, end = 0;  // past K's region (the whole QKV buffer when fused), past both
   if (g.fused_qkv) {
     const int64_t Hq = c.num_q_heads;
     const int64_t row = (Hq + 2 * H) * D + gap();  // [Q heads | K heads | V heads | gap]
     c.key = {base + Hq * D, row, D};
     c.value = {base + (Hq + H) * D, row, D};
-    end = base + rows * row;
+    key_end = end = base + rows * row;
   } else {
     const int64_t head = D + gap();
     const int64_t row = H * head + gap();
     c.key = {base, row, head};
-    c.value = {base + rows * row + gap(), row, head};
+    key_end = base + rows * row;
+    c.value = {key_end + gap(), row, head};
     end = c.value.offset + rows * row;
   }
-  if (g.kv_views != KvViews::alike) end = place_value(g, rows, end, c);
+  if (g.kv_views != KvViews::alike) end = place_value(g, rows, key_end, c);
   c.input_buffer_elems = end + (g.gapped_strides ? static_cast<int64_t>(rng.below(8)) : 0);
 }
 
