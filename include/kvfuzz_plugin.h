@@ -85,8 +85,10 @@ typedef enum kvfz_rounding {
  * of the contract and always sent; without KVFZ_FEATURE_INVALID_SLOT_COUNTER, invalid_slots is NULL
  * (the slots must still never be written) and the counter is not checked. */
 #define KVFZ_FEATURE_FUSED_QKV 1u          /* key/value are views into one QKV buffer (stride_token > H*D) */
-#define KVFZ_FEATURE_STRIDED_INPUT 2u      /* any input strides (gaps between rows and heads) */
-#define KVFZ_FEATURE_PADDED_CACHE 4u       /* cache strides with gaps (stride_head > D, ...) */
+#define KVFZ_FEATURE_STRIDED_INPUT 2u      /* any input strides (gaps between rows and heads; key and
+                                              value strides may differ, value head-major) */
+#define KVFZ_FEATURE_PADDED_CACHE 4u       /* cache strides with gaps (stride_head > D, ...); with
+                                              STRIDED_INPUT, also sent with 16-byte-aligned bases */
 #define KVFZ_FEATURE_GRAPH_PADDING_ROWS 8u /* num_input_rows > num_slots (rows never read) */
 #define KVFZ_FEATURE_INVALID_SLOT_COUNTER 16u /* counts slots >= capacity in *invalid_slots */
 #define KVFZ_FEATURE_UNALIGNED 32u         /* base pointers not 16-byte aligned */

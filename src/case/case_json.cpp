@@ -535,7 +535,8 @@ Genotype read_genotype(const Reader& rd, const json& j) {
   rd.expect_keys(s, p, {"layout", "block_size", "num_heads", "head_dim", "gqa_ratio", "fused_qkv", "input_dtype",
                         "cache_dtype", "slot_dtype", "requests", "tail_padding", "interleaved_padding",
                         "invalid_slots", "extra_input_rows", "spare_blocks", "irregular", "dist", "scale_kind",
-                        "scale_dist", "layout_seed"});
+                        "scale_dist", "layout_seed"},
+                 {"gapped_strides", "misaligned_bases", "kv_views"});
   Genotype g;
   g.layout = read_layout(rd, s, p, "layout");
   g.block_size = rd.int32_field(s, p, "block_size");
@@ -560,6 +561,12 @@ Genotype read_genotype(const Reader& rd, const json& j) {
   g.extra_input_rows = rd.int32_field(s, p, "extra_input_rows");
   g.spare_blocks = rd.int32_field(s, p, "spare_blocks");
   g.irregular = rd.boolean_field(s, p, "irregular");
+  // Optional (written only when they differ from these defaults): files from before the three
+  // features were separate had one `irregular` flag for all of them, and K and V views alike.
+  g.gapped_strides = s.contains("gapped_strides") ? rd.boolean_field(s, p, "gapped_strides") : g.irregular;
+  g.misaligned_bases = s.contains("misaligned_bases") ? rd.boolean_field(s, p, "misaligned_bases") : g.irregular;
+  g.kv_views = s.contains("kv_views") ? rd.enum_field<KvViews>(s, p, "kv_views", kv_views_from_string, "K/V views kind")
+                                      : KvViews::alike;
   g.dist = read_dist(rd, s, p, "dist");
   g.scale_kind = read_scale_kind(rd, s, p, "scale_kind");
   g.scale_dist = read_scale_dist(rd, s, p, "scale_dist");
@@ -698,6 +705,11 @@ json case_to_json(const Case& c) {
                      {"scale_kind", to_string(g.scale_kind)},
                      {"scale_dist", to_string(g.scale_dist)},
                      {"layout_seed", std::to_string(g.layout_seed)}};
+    // Left out when they have their defaults (read_genotype), so that files and hashes of genotypes
+    // expressible before these keys existed stay as they were.
+    if (g.gapped_strides != g.irregular) j["genotype"]["gapped_strides"] = g.gapped_strides;
+    if (g.misaligned_bases != g.irregular) j["genotype"]["misaligned_bases"] = g.misaligned_bases;
+    if (g.kv_views != KvViews::alike) j["genotype"]["kv_views"] = to_string(g.kv_views);
   }
   return j;
 }

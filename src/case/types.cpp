@@ -60,6 +60,13 @@ constexpr NameTable<ScaleDist, 4> kScaleDistNames{{
     {ScaleDist::extreme, "extreme"},
 }};
 
+constexpr NameTable<KvViews, 4> kKvViewsNames{{
+    {KvViews::alike, "alike"},
+    {KvViews::value_rows, "value_rows"},
+    {KvViews::value_heads, "value_heads"},
+    {KvViews::value_head_major, "value_head_major"},
+}};
+
 // "?" for a value outside the enumeration (a corrupted or hand-cast value); never crashes.
 template <typename E, size_t N>
 std::string_view name_of(const NameTable<E, N>& table, E value) {
@@ -92,6 +99,7 @@ template <> std::string quoted_names<Layout>() { return quote_all(kLayoutNames);
 template <> std::string quoted_names<ValueDist>() { return quote_all(kValueDistNames); }
 template <> std::string quoted_names<ScaleKind>() { return quote_all(kScaleKindNames); }
 template <> std::string quoted_names<ScaleDist>() { return quote_all(kScaleDistNames); }
+template <> std::string quoted_names<KvViews>() { return quote_all(kKvViewsNames); }
 
 std::string_view to_string(DType t) { return name_of(kDTypeNames, t); }
 std::string_view to_string(IndexType t) { return name_of(kIndexTypeNames, t); }
@@ -99,6 +107,7 @@ std::string_view to_string(Layout l) { return name_of(kLayoutNames, l); }
 std::string_view to_string(ValueDist d) { return name_of(kValueDistNames, d); }
 std::string_view to_string(ScaleKind k) { return name_of(kScaleKindNames, k); }
 std::string_view to_string(ScaleDist d) { return name_of(kScaleDistNames, d); }
+std::string_view to_string(KvViews v) { return name_of(kKvViewsNames, v); }
 
 std::optional<DType> dtype_from_string(std::string_view s) { return value_of(kDTypeNames, s); }
 std::optional<IndexType> index_type_from_string(std::string_view s) { return value_of(kIndexTypeNames, s); }
@@ -106,6 +115,7 @@ std::optional<Layout> layout_from_string(std::string_view s) { return value_of(k
 std::optional<ValueDist> value_dist_from_string(std::string_view s) { return value_of(kValueDistNames, s); }
 std::optional<ScaleKind> scale_kind_from_string(std::string_view s) { return value_of(kScaleKindNames, s); }
 std::optional<ScaleDist> scale_dist_from_string(std::string_view s) { return value_of(kScaleDistNames, s); }
+std::optional<KvViews> kv_views_from_string(std::string_view s) { return value_of(kKvViewsNames, s); }
 
 bool is_quantized(DType t) { return t == DType::fp8_e4m3 || t == DType::fp8_e5m2 || t == DType::int8; }
 

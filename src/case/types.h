@@ -38,6 +38,15 @@ enum class ScaleDist : uint8_t {
   extreme,  // tiny (down to 2^-24) and huge (up to 2^24) values mixed
 };
 
+// How the value input view relates to the key view (a genotype feature; gen/materialize.cpp).
+// Simplest first: the shrinker moves towards `alike`.
+enum class KvViews : uint8_t {
+  alike,         // V has K's head and token strides: the next region of one buffer, or K's fused QKV row
+  value_rows,    // V a tensor of its own whose rows are padded: token stride != K's, head stride K's
+  value_heads,   // V's heads padded too: head and token strides both differ from K's
+  value_head_major,  // V head-major ([H, T_in, D] transposed to [T_in, H, D]): head stride > token stride
+};
+
 // Names used in JSON, configs and reports ("f16", "paged_nhd", ...), and their inverses
 // (std::nullopt for an unknown name).
 std::string_view to_string(DType t);
@@ -46,12 +55,14 @@ std::string_view to_string(Layout l);
 std::string_view to_string(ValueDist d);
 std::string_view to_string(ScaleKind k);
 std::string_view to_string(ScaleDist d);
+std::string_view to_string(KvViews v);
 std::optional<DType> dtype_from_string(std::string_view s);
 std::optional<IndexType> index_type_from_string(std::string_view s);
 std::optional<Layout> layout_from_string(std::string_view s);
 std::optional<ValueDist> value_dist_from_string(std::string_view s);
 std::optional<ScaleKind> scale_kind_from_string(std::string_view s);
 std::optional<ScaleDist> scale_dist_from_string(std::string_view s);
+std::optional<KvViews> kv_views_from_string(std::string_view s);
 // Every name of enumeration E in declaration order, quoted and comma-separated ("\"i32\", \"i64\""),
 // for "expected one of ..." messages; read from the same tables as to_string.
 template <typename E>

@@ -583,6 +583,7 @@ void check_genotype(const Genotype& g, Checker& ck) {
   ck.known("/genotype/cache_dtype", g.cache_dtype, "dtype");
   ck.known("/genotype/slot_dtype", g.slot_dtype, "index type");
   ck.known("/genotype/dist", g.dist, "value distribution");
+  ck.known("/genotype/kv_views", g.kv_views, "K/V views kind");
   if (to_string(g.input_dtype) != "?") ck.float_input("/genotype/input_dtype", g.input_dtype);
   ck.scale_choice("/genotype", "scale_kind", "scale_dist", g.cache_dtype, g.scale_kind, g.scale_dist);
   bool ok = ck.at_least("/genotype/block_size", g.block_size, 1);

@@ -181,7 +181,11 @@ Profile restrict_profile(const Profile& p, const Capabilities& k) {
               (k.unaligned ? "" : " (without unaligned pointers: rows of whole 16-byte units)"));
 
   if (!k.fused_qkv) r.fused_qkv_percent = 0;
-  if (!(k.strided_input && k.padded_cache && k.unaligned)) r.irregular_percent = 0;  // gaps and odd base offsets
+  // Gaps stretch input and cache strides alike; distinct K/V views are strided inputs; odd bases are
+  // unaligned pointers. Odd slot values (irregular) are part of every kernel's contract.
+  if (!(k.strided_input && k.padded_cache)) r.gapped_strides_percent = 0;
+  if (!k.unaligned) r.misaligned_bases_percent = 0;
+  if (!k.strided_input) r.kv_views = {{KvViews::alike}, {1}};
   if (!k.graph_padding_rows) r.max_extra_input_rows = 0;
   return r;
 }

@@ -139,7 +139,10 @@ struct Shape {
   DTypes dtypes;                          // element types and quantisation
   IndexType slot_dtype = IndexType::i64;  // slot_mapping element type
   ValueDist dist = ValueDist::finite;     // payload distribution
-  bool irregular = false;                 // misaligned bases, gapped strides, odd padding values
+  bool irregular = false;                 // odd padding and invalid slot values, last block in use
+  bool gapped_strides = false;            // gaps between dims and tensors
+  bool misaligned_bases = false;          // odd base offsets
+  KvViews kv_views = KvViews::alike;      // how the value view differs from the key view
 };
 
 rc::Gen<Shape> gen_shape(const ProfilePtr& pp) {
@@ -152,14 +155,17 @@ rc::Gen<Shape> gen_shape(const ProfilePtr& pp) {
       const Profile& p = *pp;
       // At least four blocks must fit the budget.
       const auto sizes = fitting(p.block_sizes, [=](int32_t bs) { return int64_t{4} * bs * h * d <= budget; });
+      using Drawn = std::tuple<Layout, int32_t, int32_t, bool, DTypes, IndexType, ValueDist, bool, bool, bool, KvViews>;
       return rc::gen::map(
           rc::gen::tuple(weighted(p.layouts), weighted(sizes), weighted(p.gqa_ratios), chance(p.fused_qkv_percent),
-                         gen_dtypes(pp), weighted(p.slot_dtypes), weighted(p.value_dists), chance(p.irregular_percent)),
-          [d, h](const std::tuple<Layout, int32_t, int32_t, bool, DTypes, IndexType, ValueDist, bool>& t) {
+                         gen_dtypes(pp), weighted(p.slot_dtypes), weighted(p.value_dists), chance(p.irregular_percent),
+                         chance(p.gapped_strides_percent), chance(p.misaligned_bases_percent), weighted(p.kv_views)),
+          [d, h](const Drawn& t) {
             Shape s;
             s.head_dim = d;
             s.num_heads = h;
-            std::tie(s.layout, s.block_size, s.gqa_ratio, s.fused_qkv, s.dtypes, s.slot_dtype, s.dist, s.irregular) = t;
+            std::tie(s.layout, s.block_size, s.gqa_ratio, s.fused_qkv, s.dtypes, s.slot_dtype, s.dist, s.irregular,
+                     s.gapped_strides, s.misaligned_bases, s.kv_views) = t;
             return s;
           });
     });
@@ -226,6 +232,9 @@ rc::Gen<Genotype> gen_batch(const ProfilePtr& pp, const Shape& s) {
           g.slot_dtype = s.slot_dtype;
           g.dist = s.dist;
           g.irregular = s.irregular;
+          g.gapped_strides = s.gapped_strides;
+          g.misaligned_bases = s.misaligned_bases;
+          g.kv_views = s.kv_views;
           g.requests = std::move(std::get<0>(t));
           g.tail_padding = static_cast<int32_t>(std::get<1>(t));
           g.interleaved_padding = static_cast<int32_t>(std::get<2>(t));

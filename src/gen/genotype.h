@@ -34,7 +34,10 @@ struct Genotype {
   int32_t invalid_slots = 0;        // rows with slot >= capacity (never written, counted)
   int32_t extra_input_rows = 0;     // T_in - T: CUDA-graph padding rows, never read
   int32_t spare_blocks = 0;         // free blocks beyond those the requests need
-  bool irregular = false;           // misaligned base offsets, gapped strides, odd padding values
+  bool irregular = false;           // odd padding and invalid slot values; the cache's last block in use
+  bool gapped_strides = false;      // gaps between dims of every strided tensor, slack between and after tensors
+  bool misaligned_bases = false;    // odd element offsets of every tensor's base (not 16-byte aligned)
+  KvViews kv_views = KvViews::alike;  // how the value input view differs from the key view
   ValueDist dist = ValueDist::finite;
   ScaleKind scale_kind = ScaleKind::none;  // none exactly when cache_dtype is a float dtype
   ScaleDist scale_dist = ScaleDist::unit;  // static scales' values (ignored for none / per_token_head)

@@ -16,13 +16,15 @@
 namespace kvf {
 namespace {
 
-// Salts of the per-concern streams ("blocks", "cache", "input", "slots", "payload" in ASCII).
+// Salts of the per-concern streams ("blocks", "cache", "input", "slots", "payload", "scales",
+// "kvviews" in ASCII).
 constexpr uint64_t kBlocksSalt = 0x626c6f636b73ull;
 constexpr uint64_t kCacheSalt = 0x6361636865ull;
 constexpr uint64_t kInputSalt = 0x696e707574ull;
 constexpr uint64_t kSlotsSalt = 0x736c6f7473ull;
 constexpr uint64_t kPayloadSalt = 0x7061796c6f6164ull;
 constexpr uint64_t kScalesSalt = 0x7363616c6573ull;
+constexpr uint64_t kViewsSalt = 0x6b767669657773ull;
 
 SplitMix64 stream(uint64_t layout_seed, uint64_t salt) { return SplitMix64(mix64(layout_seed ^ mix64(salt))); }
 
@@ -72,11 +74,12 @@ void assign_blocks(const Genotype& g, Case& c) {
   c.cache.block_size = block_size;
 }
 
-// Cache strides, K/V offsets and the cache buffer size. Gaps (0..3 elements) and a misaligned base
-// only when irregular.
+// Cache strides, K/V offsets and the cache buffer size. Gaps (0..3 elements) between dims and
+// tensors and a buffer tail only with gapped_strides; an odd K base only with misaligned_bases.
+// (With both set, the draws are those of the former single `irregular` flag.)
 void lay_out_cache(const Genotype& g, Case& c) {
   SplitMix64 rng = stream(g.layout_seed, kCacheSalt);
-  auto gap = [&]() -> int64_t { return g.irregular ? static_cast<int64_t>(rng.below(4)) : 0; };
+  auto gap = [&]() -> int64_t { return g.gapped_strides ? static_cast<int64_t>(rng.below(4)) : 0; };
   const int64_t H = g.num_heads, D = g.head_dim, bs = c.cache.block_size, nb = c.cache.num_blocks;
   CacheGeometry& geo = c.cache;
   switch (g.layout) {
@@ -98,7 +101,7 @@ void lay_out_cache(const Genotype& g, Case& c) {
       geo.stride_block = 2 * bs * geo.stride_pos + gap();
       break;
   }
-  c.cache_k_offset = g.irregular ? 1 + 2 * static_cast<int64_t>(rng.below(4)) : 0;  // odd: misaligned base
+  c.cache_k_offset = g.misaligned_bases ? 1 + 2 * static_cast<int64_t>(rng.below(4)) : 0;  // odd: misaligned base
   int64_t end = 0;
   if (g.layout == Layout::packed_kv_nhd) {
     c.cache_v_offset = c.cache_k_offset + bs * geo.stride_pos;
@@ -107,20 +110,20 @@ void lay_out_cache(const Genotype& g, Case& c) {
     c.cache_v_offset = c.cache_k_offset + nb * geo.stride_block + gap();
     end = c.cache_v_offset + nb * geo.stride_block;
   }
-  c.cache_buffer_elems = end + (g.irregular ? static_cast<int64_t>(rng.below(8)) : 0);
+  c.cache_buffer_elems = end + (g.gapped_strides ? static_cast<int64_t>(rng.below(8)) : 0);
 }
 
 // The per_token_head scale caches: one fp32 per (block, pos, head), laid out like the KV cache
 // without D: [nb, bs, H] for the NHD-like layouts (packed_kv_nhd included; its K and V scale caches
 // are not interleaved), [nb, H, bs] for the HND-like ones. K's scale cache starts at
-// scale_k_offset, V's after it; gaps (0..3), an odd base and a tail only when irregular. Every
-// other kind has no scale cache: all zero.
+// scale_k_offset, V's after it; gaps (0..3) and a tail only with gapped_strides, an odd base only
+// with misaligned_bases. Every other kind has no scale cache: all zero.
 void lay_out_scales(const Genotype& g, Case& c) {
   c.scale_kind = g.scale_kind;
   c.scale_dist = g.scale_dist;
   if (g.scale_kind != ScaleKind::per_token_head) return;
   SplitMix64 rng = stream(g.layout_seed, kScalesSalt);
-  auto gap = [&]() -> int64_t { return g.irregular ? static_cast<int64_t>(rng.below(4)) : 0; };
+  auto gap = [&]() -> int64_t { return g.gapped_strides ? static_cast<int64_t>(rng.below(4)) : 0; };
   const int64_t H = g.num_heads, bs = c.cache.block_size, nb = c.cache.num_blocks;
   CacheGeometry& geo = c.scale_cache;
   geo.num_blocks = nb;
@@ -140,35 +143,85 @@ void lay_out_scales(const Genotype& g, Case& c) {
       geo.stride_block = H * geo.stride_head + gap();
       break;
   }
-  c.scale_k_offset = g.irregular ? 1 + 2 * static_cast<int64_t>(rng.below(4)) : 0;  // odd: misaligned base
+  c.scale_k_offset = g.misaligned_bases ? 1 + 2 * static_cast<int64_t>(rng.below(4)) : 0;  // odd: misaligned base
   c.scale_v_offset = c.scale_k_offset + nb * geo.stride_block + gap();
-  c.scale_cache_elems = c.scale_v_offset + nb * geo.stride_block + (g.irregular ? static_cast<int64_t>(rng.below(8)) : 0);
+  c.scale_cache_elems =
+      c.scale_v_offset + nb * geo.stride_block + (g.gapped_strides ? static_cast<int64_t>(rng.below(8)) : 0);
+}
+
+// V as a tensor of its own for kv_views != alike: [T_in, H, D] rows starting past `end` (the end
+// of K's region, or of the whole QKV buffer) with strides that differ from K's:
+//   value_rows        head stride K's (D in a fused row), rows padded by 1..D + 3 elements;
+//   value_heads       heads padded by 1..4 elements, rows by 0..3;
+//   value_head_major  rows of D + 0..3 elements, heads T_in rows (+ 0..3) apart, so that the head
+//                     stride is the larger one, as in a [H, T_in, D] tensor transposed.
+// The token stride always differs from K's (nudged by one element where the draws coincide), so a
+// kernel that reads V with K's token stride reads the wrong row from t = 1 on. Returns V's end.
+int64_t place_value(const Genotype& g, int64_t rows, int64_t end, Case& c) {
+  SplitMix64 rng = stream(g.layout_seed, kViewsSalt);
+  auto draw = [&](int64_t lo, int64_t hi) {  // uniform in [lo, hi]
+    return lo + static_cast<int64_t>(rng.below(static_cast<uint64_t>(hi - lo + 1)));
+  };
+  const int64_t H = g.num_heads, D = g.head_dim;
+  const int64_t key_head = c.key.stride_head;  // D for a fused row
+  InputView v;
+  // V's base: 1..8 elements past `end` with misaligned_bases, else the next 16-byte boundary 0..8
+  // elements past it (the input buffer itself is 16-byte aligned in every arena).
+  const int64_t unit = 16 / dtype_size(g.input_dtype);
+  v.offset = g.misaligned_bases ? end + draw(1, 8) : (end + draw(0, 8) + unit - 1) / unit * unit;
+  switch (g.kv_views) {
+    case KvViews::alike:  // not called
+    case KvViews::value_rows:
+      v.stride_head = key_head;
+      v.stride_token = H * key_head + draw(1, D + 3);
+      if (v.stride_token == c.key.stride_token) ++v.stride_token;
+      break;
+    case KvViews::value_heads:
+      v.stride_head = key_head + draw(1, 4);
+      v.stride_token = H * v.stride_head + draw(0, 3);
+      if (v.stride_token == c.key.stride_token) ++v.stride_token;
+      break;
+    case KvViews::value_head_major:
+      v.stride_token = D + draw(0, 3);
+      if (v.stride_token == c.key.stride_token) ++v.stride_token;
+      v.stride_head = std::max<int64_t>(rows, 1) * v.stride_token + draw(0, 3);
+      break;
+  }
+  c.value = v;
+  // The element past V's last cell: offset + (rows - 1) * token + (H - 1) * head + D.
+  if (rows == 0) return v.offset;
+  return v.offset + (rows - 1) * v.stride_token + (H - 1) * v.stride_head + D;
 }
 
 // Key/value input views: a fused QKV projection [T_in, (H_q + 2 H) D] or separate [T_in, H, D]
-// regions, with row/head gaps and a misaligned base when irregular.
+// regions, with row/head gaps and a buffer tail with gapped_strides and an odd base with
+// misaligned_bases (drawn in the order of the former `irregular` flag when both are set). With
+// kv_views other than alike, V is a tensor of its own right after K's region (after the whole QKV
+// buffer when fused) whose strides differ from K's, drawn from a stream of its own (place_value).
 void lay_out_inputs(const Genotype& g, int64_t num_slots, Case& c) {
   SplitMix64 rng = stream(g.layout_seed, kInputSalt);
-  auto gap = [&]() -> int64_t { return g.irregular ? static_cast<int64_t>(rng.below(4)) : 0; };
+  auto gap = [&]() -> int64_t { return g.gapped_strides ? static_cast<int64_t>(rng.below(4)) : 0; };
   const int64_t H = g.num_heads, D = g.head_dim;
   const int64_t rows = num_slots + g.extra_input_rows;
   c.num_input_rows = rows;
-  const int64_t base = g.irregular ? 1 + 2 * static_cast<int64_t>(rng.below(4)) : 0;
-  int64_t end = 0;
+  const int64_t base = g.misaligned_bases ? 1 + 2 * static_cast<int64_t>(rng.below(4)) : 0;
+  int64_t key_end = 0, end = 0;  // past K's region (the whole QKV buffer when fused), past both
   if (g.fused_qkv) {
     const int64_t Hq = c.num_q_heads;
     const int64_t row = (Hq + 2 * H) * D + gap();  // [Q heads | K heads | V heads | gap]
     c.key = {base + Hq * D, row, D};
     c.value = {base + (Hq + H) * D, row, D};
-    end = base + rows * row;
+    key_end = end = base + rows * row;
   } else {
     const int64_t head = D + gap();
     const int64_t row = H * head + gap();
     c.key = {base, row, head};
-    c.value = {base + rows * row + gap(), row, head};
+    key_end = base + rows * row;
+    c.value = {key_end + gap(), row, head};
     end = c.value.offset + rows * row;
   }
-  c.input_buffer_elems = end + (g.irregular ? static_cast<int64_t>(rng.below(8)) : 0);
+  if (g.kv_views != KvViews::alike) end = place_value(g, rows, key_end, c);
+  c.input_buffer_elems = end + (g.gapped_strides ? static_cast<int64_t>(rng.below(8)) : 0);
 }
 
 // slot_mapping: every new token's slot in request order, with padding and invalid entries

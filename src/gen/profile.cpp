@@ -145,7 +145,8 @@ const std::set<std::string>& profile_keys() {
 
 // Keys a profile may leave out (profile.h says their defaults).
 const std::set<std::string>& optional_profile_keys() {
-  static const std::set<std::string> keys = {"min_tensor_elements"};
+  static const std::set<std::string> keys = {"gapped_strides_percent", "misaligned_bases_percent", "kv_views",
+                                             "min_tensor_elements"};
   return keys;
 }
 
@@ -244,6 +245,16 @@ Profile profile_from_json(const json& j, const std::string& file) {
       static_cast<int32_t>(r.integer(j.at("max_extra_input_rows"), "/max_extra_input_rows", 0, 1 << 16));
   p.max_spare_blocks = static_cast<int32_t>(r.integer(j.at("max_spare_blocks"), "/max_spare_blocks", 0, 1 << 16));
   p.irregular_percent = static_cast<int>(r.integer(j.at("irregular_percent"), "/irregular_percent", 0, 100));
+  p.gapped_strides_percent = j.contains("gapped_strides_percent")
+                                 ? static_cast<int>(r.integer(j.at("gapped_strides_percent"), "/gapped_strides_percent", 0, 100))
+                                 : p.irregular_percent;
+  p.misaligned_bases_percent =
+      j.contains("misaligned_bases_percent")
+          ? static_cast<int>(r.integer(j.at("misaligned_bases_percent"), "/misaligned_bases_percent", 0, 100))
+          : p.irregular_percent;
+  p.kv_views = j.contains("kv_views") ? r.weighted_enum<KvViews>(j.at("kv_views"), "/kv_views", kv_views_from_string,
+                                                                  "alike, value_rows, value_heads, value_head_major")
+                                      : default_profile().kv_views;
   p.max_elements_per_case = r.integer(j.at("max_elements_per_case"), "/max_elements_per_case", 1, int64_t{1} << 34);
   if (j.contains("min_tensor_elements")) {
     p.min_tensor_elements = r.integer(j.at("min_tensor_elements"), "/min_tensor_elements", 0, int64_t{1} << 36);
@@ -338,6 +349,9 @@ Profile default_profile() {
   p.max_extra_input_rows = 3;
   p.max_spare_blocks = 4;
   p.irregular_percent = 50;
+  p.gapped_strides_percent = 50;
+  p.misaligned_bases_percent = 50;
+  p.kv_views = {{KvViews::alike, KvViews::value_rows, KvViews::value_heads, KvViews::value_head_major}, {6, 2, 1, 1}};
   p.max_elements_per_case = int64_t{1} << 18;
   return p;
 }

@@ -5,7 +5,9 @@
 // holding every field below and nothing else, weighted lists as {"values": [...], "weights":
 // [...]} (see configs/default.json); an unknown or missing key, a wrong type, an empty or
 // duplicate list, an out-of-range value or all-zero weights is refused with the file, the JSON
-// path and the expected form. Optional keys (absent = the default below): min_tensor_elements.
+// path and the expected form. Optional keys: min_tensor_elements (absent = 0), gapped_strides_percent
+// and misaligned_bases_percent (absent = irregular_percent, the share both had when one flag drove
+// them), kv_views (absent = the built-in default's list).
 #pragma once
 
 #include <cstdint>
@@ -76,7 +78,18 @@ struct Profile {
   int32_t max_invalid_slots = 2;       // rows with slot >= capacity
   int32_t max_extra_input_rows = 3;    // T_in - T
   int32_t max_spare_blocks = 4;        // free blocks
-  int irregular_percent = 50;          // share of cases with misaligned offsets and gapped strides
+  // Three independent features of a case's memory layout, each drawn with its own share:
+  int irregular_percent = 50;          // odd padding (-2, -capacity, INT_MIN, -2^32 + s) and invalid
+                                       // (2^31 + s, 2^32 + s, INT_MAX) slot values; the cache's last
+                                       // block in a request's table
+  int gapped_strides_percent = 50;     // gaps of 0..3 elements between the dims of cache, scale cache
+                                       // and input tensors, between K and V and after the buffers
+  int misaligned_bases_percent = 50;   // odd element offsets of the K cache, scale cache and input
+                                       // bases (not 16-byte aligned)
+  Weighted<KvViews> kv_views;          // how the value input view differs from the key view: alike,
+                                       // value_rows (V's rows padded), value_heads (V's heads padded
+                                       // too), value_head_major (V head-major); shrink target: alike,
+                                       // whatever the list's order
   int64_t max_elements_per_case = 1 << 20;  // budget B: new tokens * H * D <= B and cache slots * H * D
                                             // <= 2 B (larger shapes get fewer tokens; generate.cpp)
   // Large caches (configs/large.json; optional key, 0 = off): the generator adds free blocks until

@@ -38,7 +38,10 @@ struct Complexity {
   int64_t scale_dist;     // 0 for unit, then pow2, random, extreme
   int64_t slot_dtype;     // 0 for i64
   int64_t dist;           // 0 for finite
-  int64_t irregular;      // 0 = regular
+  int64_t irregular;      // 0 = slot values -1 and in-range invalid ones only
+  int64_t gapped_strides;    // 0 = dense strides
+  int64_t misaligned_bases;  // 0 = aligned bases
+  int64_t kv_views;          // 0 = V alike K, then value_rows, value_heads, value_head_major
   int64_t tail_padding, interleaved_padding, invalid_slots, extra_input_rows, spare_blocks;  // counts
 };
 
@@ -81,6 +84,9 @@ Complexity complexity(const Genotype& g, const Profile& p) {
   c.slot_dtype = g.slot_dtype != IndexType::i64;
   c.dist = g.dist != ValueDist::finite;
   c.irregular = g.irregular;
+  c.gapped_strides = g.gapped_strides;
+  c.misaligned_bases = g.misaligned_bases;
+  c.kv_views = static_cast<int64_t>(g.kv_views);
   c.tail_padding = g.tail_padding;
   c.interleaved_padding = g.interleaved_padding;
   c.invalid_slots = g.invalid_slots;
@@ -137,6 +143,9 @@ bool simpler_than(const Genotype& a, const Genotype& b, const Profile& profile) 
   compare(ca.slot_dtype, cb.slot_dtype, &less, &greater);
   compare(ca.dist, cb.dist, &less, &greater);
   compare(ca.irregular, cb.irregular, &less, &greater);
+  compare(ca.gapped_strides, cb.gapped_strides, &less, &greater);
+  compare(ca.misaligned_bases, cb.misaligned_bases, &less, &greater);
+  compare(ca.kv_views, cb.kv_views, &less, &greater);
   compare(ca.tail_padding, cb.tail_padding, &less, &greater);
   compare(ca.interleaved_padding, cb.interleaved_padding, &less, &greater);
   compare(ca.invalid_slots, cb.invalid_slots, &less, &greater);
@@ -200,6 +209,10 @@ std::vector<Genotype> shrink_genotype(const Genotype& g, const Profile& profile)
   with([](Genotype& c) { c.slot_dtype = IndexType::i64; });
   with([](Genotype& c) { c.dist = ValueDist::finite; });
   with([](Genotype& c) { c.irregular = false; });
+  with([](Genotype& c) { c.gapped_strides = false; });
+  with([](Genotype& c) { c.misaligned_bases = false; });
+  // K and V views alike first, then each simpler way of V differing (enum order, simplest first).
+  for (int v = 0; v < static_cast<int>(g.kv_views); ++v) with([v](Genotype& c) { c.kv_views = static_cast<KvViews>(v); });
 
   // 4. Shorter requests. context_len also moves down by whole blocks (context % block_size keeps
   // the position inside the block, which is what block-boundary bugs depend on).

@@ -2,7 +2,8 @@
 //
 // shrink_genotype() lists simpler genotypes, most aggressive first: fewer requests, shorter
 // context and new lengths, no padding, fewer heads, smaller head_dim and block_size (towards the
-// front of the profile's lists), plain dtypes, simple layout. Every candidate is a valid genotype.
+// front of the profile's lists), plain dtypes, simple layout, dense strides, aligned bases, K and V
+// views alike. Every candidate is a valid genotype.
 // A quantised case stays quantised with the same cache dtype (the failure may be in that format's
 // conversion); its scale kind moves towards per_tensor (per_tensor < per_head < per_block <
 // per_token_head) and its scale_dist towards unit (unit < pow2 < random < extreme).
@@ -24,7 +25,8 @@ std::vector<Genotype> shrink_genotype(const Genotype& g, const Profile& profile)
 // The well-founded order the shrinker descends: true when a is at most as complex as b in every
 // component (number of requests then total tokens; layout; rank in the profile's list then value
 // of heads, head_dim, block_size and gqa_ratio; fused; dtypes; scale kind; scale dist; slot dtype;
-// dist; irregular; padding, invalid, extra-row and spare-block counts) and strictly less in at least one. Every
+// dist; irregular; gapped strides; misaligned bases; kv_views; padding, invalid, extra-row and
+// spare-block counts) and strictly less in at least one. Every
 // candidate of shrink_genotype(b) is simpler_than b, so every descent terminates.
 bool simpler_than(const Genotype& a, const Genotype& b, const Profile& profile);
 

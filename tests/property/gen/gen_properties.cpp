@@ -153,6 +153,34 @@ TEST(GenerateCoverage, defaultProfileQuantisesAboutItsQuantPercent) {
   EXPECT_GT(ties, 100);
 }
 
+// The blind spots of the single `irregular` flag: K and V views always alike (0 of 3000 default
+// cases differed), padded strides only with odd bases. Counted on materialised cases, not genes.
+TEST(GenerateCoverage, defaultProfileDrawsDistinctKvViewsAndGapsWithAlignedBases) {
+  const Profile& p = default_profile();
+  const int n = 2000;
+  int token_differs = 0, head_differs = 0, head_major = 0, gaps_aligned = 0, odd_dense = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const Case c = materialize(generate_case(p, 13, i));
+    token_differs += c.key.stride_token != c.value.stride_token;
+    head_differs += c.num_heads > 1 && c.key.stride_head != c.value.stride_head;
+    head_major += c.num_heads > 1 && c.value.stride_head > c.value.stride_token;
+    const bool aligned = c.cache_k_offset == 0 && c.key.offset % 2 == 0;
+    const bool gapped_cache = c.cache.stride_head > c.head_dim && c.layout == Layout::paged_nhd;
+    gaps_aligned += aligned && gapped_cache;
+    odd_dense += c.cache_k_offset % 2 == 1 && c.cache.stride_head == c.head_dim && c.layout == Layout::paged_nhd;
+  }
+  int distinct_weight = 0, total_weight = 0;
+  for (size_t i = 0; i < p.kv_views.values.size(); ++i) {
+    total_weight += p.kv_views.weights[i];
+    if (p.kv_views.values[i] != KvViews::alike) distinct_weight += p.kv_views.weights[i];
+  }
+  EXPECT_NEAR(token_differs / double(n), distinct_weight / double(total_weight), 0.04);
+  EXPECT_GT(head_differs, n / 20);
+  EXPECT_GT(head_major, n / 50);
+  EXPECT_GT(gaps_aligned, n / 50);  // paged_nhd with a head gap: about 4/11 * 3/4 * 1/4 * 1/4 of cases
+  EXPECT_GT(odd_dense, n / 50);
+}
+
 RC_GTEST_PROP(Materialize, isDeterministic, ()) {
   const Genotype g = *gen_genotype(default_profile());
   RC_ASSERT(same_case(materialize(g), materialize(g)));
@@ -194,6 +222,7 @@ RC_GTEST_PROP(Shrink, reducesAQuantisedFailureToPerTensorUnitScales, ()) {
   RC_ASSERT(m.input_dtype == p.input_dtypes.values[0]);
   RC_ASSERT(m.requests.size() == 1u && m.requests[0].context_len == 0 && m.requests[0].new_len == 0);
   RC_ASSERT(m.dist == ValueDist::finite && !m.irregular && m.layout == Layout::paged_nhd);
+  RC_ASSERT(!m.gapped_strides && !m.misaligned_bases && m.kv_views == KvViews::alike);
   RC_ASSERT(problems(materialize(m)) == "");
 }
 
@@ -236,8 +265,93 @@ RC_GTEST_PROP(Shrink, findsTheMinimumOfAPlantedBlockBoundaryBug, ()) {
     RC_ASSERT(m.cache_dtype == m.input_dtype && m.scale_kind == ScaleKind::none);
   }
   RC_ASSERT(m.slot_dtype == IndexType::i64 && m.dist == ValueDist::finite && !m.irregular);
+  RC_ASSERT(!m.gapped_strides && !m.misaligned_bases && m.kv_views == KvViews::alike);
   RC_ASSERT(m.tail_padding + m.interleaved_padding + m.invalid_slots + m.extra_input_rows + m.spare_blocks == 0);
   RC_ASSERT(m.layout_seed == g.layout_seed);
+}
+
+// Planted bug: V read with K's token stride (the mutant v-read-with-k-token-stride) shows exactly
+// when the materialised views' token strides differ and some valid row t >= 1 is appended. The
+// descent keeps V distinct but reaches its simplest form (value_rows), at most two tokens, dense
+// strides, aligned bases and separate K/V inputs.
+RC_GTEST_PROP(Shrink, keepsDistinctKvViewsAtTheirSimplestForAVReadWithKStride, ()) {
+  const Profile& p = default_profile();
+  Genotype g = *gen_genotype(p);
+  g.kv_views = *rc::gen::element(KvViews::value_rows, KvViews::value_heads, KvViews::value_head_major);
+  g.requests.push_back(RequestGene{0, 2});
+  auto fails = [](const Genotype& x) {
+    const Case c = materialize(x);
+    if (c.key.stride_token == c.value.stride_token) return false;
+    for (size_t t = 1; t < c.slot_mapping.size(); ++t)
+      if (c.slot_mapping[t] >= 0 && c.slot_mapping[t] < c.capacity()) return true;
+    return false;
+  };
+  RC_ASSERT(fails(g));
+  const Genotype m = shrink_to_minimal(g, p, fails, nullptr, 1'000'000);
+  RC_ASSERT(fails(m));
+  RC_ASSERT(m.kv_views == KvViews::value_rows);
+  // At most two valid rows (one at t >= 1); padding may stand in for the first. No context.
+  int64_t new_tokens = 0;
+  for (const RequestGene& r : m.requests) {
+    RC_ASSERT(r.context_len == 0);
+    new_tokens += r.new_len;
+  }
+  RC_ASSERT(new_tokens <= 2);
+  for (const Genotype& c : shrink_genotype(m, p)) RC_ASSERT(!fails(c));  // locally minimal
+  // (irregular may stay: its odd padding values take draws that move where padding rows land.)
+  RC_ASSERT(!m.gapped_strides && !m.misaligned_bases && !m.fused_qkv);
+  RC_ASSERT(problems(materialize(m)) == "");
+}
+
+// Distinct views: V's token stride differs from K's, value_heads also has its own head stride,
+// value_head_major puts heads further apart than tokens; V lies past K (past the whole QKV
+// buffer when fused), so the views are disjoint.
+RC_GTEST_PROP(Materialize, distinctKvViewsHaveTheirOwnStridesPastTheKeyRegion, ()) {
+  Genotype g = *gen_genotype(default_profile());
+  g.kv_views = *rc::gen::element(KvViews::value_rows, KvViews::value_heads, KvViews::value_head_major);
+  const Case c = materialize(g);
+  RC_ASSERT(problems(c) == "");
+  RC_ASSERT(c.value.stride_token != c.key.stride_token);
+  if (c.num_input_rows > 0) {  // past K's last cell
+    const int64_t key_last = c.key.offset + (c.num_input_rows - 1) * c.key.stride_token +
+                             (c.num_heads - 1) * c.key.stride_head + c.head_dim - 1;
+    RC_ASSERT(c.value.offset > key_last);
+  }
+  if (g.kv_views == KvViews::value_heads) RC_ASSERT(c.value.stride_head > c.key.stride_head);
+  if (g.kv_views == KvViews::value_head_major && c.num_input_rows > 1) RC_ASSERT(c.value.stride_head > c.value.stride_token);
+  // Only V moves: K's view and every other concern are those of the alike twin.
+  Genotype alike = g;
+  alike.kv_views = KvViews::alike;
+  const Case a = materialize(alike);
+  RC_ASSERT(same_view(a.key, c.key));
+  RC_ASSERT(a.slot_mapping == c.slot_mapping && a.cache_k_offset == c.cache_k_offset &&
+            a.cache.stride_block == c.cache.stride_block && a.payload_seed == c.payload_seed);
+}
+
+// Gapped strides and misaligned bases are separate: gaps alone keep every base aligned, odd bases
+// alone keep every stride dense.
+RC_GTEST_PROP(Materialize, gapsAndOddBasesComeOnlyWithTheirOwnFlag, ()) {
+  Genotype g = *gen_genotype(default_profile());
+  g.kv_views = KvViews::alike;
+  g.gapped_strides = *rc::gen::arbitrary<bool>();
+  g.misaligned_bases = !g.gapped_strides;
+  const Case c = materialize(g);
+  RC_ASSERT(problems(c) == "");
+  const int64_t H = c.num_heads, D = c.head_dim;
+  if (!g.misaligned_bases) {
+    RC_ASSERT(c.cache_k_offset == 0 && c.scale_k_offset == 0);
+    RC_ASSERT(c.key.offset == (g.fused_qkv ? int64_t{c.num_q_heads} * D : 0));
+  } else {
+    RC_ASSERT(c.cache_k_offset % 2 == 1 && c.key.offset % 2 == (g.fused_qkv ? (1 + c.num_q_heads * D) % 2 : 1));
+  }
+  if (!g.gapped_strides) {
+    const int64_t row = g.fused_qkv ? (int64_t{c.num_q_heads} + 2 * H) * D : H * D;
+    RC_ASSERT(c.key.stride_head == D && c.key.stride_token == row);
+    if (g.layout == Layout::paged_nhd || g.layout == Layout::contiguous_bshd) {
+      RC_ASSERT(c.cache.stride_head == D && c.cache.stride_pos == H * D);
+      RC_ASSERT(c.cache.stride_block == c.cache.block_size * H * D);
+    }
+  }
 }
 
 }  // namespace

@@ -45,7 +45,8 @@ std::vector<Case> generated_cases() {
       g.invalid_slots = 1;
       g.extra_input_rows = 2;
       g.spare_blocks = 3;
-      g.irregular = irregular;
+      g.irregular = g.gapped_strides = g.misaligned_bases = irregular;
+      g.kv_views = irregular ? KvViews::value_rows : KvViews::alike;
       g.input_dtype = irregular ? DType::f32 : DType::bf16;
       g.cache_dtype = irregular ? DType::f16 : DType::bf16;
       g.slot_dtype = irregular ? IndexType::i32 : IndexType::i64;

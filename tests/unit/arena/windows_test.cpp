@@ -40,7 +40,7 @@ Case big_case(uint64_t seed, Layout layout, DType cache_dtype, bool irregular, i
   g.interleaved_padding = 1;
   g.invalid_slots = 2;
   g.spare_blocks = spare;
-  g.irregular = irregular;
+  g.irregular = g.gapped_strides = g.misaligned_bases = irregular;
   g.layout_seed = seed;
   return materialize(g);
 }

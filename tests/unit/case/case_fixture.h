@@ -153,6 +153,8 @@ inline Genotype make_genotype() {
   g.extra_input_rows = 3;
   g.spare_blocks = 2;
   g.irregular = true;
+  g.gapped_strides = true;
+  g.misaligned_bases = true;
   g.dist = ValueDist::constant;
   g.layout_seed = 18446744073709551615ull;
   return g;

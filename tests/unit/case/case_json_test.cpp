@@ -106,6 +106,49 @@ TEST(CaseJson, roundTripsTheGenotype) {
   EXPECT_EQ(back.genotype->layout_seed, 18446744073709551615ull);
 }
 
+TEST(CaseJson, roundTripsTheLayoutFeaturesOfAGenotype) {
+  Case c = make_case();
+  c.genotype = test::make_genotype();  // irregular, gapped and misaligned, K/V alike
+  nlohmann::json j = case_to_json(c);
+  // Written only where they differ from what a file without them means (irregular's value; alike).
+  EXPECT_FALSE(j.at("genotype").contains("gapped_strides"));
+  EXPECT_FALSE(j.at("genotype").contains("misaligned_bases"));
+  EXPECT_FALSE(j.at("genotype").contains("kv_views"));
+  c.genotype->misaligned_bases = false;
+  c.genotype->kv_views = KvViews::value_head_major;
+  j = case_to_json(c);
+  EXPECT_FALSE(j.at("genotype").contains("gapped_strides"));
+  EXPECT_EQ(j.at("genotype").at("misaligned_bases"), false);
+  EXPECT_EQ(j.at("genotype").at("kv_views"), "value_head_major");
+  expect_same_case(round_trip(c), c);
+  c.genotype->irregular = false;
+  c.genotype->gapped_strides = true;
+  expect_same_case(round_trip(c), c);
+}
+
+TEST(CaseJson, readsAGenotypeWithoutLayoutFeatureKeysAsTheFormerIrregularFlag) {
+  Case c = make_case();
+  c.genotype = test::make_genotype();
+  for (const bool irregular : {false, true}) {
+    nlohmann::json j = case_to_json(c);
+    j["genotype"]["irregular"] = irregular;
+    const Case back = case_from_json(j, "old.json");
+    ASSERT_TRUE(back.genotype.has_value());
+    EXPECT_EQ(back.genotype->gapped_strides, irregular);
+    EXPECT_EQ(back.genotype->misaligned_bases, irregular);
+    EXPECT_EQ(back.genotype->kv_views, KvViews::alike);
+  }
+  nlohmann::json j = case_to_json(c);
+  j["genotype"]["kv_views"] = "value_columns";
+  try {
+    case_from_json(j, "bad.json");
+    ADD_FAILURE() << "accepted an unknown kv_views";
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.json_path(), "/genotype/kv_views") << e.what();
+    EXPECT_NE(e.message().find("value_head_major"), std::string::npos) << e.what();
+  }
+}
+
 TEST(CaseJson, roundTripsAQuantisedGenotype) {
   Case c = make_case({.cache_dtype = DType::int8, .scale_kind = ScaleKind::per_block, .scale_dist = ScaleDist::random});
   c.genotype = test::make_quant_genotype();

@@ -73,9 +73,18 @@ TEST(Capabilities, outsideReasonNamesTheFirstUnsupportedProperty) {
   g.head_dim = 16;
   g.block_size = 16;
   EXPECT_EQ(outside_reason(materialize(g), narrow()), "");
-  g.irregular = true;  // odd base offsets: unaligned pointers
+  g.misaligned_bases = true;  // odd base offsets: unaligned pointers
   g.layout_seed = 7;
-  EXPECT_NE(outside_reason(materialize(g), narrow()), "");
+  EXPECT_EQ(outside_reason(materialize(g), narrow()), "base pointer not 16-byte aligned");
+  g.misaligned_bases = false;
+  g.gapped_strides = true;
+  EXPECT_EQ(outside_reason(materialize(g), narrow()), "strided input");
+  g.gapped_strides = false;
+  g.kv_views = KvViews::value_rows;
+  EXPECT_EQ(outside_reason(materialize(g), narrow()), "strided input");
+  g.kv_views = KvViews::alike;
+  g.irregular = true;  // odd slot values only: every kernel's contract
+  EXPECT_EQ(outside_reason(materialize(g), narrow()), "");
   g.irregular = false;
   g.extra_input_rows = 2;
   EXPECT_EQ(outside_reason(materialize(g), narrow()), "graph padding rows");
@@ -92,8 +101,28 @@ TEST(Capabilities, restrictedProfileKeepsOnlySupportedValues) {
   EXPECT_EQ(r.cross_dtype_percent, 0);  // same-dtype float caches only
   EXPECT_GT(r.quant_percent, 0);        // fp8_e4m3 per tensor remains
   EXPECT_EQ(r.fused_qkv_percent, 0);
-  EXPECT_EQ(r.irregular_percent, 0);
+  EXPECT_EQ(r.irregular_percent, default_profile().irregular_percent);  // odd slot values: always sent
+  EXPECT_EQ(r.gapped_strides_percent, 0);
+  EXPECT_EQ(r.misaligned_bases_percent, 0);
+  EXPECT_EQ(r.kv_views.values, (std::vector<KvViews>{KvViews::alike}));
   EXPECT_EQ(r.max_extra_input_rows, 0);
+}
+
+TEST(Capabilities, gapsDistinctViewsAndOddBasesAreSwitchedOffOneByOne) {
+  // An aligned-pointer kernel that takes any strides still gets gapped caches and distinct K/V
+  // views (the combination the single `irregular` flag never produced), only no odd bases.
+  Capabilities aligned;
+  aligned.unaligned = false;
+  Profile r = restrict_profile(default_profile(), aligned);
+  EXPECT_EQ(r.gapped_strides_percent, default_profile().gapped_strides_percent);
+  EXPECT_EQ(r.kv_views, default_profile().kv_views);
+  EXPECT_EQ(r.misaligned_bases_percent, 0);
+  Capabilities dense_cache;
+  dense_cache.padded_cache = false;
+  r = restrict_profile(default_profile(), dense_cache);
+  EXPECT_EQ(r.gapped_strides_percent, 0);
+  EXPECT_EQ(r.kv_views, default_profile().kv_views);  // input strides are still free
+  EXPECT_EQ(r.misaligned_bases_percent, default_profile().misaligned_bases_percent);
 }
 
 TEST(Capabilities, kindSharesFillTheHundredWhenCopiesAreImpossible) {

@@ -6,9 +6,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <set>
 #include <string>
 
+#include "case/case_json.h"
 #include "case/validate.h"
 #include "gen/materialize.h"
 
@@ -86,7 +88,7 @@ TEST(Materialize, contiguousLayoutsUseOneSequencePerRequest) {
 TEST(Materialize, irregularStridesAreGappedButNested) {
   for (uint64_t seed = 0; seed < 50; ++seed) {
     Genotype g = base_genotype(Layout::paged_nhd);
-    g.irregular = true;
+    g.irregular = g.gapped_strides = g.misaligned_bases = true;
     g.layout_seed = seed;
     const Case c = materialize(g);
     EXPECT_GE(c.cache.stride_head - 5, 0);
@@ -114,6 +116,95 @@ TEST(Materialize, fusedQkvViewsSitInsideOneRow) {
   EXPECT_EQ(c.key.stride_head, 5);
   EXPECT_EQ(c.input_buffer_elems, c.num_input_rows * c.key.stride_token);
   EXPECT_EQ(problems(c), "");
+}
+
+TEST(Materialize, valueRowsGiveVPaddedRowsOfItsOwnPastK) {
+  for (const bool fused : {false, true}) {
+    for (uint64_t seed = 0; seed < 50; ++seed) {
+      Genotype g = base_genotype(Layout::paged_nhd);
+      g.fused_qkv = fused;
+      g.gqa_ratio = 2;
+      g.kv_views = KvViews::value_rows;
+      g.layout_seed = seed;
+      const Case c = materialize(g);
+      const int64_t rows = c.num_input_rows;  // 4
+      EXPECT_EQ(c.key.stride_head, 5);
+      EXPECT_EQ(c.key.stride_token, fused ? (6 + 6) * 5 : 3 * 5);
+      EXPECT_EQ(c.value.stride_head, 5);
+      EXPECT_GT(c.value.stride_token, 3 * 5);           // rows padded
+      EXPECT_LE(c.value.stride_token, 3 * 5 + 5 + 3 + 1);  // by 1..D + 3 (+ 1 where it met K's)
+      EXPECT_NE(c.value.stride_token, c.key.stride_token);
+      EXPECT_GE(c.value.offset, fused ? rows * c.key.stride_token : c.key.offset + rows * c.key.stride_token);
+      EXPECT_EQ(c.value.offset % 8, 0) << "aligned bases: V starts on a 16-byte boundary";
+      EXPECT_EQ(c.input_buffer_elems, c.value.offset + (rows - 1) * c.value.stride_token + 2 * 5 + 5);
+      EXPECT_EQ(problems(c), "") << "seed " << seed;
+    }
+  }
+}
+
+TEST(Materialize, valueHeadsAndValueHeadMajorGiveVItsOwnHeadStride) {
+  for (uint64_t seed = 0; seed < 50; ++seed) {
+    Genotype g = base_genotype(Layout::paged_hnd);
+    g.layout_seed = seed;
+    g.kv_views = KvViews::value_heads;
+    const Case h = materialize(g);
+    EXPECT_GE(h.value.stride_head, 5 + 1);
+    EXPECT_LE(h.value.stride_head, 5 + 4);
+    EXPECT_GE(h.value.stride_token, 3 * h.value.stride_head);
+    EXPECT_NE(h.value.stride_token, h.key.stride_token);
+    EXPECT_EQ(problems(h), "") << "seed " << seed;
+    g.kv_views = KvViews::value_head_major;
+    const Case m = materialize(g);
+    EXPECT_GE(m.value.stride_token, 5);
+    EXPECT_LE(m.value.stride_token, 5 + 3 + 1);
+    EXPECT_NE(m.value.stride_token, m.key.stride_token);
+    EXPECT_GE(m.value.stride_head, m.num_input_rows * m.value.stride_token);  // [H, T_in, D] storage
+    EXPECT_EQ(problems(m), "") << "seed " << seed;
+  }
+}
+
+TEST(Materialize, gappedStridesAndMisalignedBasesAreSeparateFeatures) {
+  int gapped = 0;
+  for (uint64_t seed = 0; seed < 50; ++seed) {
+    Genotype g = base_genotype(Layout::paged_nhd);
+    g.layout_seed = seed;
+    g.gapped_strides = true;
+    const Case a = materialize(g);  // gaps, aligned bases
+    EXPECT_EQ(a.cache_k_offset, 0);
+    EXPECT_EQ(a.key.offset, 0);
+    gapped += a.cache.stride_head > 5 || a.cache.stride_pos > 3 * a.cache.stride_head || a.key.stride_head > 5;
+    EXPECT_EQ(problems(a), "") << "seed " << seed;
+    g.gapped_strides = false;
+    g.misaligned_bases = true;
+    const Case b = materialize(g);  // odd bases, dense strides
+    EXPECT_EQ(b.cache_k_offset % 2, 1);
+    EXPECT_EQ(b.key.offset % 2, 1);
+    EXPECT_EQ(b.cache.stride_head, 5);
+    EXPECT_EQ(b.cache.stride_pos, 15);
+    EXPECT_EQ(b.cache.stride_block, 60);
+    EXPECT_EQ(b.cache_v_offset, b.cache_k_offset + 4 * 60);
+    EXPECT_EQ(b.key.stride_token, 15);
+    EXPECT_EQ(b.value.offset, b.key.offset + b.num_input_rows * 15);
+    EXPECT_EQ(problems(b), "") << "seed " << seed;
+  }
+  EXPECT_GT(gapped, 40);  // each of 5 gaps is 0 with probability 1/4
+}
+
+TEST(Materialize, everyCorpusGenotypeStillMaterialisesToItsStoredBatch) {
+  // Genotypes saved before gapped_strides, misaligned_bases and kv_views existed read as
+  // irregular-driven and K/V alike; they must still give their stored batch (kvfuzz shrink
+  // refuses a case whose genotype does not).
+  int with_genotype = 0, irregular = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(std::string(KVFUZZ_SOURCE_DIR) + "/corpus")) {
+    if (entry.path().extension() != ".json") continue;
+    const Case c = read_case_file(entry.path());
+    if (!c.genotype) continue;
+    ++with_genotype;
+    irregular += c.genotype->irregular;
+    EXPECT_EQ(case_hash(materialize(*c.genotype)), case_hash(c)) << entry.path();
+  }
+  EXPECT_GT(with_genotype, 10);
+  EXPECT_GT(irregular, 5);
 }
 
 TEST(Materialize, slotMappingHoldsEveryNewTokenSlotPaddingAndInvalidRows) {
@@ -251,7 +342,7 @@ TEST(Materialize, irregularScaleCachesAreGappedMisalignedAndNested) {
   for (uint64_t seed = 0; seed < 50; ++seed) {
     for (Layout l : {Layout::paged_nhd, Layout::paged_hnd}) {
       Genotype g = quant_genotype(l, ScaleKind::per_token_head);
-      g.irregular = true;
+      g.irregular = g.gapped_strides = g.misaligned_bases = true;
       g.layout_seed = seed;
       const Case c = materialize(g);
       const CacheGeometry& s = c.scale_cache;
@@ -271,7 +362,7 @@ TEST(Materialize, irregularScaleCachesAreGappedMisalignedAndNested) {
 TEST(Materialize, staticScalesAndFloatCachesHaveNoScaleCache) {
   for (ScaleKind k : {ScaleKind::per_tensor, ScaleKind::per_head, ScaleKind::per_block}) {
     Genotype g = quant_genotype(Layout::paged_hnd, k);
-    g.irregular = true;
+    g.irregular = g.gapped_strides = g.misaligned_bases = true;
     const Case c = materialize(g);
     EXPECT_EQ(c.scale_kind, k);
     EXPECT_EQ(c.scale_dist, ScaleDist::random);
@@ -289,7 +380,8 @@ TEST(Materialize, addingScalesLeavesTheRestOfTheCaseUnchanged) {
   // The scale cache draws from its own stream: a quantised genotype lays out blocks, strides and
   // slots exactly like its float twin.
   Genotype g = base_genotype(Layout::paged_nhd);
-  g.irregular = true;
+  g.irregular = g.gapped_strides = g.misaligned_bases = true;
+  g.kv_views = KvViews::value_heads;
   g.invalid_slots = 2;
   Genotype q = g;
   q.cache_dtype = DType::int8;
@@ -305,7 +397,8 @@ TEST(Materialize, addingScalesLeavesTheRestOfTheCaseUnchanged) {
 
 TEST(Materialize, isAFunctionOfTheGenotypeAndRecordsIt) {
   Genotype g = base_genotype(Layout::packed_kv_nhd);
-  g.irregular = true;
+  g.irregular = g.gapped_strides = g.misaligned_bases = true;
+  g.kv_views = KvViews::value_rows;
   g.invalid_slots = 1;
   const Case a = materialize(g), b = materialize(g);
   EXPECT_EQ(a.slot_mapping, b.slot_mapping);

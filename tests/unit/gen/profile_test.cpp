@@ -55,6 +55,39 @@ TEST(Profile, defaultJsonEqualsTheBuiltInDefault) {
   EXPECT_TRUE(load_profile(kConfigs + "default.json") == default_profile());
 }
 
+TEST(Profile, layoutFeatureKeysAreOptionalWithCompatibleDefaults) {
+  // A profile written before the keys existed: gaps and odd bases keep irregular_percent's share
+  // (drawn independently now), K/V views get the built-in default's list.
+  json j = default_json();
+  j.erase("gapped_strides_percent");
+  j.erase("misaligned_bases_percent");
+  j.erase("kv_views");
+  j["irregular_percent"] = 20;
+  const Profile p = load_profile(write_temp("old_keys", j.dump(2)));
+  EXPECT_EQ(p.gapped_strides_percent, 20);
+  EXPECT_EQ(p.misaligned_bases_percent, 20);
+  EXPECT_EQ(p.kv_views, default_profile().kv_views);
+  j["gapped_strides_percent"] = 70;
+  j["misaligned_bases_percent"] = 0;
+  j["kv_views"] = {{"values", {"alike", "value_head_major"}}, {"weights", {1, 3}}};
+  const Profile q = load_profile(write_temp("new_keys", j.dump(2)));
+  EXPECT_EQ(q.gapped_strides_percent, 70);
+  EXPECT_EQ(q.misaligned_bases_percent, 0);
+  EXPECT_EQ(q.kv_views.values, (std::vector<KvViews>{KvViews::alike, KvViews::value_head_major}));
+  EXPECT_EQ(q.kv_views.weights, (std::vector<int>{1, 3}));
+}
+
+TEST(Profile, refusesBadLayoutFeatureKeys) {
+  expect_refused("gapped_range", [](json& j) { j["gapped_strides_percent"] = 101; }, "/gapped_strides_percent",
+                 "[0, 100]");
+  expect_refused("misaligned_type", [](json& j) { j["misaligned_bases_percent"] = "50"; }, "/misaligned_bases_percent",
+                 "expected an integer");
+  expect_refused("kv_views_name", [](json& j) { j["kv_views"]["values"][1] = "value_cols"; }, "/kv_views/values/1",
+                 "value_head_major");
+  expect_refused("kv_views_zero", [](json& j) { j["kv_views"]["weights"] = json::array({0, 0, 0, 0}); },
+                 "/kv_views/weights", "at least one weight > 0");
+}
+
 TEST(Profile, smokeJsonLoads) {
   const Profile p = load_profile(kConfigs + "smoke.json");
   EXPECT_EQ(p.name, "smoke");

@@ -35,7 +35,8 @@ Genotype busy_genotype() {
   g.invalid_slots = 2;
   g.extra_input_rows = 1;
   g.spare_blocks = 4;
-  g.irregular = true;
+  g.irregular = g.gapped_strides = g.misaligned_bases = true;
+  g.kv_views = KvViews::value_head_major;
   g.dist = ValueDist::special;
   g.layout_seed = 99;
   return g;

@@ -1,0 +1,107 @@
+"""End-to-end tests of the generator's layout features (issue 17, "the generator's blind spots").
+
+Each test runs the real binary ($KVFUZZ_BIN): `kvfuzz generate` writes the cases a campaign checks,
+and the tests read those files, so what is counted is what targets receive. Before kv_views, 0 of
+3,000 default cases had K and V views with different strides, and gapped strides came only with odd
+base offsets.
+
+    KVFUZZ_BIN=build/kvfuzz python3 -m unittest -v tests/e2e/test_generator.py
+"""
+import json
+import os
+import pathlib
+import subprocess
+import tempfile
+import unittest
+
+BIN = os.environ.get("KVFUZZ_BIN", "kvfuzz")
+SRC = pathlib.Path(os.environ.get("KVFUZZ_SOURCE_DIR", pathlib.Path(__file__).resolve().parents[2]))
+
+
+def kvfuzz(*args, timeout=600):
+    return subprocess.run([BIN, *map(str, args)], capture_output=True, text=True, timeout=timeout)
+
+
+def last_line(text):
+    lines = [line for line in text.splitlines() if line.strip()]
+    return lines[-1] if lines else ""
+
+
+def generated(out, *args):
+    """The cases `kvfuzz generate` writes for args, as parsed JSON."""
+    p = kvfuzz("generate", *args, "-o", out)
+    assert p.returncode == 0, p.stderr
+    return [json.loads(f.read_text()) for f in sorted(pathlib.Path(out).glob("*.json"))]
+
+
+def gapped_cache(case):
+    """True when the innermost cache stride of an NHD or HND cache exceeds head_dim."""
+    cache, d = case["cache"], case["shape"]["head_dim"]
+    if case["cache"]["layout"] in ("paged_nhd", "contiguous_bshd"):
+        return cache["stride_head"] > d
+    if case["cache"]["layout"] in ("paged_hnd", "contiguous_bhsd"):
+        return cache["stride_pos"] > d
+    return False
+
+
+class LayoutFeatures(unittest.TestCase):
+    def test_default_cases_have_distinct_kv_views_and_gaps_with_aligned_bases(self):
+        with tempfile.TemporaryDirectory() as d:
+            cases = generated(d, "--seed", 1, "--cases", 400)
+            self.assertEqual(len(cases), 400)
+            key = [c["input"]["key"] for c in cases]
+            value = [c["input"]["value"] for c in cases]
+            token_differs = sum(k["stride_token"] != v["stride_token"] for k, v in zip(key, value))
+            head_major = sum(v["stride_head"] > v["stride_token"] for v in value)
+            gaps_aligned = sum(gapped_cache(c) and c["cache"]["k_offset"] == 0 for c in cases)
+            odd_dense = sum(not gapped_cache(c) and c["cache"]["k_offset"] % 2 == 1 for c in cases)
+            self.assertGreater(token_differs, 400 * 25 // 100)  # kv_views: 40% of cases distinct
+            self.assertGreater(head_major, 400 // 50)
+            self.assertGreater(gaps_aligned, 400 // 25)
+            self.assertGreater(odd_dense, 400 // 25)
+            # Every one of them is a valid case that the emulated CUDA kernel gets right.
+            p = kvfuzz("replay", d, "--target", "cuda-emu")
+            self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+            self.assertEqual(last_line(p.stdout), "kvfuzz: 400 passed, 0 failed")
+
+    def test_profile_keys_switch_the_features_off(self):
+        profile = json.loads((SRC / "configs" / "default.json").read_text())
+        profile.update(gapped_strides_percent=0, misaligned_bases_percent=100,
+                       kv_views={"values": ["alike"], "weights": [1]})
+        with tempfile.TemporaryDirectory() as d:
+            config = pathlib.Path(d) / "profile.json"
+            config.write_text(json.dumps(profile))
+            cases = generated(pathlib.Path(d) / "cases", "--seed", 2, "--cases", 100, "--config", config)
+            self.assertEqual(len(cases), 100)
+            for c in cases:
+                k, v = c["input"]["key"], c["input"]["value"]
+                self.assertEqual((k["stride_token"], k["stride_head"]), (v["stride_token"], v["stride_head"]))
+                self.assertFalse(gapped_cache(c))
+                self.assertEqual(c["cache"]["k_offset"] % 2, 1)
+
+    def test_a_profile_without_the_new_keys_still_loads_and_runs(self):
+        profile = json.loads((SRC / "configs" / "default.json").read_text())
+        for key in ("gapped_strides_percent", "misaligned_bases_percent", "kv_views"):
+            del profile[key]
+        with tempfile.TemporaryDirectory() as d:
+            config = pathlib.Path(d) / "old.json"
+            config.write_text(json.dumps(profile))
+            p = kvfuzz("run", "--target", "cuda-emu", "--config", config, "--cases", 200, "--seed", 3,
+                       "--corpus-out", pathlib.Path(d) / "findings")
+            self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+            self.assertEqual(last_line(p.stdout), "kvfuzz: 200 passed, 0 failed")
+
+    def test_a_bad_kv_views_name_is_refused_with_its_path(self):
+        profile = json.loads((SRC / "configs" / "default.json").read_text())
+        profile["kv_views"]["values"][3] = "value_transposed"
+        with tempfile.TemporaryDirectory() as d:
+            config = pathlib.Path(d) / "bad.json"
+            config.write_text(json.dumps(profile))
+            p = kvfuzz("run", "--target", "cuda-emu", "--config", config, "--cases", 1)
+            self.assertEqual(p.returncode, 2, p.stdout + p.stderr)
+            self.assertIn("/kv_views/values/3", p.stderr)
+            self.assertIn("value_head_major", p.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
