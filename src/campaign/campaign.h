@@ -35,14 +35,19 @@ CampaignResult run_campaign(const CampaignOptions& options, Progress& progress);
 
 struct ReplayOptions {
   std::vector<std::filesystem::path> paths;  // case files and directories (searched for *.json)
+  // false (default): a case passes when the kernel gives no finding, so a saved finding fails while
+  // its bug is there and passes once it is fixed (a findings folder is a regression suite).
+  // true (--expect-saved): a case passes when its outcome matches its file's `expect` (corpora that
+  // pin known failures; the self-test's check that a saved case still fails as recorded).
+  bool expect_saved = false;
   std::string target = "cuda-emu";
   TargetOptions target_options;
   CheckOptions check;
   Limits limits;
 };
 
-// Reads every case first (any bad file: InputError, nothing runs), then replays each once and
-// compares the outcome with the file's `expect`.
+// Reads every case first (any bad file: InputError, nothing runs), then replays each once: it
+// passes when it gives no finding, or with expect_saved when its outcome matches the file's `expect`.
 ReplayResult replay_cases(const ReplayOptions& options, Progress& progress);
 
 struct ShrinkOptions {

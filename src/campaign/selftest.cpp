@@ -322,7 +322,9 @@ MutantResult check_mutant(Context& ctx, const MutantRule& rule) {
     return r;
   }
 
-  std::vector<std::string> replay = {ctx.o.self.string(), "replay", r.case_file.string()};
+  // On the mutant the saved case must fail as it records (--expect-saved: exit 0); on the clean
+  // kernel, replayed as a user would, it must pass (exit 0: the bug is gone).
+  std::vector<std::string> replay = {ctx.o.self.string(), "replay", r.case_file.string(), "--expect-saved"};
   replay.insert(replay.end(), common.begin(), common.end());
   std::vector<std::string> limits;
   if (rule.max_case_mib > 0) limits = {"--max-case-mib", std::to_string(rule.max_case_mib)};
@@ -334,8 +336,8 @@ MutantResult check_mutant(Context& ctx, const MutantRule& rule) {
   std::vector<std::string> clean = {ctx.o.self.string(), "replay", r.case_file.string(), "--target", clean_target};
   clean.insert(clean.end(), limits.begin(), limits.end());
   if (!ctx.o.python.empty() && rule.kernel == MutantKernel::triton) clean.insert(clean.end(), {"--python", ctx.o.python});
-  if (const int rc2 = run_process(clean, {}, dir / "replay-clean.out", dir / "replay-clean.err"); rc2 != 1) {
-    r.detail = "the saved case should fail its expectation on the clean kernel (" + clean_target + ") but exited " +
+  if (const int rc2 = run_process(clean, {}, dir / "replay-clean.out", dir / "replay-clean.err"); rc2 != 0) {
+    r.detail = "the saved case should pass on the clean kernel (" + clean_target + ") but its replay exited " +
                std::to_string(rc2);
     return r;
   }

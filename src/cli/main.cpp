@@ -239,8 +239,11 @@ int cmd_replay(kvf::ReplayOptions o, const CommonOptions& common, const std::str
   kvf::install_stop_handlers();
   kvf::TerminalProgress progress;
   const kvf::ReplayResult r = kvf::replay_cases(o, progress);
-  for (const kvf::ReplayItem& item : r.items)
+  for (const kvf::ReplayItem& item : r.items) {
     if (!item.as_expected) std::cout << kvf::render_replay_mismatch(item, r.target);
+    if (!r.expect_saved && item.recorded != "pass" && item.outcome.pass())  // a saved finding that no longer fails
+      std::cout << "kvfuzz: fixed: " << item.file.string() << " (recorded " << item.recorded << ") passes now\n";
+  }
   std::cout << kvf::render_skipped(r);  // case files outside a plugin's capabilities, by reason
   std::cout << kvf::render_workers(r.workers);
   if (r.interrupted) std::cout << "kvfuzz: interrupted after " << r.items.size() << " case files\n";
@@ -379,6 +382,9 @@ int main(int argc, char** argv) {
   add_common(replay, common);
   add_case_limits(replay, common);
   replay->add_option("paths", replay_paths, "Case files and directories of *.json cases")->required();
+  replay->add_flag("--expect-saved", replay_opts.expect_saved,
+                   "A case passes when its outcome matches its file's `expect` (default: when it gives no finding, "
+                   "so a saved finding fails while its bug is there)");
   replay->add_option("--json", json_file, "Write a JSON summary to FILE (- for stdout)");
   add_ci_outputs(replay, ci);
 

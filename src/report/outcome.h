@@ -79,13 +79,15 @@ struct CampaignResult {
 // One replayed corpus file.
 struct ReplayItem {
   std::filesystem::path file;
-  std::string expected;    // "pass" or "fail:<kind>"
+  std::string recorded;    // the file's `expect`: "pass", "fail" or "fail:<kind>"
+  std::string expected;    // what counts as passing: "pass", or with --expect-saved `recorded`
   CaseOutcome outcome;
   bool as_expected = false;  // outcome agrees with the file's expect
 };
 
 struct ReplayResult {
   std::string target;
+  bool expect_saved = false;  // outcomes compared with each file's `expect` (else: no finding = pass)
   std::vector<ReplayItem> items;
   double seconds = 0;
   bool interrupted = false;

@@ -94,8 +94,15 @@ std::string render_skipped(const ReplayResult& r) {
 
 std::string render_replay_mismatch(const ReplayItem& item, const std::string& target) {
   std::ostringstream s;
-  s << "kvfuzz: FAIL " << item.file.string() << ": expected " << item.expected << ", got "
-    << (item.outcome.pass() ? std::string("pass") : "fail:" + item.outcome.first_kind()) << "\n";
+  const std::string got = item.outcome.pass() ? std::string("pass") : "fail:" + item.outcome.first_kind();
+  if (item.expected == "pass") {
+    s << "kvfuzz: FAIL " << item.file.string() << " -> " << item.outcome.first_kind() << "\n";
+    if (item.recorded != "pass")
+      s << "  (the file records this failure, expect " << item.recorded
+        << ": it still reproduces; --expect-saved checks the record instead)\n";
+  } else {
+    s << "kvfuzz: FAIL " << item.file.string() << ": expected " << item.expected << ", got " << got << "\n";
+  }
   s << render_verdict(item.outcome.verdict);
   s << "  reproduce: kvfuzz replay " << item.file.string() << " --target " << target << "\n";
   return s.str();
@@ -149,12 +156,13 @@ nlohmann::json replay_json(const ReplayResult& r, const std::string& command_lin
     verdicts.push_back(&i.outcome.verdict);
     nlohmann::json fs = nlohmann::json::array();
     for (const Finding& x : i.outcome.verdict.findings) fs.push_back(finding_json(x));
-    items.push_back({{"file", i.file.string()}, {"expected", i.expected},
+    items.push_back({{"file", i.file.string()}, {"recorded", i.recorded}, {"expected", i.expected},
                      {"outcome", i.outcome.pass() ? std::string("pass") : "fail:" + i.outcome.first_kind()},
                      {"as_expected", i.as_expected}, {"seconds", i.outcome.seconds}, {"findings", fs}});
   }
   return {{"schema", "kvfuzz-summary"}, {"version", 1}, {"tool_version", KVFUZZ_VERSION},
           {"command", "replay"}, {"command_line", command_line}, {"target", r.target},
+          {"mode", r.expect_saved ? "expect-saved" : "no-findings"},
           {"cases", static_cast<int64_t>(r.items.size())}, {"passed", r.passed()}, {"failed", r.failed()},
           {"seconds", r.seconds}, {"interrupted", r.interrupted}, {"stop_signal", r.stop_signal},
           {"exit_code", exit_code(r)}, {"workers", workers_json(r.workers)},

@@ -133,11 +133,17 @@ class Replay(unittest.TestCase):
         with tempfile.TemporaryDirectory() as d:
             f = pathlib.Path(d) / "c.json"
             f.write_text(json.dumps(case))
-            p = kvfuzz("replay", f)
+            # --expect-saved: the record is checked, and a pinned failure that passes is a mismatch.
+            p = kvfuzz("replay", f, "--expect-saved")
             self.assertEqual(p.returncode, 1)
             self.assertIn("expected fail:cross_request_write, got pass", p.stdout)
             self.assertIn(f"kvfuzz replay {f}", p.stdout)
             self.assertEqual(last_line(p.stdout), "kvfuzz: 0 passed, 1 failed")
+            # Default: the kernel gives no finding, so the recorded failure is fixed: it passes.
+            p = kvfuzz("replay", f)
+            self.assertEqual(p.returncode, 0, p.stdout)
+            self.assertIn(f"kvfuzz: fixed: {f} (recorded fail:cross_request_write) passes now", p.stdout)
+            self.assertEqual(last_line(p.stdout), "kvfuzz: 1 passed, 0 failed")
 
 
 class BadInput(unittest.TestCase):

@@ -179,7 +179,7 @@ class Disk(unittest.TestCase):
             saved = pathlib.Path(d) / "by-hand.json"
             saved.write_text(lines[i + 1])
             r = run(MUTANT, "replay", saved)
-            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)  # fails on the mutant, as it expects
+            self.assertEqual(r.returncode, 1, r.stdout + r.stderr)  # the finding reproduces on the mutant
 
     def test_a_read_only_corpus_folder_is_refused_before_any_case_runs(self):
         if os.geteuid() != 0 or shutil.which("setpriv") is None:

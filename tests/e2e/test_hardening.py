@@ -207,8 +207,8 @@ class NothingLost(unittest.TestCase):
             c = json.loads(f.read_text())  # complete, valid JSON
             self.assertEqual(c["schema"], "kvfuzz-case")
             self.assertEqual(c["expect"]["outcome"], "fail")
-        if files:  # and kvfuzz reads them all (a bad file would be exit 2)
-            p = run(MUTANT, "replay", out)
+        if files:  # and kvfuzz reads them all (a bad file would be exit 2) and each fails as it records
+            p = run(MUTANT, "replay", out, "--expect-saved")
             self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
         return files
 

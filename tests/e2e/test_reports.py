@@ -159,18 +159,23 @@ class FailingRun(unittest.TestCase):
             self.assertIn(str(report / "report.html"), text)
             self.assertRegex(last_line(text), r"^kvfuzz: \d+ passed, 1 failed$")
 
-            # Replaying the findings directory skips the report and meets the case's expectation.
-            p = run(MUTANT_BIN, "replay", found, "--junit", junit)
+            # Replaying the findings directory skips the report; on the mutant the finding reproduces:
+            # the replay fails (exit 1) as a JUnit <failure>, and --expect-saved meets the record.
+            p = run(MUTANT_BIN, "replay", found, "--junit", junit, "--summary-md", md)
+            self.assertEqual(p.returncode, 1, p.stdout + p.stderr)
+            self.assertEqual(last_line(p.stdout), "kvfuzz: 0 passed, 1 failed")
+            failure = ET.parse(junit).getroot().find("testsuite").find("testcase").find("failure")
+            self.assertIn("got fail:", failure.get("message"))
+            self.assertIn("❌", md.read_text())
+            p = run(MUTANT_BIN, "replay", found, "--expect-saved", "--junit", junit)
             self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
             self.assertEqual(last_line(p.stdout), "kvfuzz: 1 passed, 0 failed")
             self.assertEqual(len(ET.parse(junit).getroot().find("testsuite").findall("testcase")), 1)
 
-            # The clean kernel passes it: the replay fails as a JUnit <failure>.
-            p = kvfuzz("replay", found, "--junit", junit, "--summary-md", md)
-            self.assertEqual(p.returncode, 1)
-            failure = ET.parse(junit).getroot().find("testsuite").find("testcase").find("failure")
-            self.assertIn("got pass", failure.get("message"))
-            self.assertIn("❌", md.read_text())
+            # The clean kernel passes it: the bug is fixed, the regression suite is green.
+            p = kvfuzz("replay", found, "--junit", junit)
+            self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+            self.assertEqual(last_line(p.stdout), "kvfuzz: 1 passed, 0 failed")
 
     def test_report_of_a_failing_case_marks_cells_and_exits_1(self):
         with tempfile.TemporaryDirectory() as d:

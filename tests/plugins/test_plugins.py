@@ -127,12 +127,15 @@ class MutatedPlugin(unittest.TestCase):
             self.assertEqual(case["provenance"]["target"], mutant)
             self.assertTrue((found / (cases[0].stem + ".report") / "report.html").exists())
             self.assertIn(f"kvfuzz replay {cases[0]} --target {mutant}", p.stdout)
-            # Replay: the mutant still fails as recorded (as expected: exit 0); the clean plugin passes it
-            # (not as expected: exit 1). The report re-runs it on the mutant.
-            self.assertEqual(kvfuzz("replay", cases[0], "--target", mutant).returncode, 0)
+            # Replay reproduces: the mutant fails (exit 1), and as recorded (--expect-saved: exit 0); the
+            # clean plugin passes it (exit 0: fixed). The report re-runs it on the mutant.
+            r = kvfuzz("replay", cases[0], "--target", mutant)
+            self.assertEqual(r.returncode, 1, r.stdout)
+            self.assertIn("-> oob_write", r.stdout)
+            self.assertEqual(kvfuzz("replay", cases[0], "--target", mutant, "--expect-saved").returncode, 0)
             r = kvfuzz("replay", cases[0], "--target", clean)
-            self.assertEqual(r.returncode, 1)
-            self.assertIn("expected fail:oob_write, got pass", r.stdout)
+            self.assertEqual(r.returncode, 0, r.stdout)
+            self.assertIn("passes now", r.stdout)
             rep = kvfuzz("report", cases[0], "--target", mutant, "-o", pathlib.Path(d) / "rep")
             self.assertEqual(rep.returncode, 1, rep.stderr)
             report = json.loads((pathlib.Path(d) / "rep" / "report.json").read_text())
