@@ -95,6 +95,43 @@ enum class Writer : uint8_t {
   many,            // overflow bucket
 };
 
+// Names of the classes, for finding signatures (campaign/signature.h): stable, never renamed.
+const char* victim_class_name(Victim v) {
+  switch (v) {
+    case Victim::guard_band: return "guard_band";
+    case Victim::key_view: return "key_view";
+    case Victim::value_view: return "value_view";
+    case Victim::input_other: return "input_other";
+    case Victim::slot_mapping: return "slot_mapping";
+    case Victim::static_scales: return "static_scales";
+    case Victim::counter: return "counter";
+    case Victim::context: return "context";
+    case Victim::new_token: return "new_token";
+    case Victim::tail: return "tail";
+    case Victim::free_block: return "free_block";
+    case Victim::gap: return "gap";
+    case Victim::many: return "many";
+  }
+  return "?";
+}
+
+const char* writer_class_name(Writer w) {
+  switch (w) {
+    case Writer::kernel: return "kernel";
+    case Writer::request: return "request";
+    case Writer::padding_row: return "padding_row";
+    case Writer::invalid_row: return "invalid_row";
+    case Writer::graph_row: return "graph_row";
+    case Writer::unwritten_rows: return "unwritten_rows";
+    case Writer::unknown: return "unknown";
+    case Writer::ambiguous: return "ambiguous";
+    case Writer::input_gap: return "input_gap";
+    case Writer::guard_pattern: return "guard_pattern";
+    case Writer::many: return "many";
+  }
+  return "?";
+}
+
 struct GroupKey {
   FindingKind kind = FindingKind::wrong_value;
   Victim victim = Victim::many;
@@ -757,6 +794,8 @@ class Differ {
     f.example = g.example;
     f.victim = victim_name(k);
     f.writer = writer_name(k.writer, k.writer_id, g.writer_token);
+    f.victim_class = std::string(k.scale_cache ? "scale_cache:" : "") + victim_class_name(k.victim);
+    f.writer_class = writer_class_name(k.writer);
     if (k.victim == Victim::context || k.victim == Victim::new_token || k.victim == Victim::tail) f.victim_request = k.victim_id;
     if (k.writer == Writer::request) f.writer_request = k.writer_id;
     // "K and V, 32 cells"; cells of stride gaps belong to neither tensor.

@@ -33,6 +33,8 @@ struct Finding {
   int64_t writer_request = -1;  // request whose data landed there, -1 if unknown or not a request
   std::string victim;           // "request 7", "free block 12", "guard band after the cache", ...
   std::string writer;           // "request 3 (tokens 16..19)", "padding row 5", "unknown writer"
+  std::string victim_class;     // what kind of cell was hit, without ids: "context", "guard_band", "scale_cache:new_token"
+  std::string writer_class;     // whose data, without ids: "request", "padding_row", "kernel", ...
   std::string where;            // "K block 12 slots 0..3, heads 0..7, dims 0..127"
   int64_t cells = 0;            // differing elements in the group
   std::string sentence;         // the whole finding as one sentence

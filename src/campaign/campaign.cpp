@@ -18,6 +18,7 @@
 #include "gen/generate.h"
 #include "gen/materialize.h"
 #include "gen/shrink.h"
+#include "campaign/signature.h"
 
 namespace kvf {
 
@@ -66,18 +67,19 @@ Profile profile_for(const std::filesystem::path& config) {
   return config.empty() ? default_profile() : load_profile(config);
 }
 
-// Confirms a failure by re-running; true when every re-run fails with the same first kind.
-bool confirm(Isolator& isolator, const Case& c, const std::string& kind, int runs, const TolerancePolicy& tolerance) {
+// Confirms a failure by re-running; true when every re-run fails with the same identity
+// (signature.h: kind, victim and writer classes, refusal message).
+bool confirm(Isolator& isolator, const Case& c, const std::string& identity, int runs, const TolerancePolicy& tolerance) {
   for (int i = 0; i < runs; ++i) {
     const CaseOutcome again = check_case(isolator, c, tolerance);
-    if (again.pass() || again.first_kind() != kind) return false;
+    if (identity_of(again.verdict) != identity) return false;
   }
   return true;
 }
 
-// Shrinks a failing genotype to a minimal one failing with the same first finding kind, taking only
-// candidates inside the target's capabilities (gen/capabilities.h).
-Genotype shrink_failure(Isolator& isolator, const Genotype& g, const CaseSource& source, const std::string& kind,
+// Shrinks a failing genotype to a minimal one failing with the same identity (signature.h: the same
+// bug, not only the same kind), taking only candidates inside the target's capabilities.
+Genotype shrink_failure(Isolator& isolator, const Genotype& g, const CaseSource& source, const std::string& identity,
                         const TolerancePolicy& tolerance, int64_t max_tries, ShrinkStats& stats, Progress& progress) {
   return shrink_to_minimal(
       g, source.profile(),
@@ -86,7 +88,7 @@ Genotype shrink_failure(Isolator& isolator, const Genotype& g, const CaseSource&
         const Case c = materialize(candidate);
         if (!source.outside_reason(c).empty()) return false;
         const CaseOutcome o = check_case(isolator, c, tolerance);
-        return !o.pass() && o.first_kind() == kind;
+        return identity_of(o.verdict) == identity;
       },
       &stats, max_tries);
 }
@@ -139,41 +141,92 @@ struct CampaignState {
   std::set<std::string> saved;  // files already reported (with --keep-going)
 };
 
-// Confirms a failing case, shrinks it unless it is flaky, and saves the minimal case.
-FailureRecord handle_failure(Isolator& isolator, const CampaignOptions& o, const CaseSource& source,
+// One bug, one finding (signature.h): the signatures this campaign has handled, and the folder's index.
+struct Dedup {
+  std::mutex mutex;
+  std::set<std::string> seen;  // signature texts of failing and minimal cases handled by this run
+  FindingsIndex index;         // --corpus-out's signatures.kvfuzz-index
+  explicit Dedup(const std::filesystem::path& folder) : index(folder) {}
+  bool seen_before(const Signature& s) {
+    std::lock_guard<std::mutex> lock(mutex);
+    return !seen.insert(s.text()).second;
+  }
+  void remember(const Signature& s) {
+    std::lock_guard<std::mutex> lock(mutex);
+    seen.insert(s.text());
+  }
+};
+
+// Confirms a failing case; unless its signature is known (to this run or the folder's index),
+// shrinks it and saves the minimal case unless the index holds a case of its signature that is no
+// larger. Returns the record; `duplicate` set when nothing new was saved.
+FailureRecord handle_failure(Isolator& isolator, const CampaignOptions& o, const CaseSource& source, Dedup& dedup,
                              const Genotype& g, const Case& c, const CaseOutcome& outcome, int64_t index,
                              double elapsed, Progress& progress) {
   const std::string kind = outcome.first_kind();
+  const std::string identity = identity_of(outcome.verdict);
   FailureRecord rec;
   rec.case_index = index;
   rec.seconds_to_find = elapsed;
-  progress.event("kvfuzz: NEW-FAIL case #" + std::to_string(index) + " (" + kind + "): " +
-                 outcome.verdict.findings.front().sentence);
 
   Case minimal = c;
   Verdict verdict = outcome.verdict;
-  rec.flaky = !confirm(isolator, c, kind, o.confirm_runs, o.check.tolerance);
+  rec.flaky = !confirm(isolator, c, identity, o.confirm_runs, o.check.tolerance);
+  const Signature first = signature_of(c, outcome.verdict);
+  const auto known = [&](const Signature& s) -> bool {  // in the index: a duplicate of its case
+    const std::optional<FindingsIndex::Entry> e = dedup.index.find(s.id());
+    if (!e) return false;
+    dedup.index.count(s.id());
+    rec.duplicate = true;
+    rec.file = dedup.index.folder() / e->file;
+    return true;
+  };
+  if (!rec.flaky && (dedup.seen_before(first) || known(first))) {
+    rec.duplicate = true;
+    rec.signature = first.text();
+    rec.signature_id = first.id();
+    rec.verdict = verdict;
+    describe_size(minimal, rec);
+    return rec;
+  }
+  progress.event("kvfuzz: NEW-FAIL case #" + std::to_string(index) + " (" + kind + "): " +
+                 outcome.verdict.findings.front().sentence);
   if (rec.flaky) {
     progress.event("kvfuzz: case #" + std::to_string(index) + " did not fail on every re-run: flaky, not shrunk");
   } else {
     ShrinkStats stats;
-    const Genotype g_min = shrink_failure(isolator, g, source, kind, o.check.tolerance, o.max_shrink_tries, stats, progress);
+    const Genotype g_min = shrink_failure(isolator, g, source, identity, o.check.tolerance, o.max_shrink_tries, stats, progress);
     rec.shrink_tries = stats.tried;
     rec.shrink_accepted = stats.accepted;
     minimal = materialize(g_min);
     verdict = check_case(isolator, minimal, o.check.tolerance).verdict;
-    if (verdict.pass()) {  // cannot happen for a deterministic target; keep the original then
+    if (identity_of(verdict) != identity) {  // cannot happen for a deterministic target; keep the original then
       minimal = c;
       verdict = outcome.verdict;
     }
   }
-  minimal.expect = Expectation{Expect::fail, verdict.pass() ? "" : std::string(to_string(verdict.findings.front().kind))};
-  minimal.provenance = Provenance{std::to_string(o.seed), index, KVFUZZ_VERSION, o.command_line, o.target};
+  const Signature sig = signature_of(minimal, verdict);
+  rec.signature = sig.text();
+  rec.signature_id = sig.id();
   rec.verdict = verdict;
   describe_size(minimal, rec);
+  dedup.remember(sig);
+  if (!rec.flaky) {
+    const std::optional<FindingsIndex::Entry> e = dedup.index.find(sig.id());
+    if (e && !(size_of(minimal) < e->size)) {  // the folder has it already, as small or smaller
+      dedup.index.count(sig.id());
+      rec.duplicate = true;
+      rec.file = dedup.index.folder() / e->file;
+      rec.replay_command = replay_command(rec.file, o.target);
+      return rec;
+    }
+  }
+  minimal.expect = Expectation{Expect::fail, verdict.pass() ? "" : std::string(to_string(verdict.findings.front().kind))};
+  minimal.provenance = Provenance{std::to_string(o.seed), index, KVFUZZ_VERSION, o.command_line, o.target};
   try {
     rec.file = save_case(minimal, rec.flaky ? o.corpus_out / "flaky" : o.corpus_out);
     rec.replay_command = replay_command(rec.file, o.target);
+    if (!rec.flaky) dedup.index.offer(sig, std::filesystem::relative(rec.file, o.corpus_out).string(), size_of(minimal));
   } catch (const InfraError& e) {
     // Disk full, say: the finding is still reported (exit 3), and the case that could not be
     // written goes to stderr whole, so nothing is lost.
@@ -186,7 +239,7 @@ FailureRecord handle_failure(Isolator& isolator, const CampaignOptions& o, const
 
 // One campaign thread: takes the next case index until the campaign stops. Each thread has its own
 // target object and worker process.
-void campaign_thread(CampaignState& st, const CampaignOptions& o, const CaseSource& source, Progress& progress,
+void campaign_thread(CampaignState& st, const CampaignOptions& o, const CaseSource& source, Dedup& dedup, Progress& progress,
                      Clock::time_point start) {
   std::unique_ptr<Target> target = make_target(o.target, o.target_options);
   Isolator isolator(*target, o.check.isolation);
@@ -238,9 +291,17 @@ void campaign_thread(CampaignState& st, const CampaignOptions& o, const CaseSour
       ++st.result.cases;
       if (!o.keep_going) st.stop = true;
     }
-    const FailureRecord rec = handle_failure(isolator, o, source, g, c, outcome, i, seconds_since(start), progress);
+    const FailureRecord rec = handle_failure(isolator, o, source, dedup, g, c, outcome, i, seconds_since(start), progress);
     std::lock_guard<std::mutex> lock(st.mutex);
     ++st.result.failed;
+    if (rec.duplicate) {  // a known signature: counted, not saved again
+      DuplicateFindings& d = st.result.duplicates[rec.signature_id];
+      d.signature = rec.signature;
+      d.file = rec.file;
+      ++d.count;
+      progress.update(st.result.cases, st.result.passed, st.result.failed, "fuzzing");
+      continue;
+    }
     if (!rec.save_error.empty()) st.stop = true;  // the disk is full or gone: stop, exit 3
     if (rec.file.empty() || st.saved.insert(rec.file.string()).second) st.result.failures.push_back(rec);
     progress.update(st.result.cases, st.result.passed, st.result.failed, "fuzzing");
@@ -256,6 +317,7 @@ CampaignResult run_campaign(const CampaignOptions& o, Progress& progress) {
   const CaseSource source(profile, open_target(o.target, o.target_options)->capabilities());
   // A --corpus-out that cannot hold cases is refused now, not after hours of fuzzing.
   check_output_directory(o.corpus_out, "--corpus-out");
+  Dedup dedup(o.corpus_out);  // reads the folder's signature index (a bad one: exit 2, before any case)
 
   CampaignState st;
   st.result.target = o.target;
@@ -266,7 +328,7 @@ CampaignResult run_campaign(const CampaignOptions& o, Progress& progress) {
 
   const auto start = Clock::now();
   run_jobs(
-      o.jobs, [&] { campaign_thread(st, o, source, locked, start); },
+      o.jobs, [&] { campaign_thread(st, o, source, dedup, locked, start); },
       [&] {
         std::lock_guard<std::mutex> lock(st.mutex);
         st.stop = true;
@@ -392,9 +454,9 @@ ShrinkResult shrink_case(const ShrinkOptions& o, Progress& progress) {
   if (first.pass()) return result;
   result.failed = true;
 
-  const std::string kind = first.first_kind();
   ShrinkStats stats;
-  const Genotype g_min = shrink_failure(isolator, *input.genotype, source, kind, o.check.tolerance, o.max_shrink_tries, stats, progress);
+  const Genotype g_min = shrink_failure(isolator, *input.genotype, source, identity_of(first.verdict), o.check.tolerance,
+                                        o.max_shrink_tries, stats, progress);
   Case minimal = materialize(g_min);
   FailureRecord& rec = result.record;
   rec.verdict = check_case(isolator, minimal, o.check.tolerance).verdict;

@@ -18,6 +18,8 @@ Verdict single_finding(FindingKind kind, const std::string& what) {
   f.victim = "the run";
   f.writer = "the kernel";
   f.sentence = what;
+  f.victim_class = "run";
+  f.writer_class = "kernel";
   Verdict v;
   v.findings.push_back(f);
   return v;

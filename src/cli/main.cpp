@@ -220,6 +220,7 @@ int cmd_run(kvf::CampaignOptions o, const CommonOptions& common, bool seed_given
     }
   }
   std::cout << kvf::render_skipped(r);  // cases outside a plugin's capabilities, by reason
+  std::cout << kvf::render_duplicates(r);
   std::cout << kvf::render_workers(r.workers);
   std::cout << "kvfuzz: " << r.cases << " cases in " << r.seconds << " s (" << static_cast<int64_t>(r.cases_per_second())
             << " cases/s), seed " << r.seed << (r.interrupted ? ", interrupted" : "") << "\n";

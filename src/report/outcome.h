@@ -51,6 +51,17 @@ struct FailureRecord {
   int64_t shrink_accepted = 0;  // shrink steps taken
   int64_t requests = 0, tokens = 0, heads = 0, head_dim = 0;  // size of the minimal case
   std::string replay_command;   // copy-pastable command that reproduces it
+  std::string signature;        // campaign/signature.h: Signature::text() of the minimal case
+  std::string signature_id;     // its 16-hex-digit id
+  bool duplicate = false;       // its signature was known (this run or the folder's index): not saved again;
+                                // `file` is then the known case
+};
+
+// Failures of one known signature a campaign did not save again.
+struct DuplicateFindings {
+  std::string signature;        // Signature::text()
+  std::filesystem::path file;   // the case the index holds for it (empty if only this run's failing case)
+  int64_t count = 0;
 };
 
 struct CampaignResult {
@@ -66,6 +77,7 @@ struct CampaignResult {
   int stop_signal = 0;          // the signal that interrupted it (SIGINT, SIGTERM), 0 if none
   std::vector<FailureRecord> failures;
   WorkerEvents workers;         // infrastructure events of all campaign threads' workers
+  std::map<std::string, DuplicateFindings> duplicates;  // by signature id: failures of known signatures
   int64_t flaky() const;        // failures that did not repeat on every confirmation run
   bool save_failed() const;     // some finding could not be saved (exit 3)
   // Drawn cases outside the target's capabilities (gen/capabilities.h; only plugins declare any):

@@ -28,6 +28,7 @@ std::string render_failure(const FailureRecord& r) {
   s << "kvfuzz: FAIL" << (r.flaky ? " (flaky)" : "") << " case #" << r.case_index << " -> "
     << (r.verdict.pass() ? std::string("?") : std::string(to_string(r.verdict.findings.front().kind))) << "\n";
   s << render_verdict(r.verdict);
+  if (!r.signature.empty()) s << "  signature " << r.signature_id << ": " << r.signature << "\n";
   if (!r.flaky)
     s << "  shrunk: " << r.shrink_accepted << " steps (" << r.shrink_tries << " candidates) to " << r.requests
       << (r.requests == 1 ? " request, " : " requests, ") << r.tokens << (r.tokens == 1 ? " slot, " : " slots, ")
@@ -37,6 +38,17 @@ std::string render_failure(const FailureRecord& r) {
   } else {
     s << "  saved: " << r.file.string() << "\n";
     s << "  reproduce: " << r.replay_command << "\n";
+  }
+  return s.str();
+}
+
+std::string render_duplicates(const CampaignResult& r) {
+  std::ostringstream s;
+  for (const auto& [id, d] : r.duplicates) {
+    s << "kvfuzz: " << d.count << (d.count == 1 ? " more failure" : " more failures") << " of signature " << id << " ("
+      << d.signature << "), not saved again";
+    if (!d.file.empty()) s << ": " << d.file.string();
+    s << "\n";
   }
   return s.str();
 }
@@ -53,6 +65,13 @@ std::string render_workers(const WorkerEvents& w) {
   if (w.recycled_threads) s << ", " << w.recycled_threads << " recycled over the thread limit";
   s << "\n";
   return s.str();
+}
+
+nlohmann::json duplicates_json(const CampaignResult& r) {
+  nlohmann::json j = nlohmann::json::array();
+  for (const auto& [id, d] : r.duplicates)
+    j.push_back({{"signature_id", id}, {"signature", d.signature}, {"file", d.file.string()}, {"count", d.count}});
+  return j;
 }
 
 nlohmann::json workers_json(const WorkerEvents& w) {
@@ -134,6 +153,7 @@ nlohmann::json campaign_json(const CampaignResult& r, const std::string& command
     nlohmann::json fs = nlohmann::json::array();
     for (const Finding& x : f.verdict.findings) fs.push_back(finding_json(x));
     failures.push_back({{"file", f.file.string()}, {"save_error", f.save_error}, {"flaky", f.flaky}, {"case_index", f.case_index},
+                        {"signature", f.signature}, {"signature_id", f.signature_id},
                         {"seconds_to_find", f.seconds_to_find}, {"shrink_tries", f.shrink_tries},
                         {"shrink_steps", f.shrink_accepted},
                         {"size", {{"requests", f.requests}, {"slots", f.tokens}, {"heads", f.heads}, {"head_dim", f.head_dim}}},
@@ -144,6 +164,7 @@ nlohmann::json campaign_json(const CampaignResult& r, const std::string& command
           {"seed", r.seed}, {"tolerance", r.tolerance}, {"cases", r.cases}, {"passed", r.passed}, {"failed", r.failed},
           {"seconds", r.seconds}, {"cases_per_second", r.cases_per_second()}, {"interrupted", r.interrupted},
           {"stop_signal", r.stop_signal}, {"flaky", r.flaky()}, {"exit_code", exit_code(r)}, {"workers", workers_json(r.workers)},
+          {"duplicates", duplicates_json(r)},
           {"findings_by_kind", findings_by_kind(verdicts)}, {"failures", failures},
           {"skipped", {{"cases", r.skipped}, {"replaced", r.replaced}, {"not_run", r.skipped - r.replaced},
                        {"reasons", r.skip_reasons}}}};

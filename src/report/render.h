@@ -25,6 +25,9 @@ std::string render_skipped(const CampaignResult& r);
 
 // One line of infrastructure events (worker retries, slow starts, recycling); "" when there were none.
 std::string render_workers(const WorkerEvents& w);
+// One line per known signature whose failures were not saved again; "" when there were none.
+std::string render_duplicates(const CampaignResult& r);
+nlohmann::json duplicates_json(const CampaignResult& r);
 nlohmann::json workers_json(const WorkerEvents& w);
 
 // "kvfuzz: skipped N case files outside the target's capabilities (reason: n, ...)\n", or "".

@@ -14,6 +14,9 @@
  *                         and $KVFUZZ_TEST_APPEND_DELAY_S seconds per call (a slow, right kernel)
  *   LEAKS                 every call leaks 8 MiB of touched memory and one thread that never ends
  *                         (test_faults.py: the worker recycling policy)
+ *   REFUSES_TWO           refuses two things, as a real kernel's checks do: an empty batch ("no
+ *                         tokens") and 4 or more heads ("too many heads"); the shrinker must not turn
+ *                         the second into the first (test_findings.py)
  *   SLOW_AND_WRONG        sleeps $KVFUZZ_TEST_APPEND_DELAY_S seconds per call and writes nothing
  *                         (missing_write on every case with a slot): long shrinks and reports, to
  *                         interrupt (test_faults.py)
@@ -88,6 +91,16 @@ static void* sleep_forever(void* arg) {
 int kvfuzz_plugin_append(const kvfz_append_args* args, char* error, size_t error_size) {
 #if defined(CRASH_ON_HEAD_DIM_7)
   if (args->head_dim == 7) *(volatile int*)0 = 1;
+#endif
+#if defined(REFUSES_TWO)
+  if (args->num_slots == 0) {
+    snprintf(error, error_size, "no tokens: an empty batch is not supported");
+    return 1;
+  }
+  if (args->num_heads >= 4) {
+    snprintf(error, error_size, "too many heads: %d > 3", (int)args->num_heads);
+    return 1;
+  }
 #endif
 #if defined(SLOW)
   sleep_for("KVFUZZ_TEST_APPEND_DELAY_S");

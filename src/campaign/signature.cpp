@@ -1,0 +1,180 @@
+// signature.cpp — see signature.h.
+#include "campaign/signature.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "arena/arena.h"
+#include "case/case_json.h"
+#include "case/errors.h"
+
+namespace kvf {
+
+namespace {
+
+// Digits as '#': "launch refused: 64 heads" -> "launch refused: # heads".
+std::string without_numbers(const std::string& s) {
+  std::string out;
+  for (size_t i = 0; i < s.size() && out.size() < 120; ++i) {
+    if (std::isdigit(static_cast<unsigned char>(s[i]))) {
+      out += '#';
+      while (i + 1 < s.size() && (std::isdigit(static_cast<unsigned char>(s[i + 1])) || s[i + 1] == '.')) ++i;
+    } else {
+      out += s[i] == ' ' ? '_' : s[i];
+    }
+  }
+  return out;
+}
+
+std::string read_all_text(const std::filesystem::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw InputError(file.string(), "", "cannot read the findings index");
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+const char* bucket(int64_t n) { return n == 0 ? "0" : n == 1 ? "1" : "many"; }
+
+std::string fnv_hex(const std::string& text) {
+  uint64_t h = 14695981039346656037ull;
+  for (const char ch : text) {
+    h ^= static_cast<unsigned char>(ch);
+    h *= 1099511628211ull;
+  }
+  static const char kHex[] = "0123456789abcdef";
+  std::string out(16, '0');
+  for (int i = 15; i >= 0; --i, h >>= 4) out[static_cast<size_t>(i)] = kHex[h & 15];
+  return out;
+}
+
+}  // namespace
+
+std::string Signature::text() const { return "v" + std::to_string(kVersion) + " " + identity + " " + features; }
+
+std::string Signature::id() const { return fnv_hex(text()); }
+
+std::string identity_of(const Verdict& v) {
+  if (v.pass()) return "";
+  const Finding& f = v.findings.front();
+  std::string id = std::string(to_string(f.kind)) + "|" + f.victim_class + "|" + f.writer_class;
+  if (f.kind == FindingKind::launch_error || f.kind == FindingKind::crash || f.kind == FindingKind::timeout)
+    id += "|" + without_numbers(f.sentence);
+  return id;
+}
+
+Signature signature_of(const Case& c, const Verdict& v) {
+  int64_t requests = 0, padding = 0, invalid = 0;
+  for (const Request& r : c.requests) requests += r.new_len > 0 ? 1 : 0;
+  for (int64_t s : c.slot_mapping) {
+    padding += s < 0 ? 1 : 0;
+    invalid += s >= c.capacity() ? 1 : 0;
+  }
+  Signature s;
+  s.identity = identity_of(v);
+  s.features = std::string(to_string(c.layout)) + "|" + std::string(to_string(c.input_dtype)) + ">" +
+               std::string(to_string(c.cache_dtype)) + "|" + std::string(to_string(c.scale_kind)) + "|requests=" +
+               bucket(requests) + "|heads=" + bucket(c.num_heads) + "|padding=" + bucket(padding) + "|invalid=" + bucket(invalid);
+  return s;
+}
+
+CaseSize size_of(const Case& c) {
+  return {c.num_slots(), static_cast<int64_t>(c.requests.size()), c.num_heads, c.head_dim, plan_arena(c).total_bytes};
+}
+
+// --- FindingsIndex -------------------------------------------------------------------------------
+
+FindingsIndex::FindingsIndex(std::filesystem::path folder) : folder_(std::move(folder)) {
+  locked([](std::map<std::string, Entry>&) { return false; }, false);  // read it once: a bad index fails now
+}
+
+bool FindingsIndex::locked(const std::function<bool(std::map<std::string, Entry>&)>& f, bool may_write) {
+  std::lock_guard<std::mutex> guard(mutex_);
+  const std::filesystem::path file = folder_ / kFileName;
+  std::error_code ec;
+  int lock = -1;  // readers need none: the index is replaced by rename, never written in place
+  if (may_write && std::filesystem::is_directory(folder_, ec)) {
+    lock = ::open((folder_ / (std::string(kFileName) + ".lock")).c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (lock >= 0) ::flock(lock, LOCK_EX);
+  }
+  struct Unlock {
+    int fd;
+    ~Unlock() {
+      if (fd >= 0) ::close(fd);  // releases the flock
+    }
+  } unlock{lock};
+  entries_.clear();
+  if (std::filesystem::exists(file, ec)) {
+    const nlohmann::json j = parse_json_strict(read_all_text(file), file.string());
+    if (j.value("schema", "") != "kvfuzz-findings-index" || !j.contains("signatures") || !j["signatures"].is_object())
+      throw InputError(file.string(), "/schema", "expected a kvfuzz findings index (schema kvfuzz-findings-index)");
+    for (const auto& [id, e] : j["signatures"].items()) {
+      Entry x;
+      x.signature = e.value("signature", "");
+      x.file = e.value("file", "");
+      if (e.contains("size") && e["size"].is_array() && e["size"].size() == x.size.size())
+        for (size_t i = 0; i < x.size.size(); ++i) x.size[i] = e["size"][i].get<int64_t>();
+      x.found = e.value("found", int64_t{0});
+      x.superseded = e.value("superseded", std::vector<std::string>{});
+      entries_[id] = x;
+    }
+  }
+  const bool result = f(entries_);
+  if (result) {
+    nlohmann::json sigs = nlohmann::json::object();
+    for (const auto& [id, e] : entries_)
+      sigs[id] = {{"signature", e.signature}, {"file", e.file}, {"size", e.size}, {"found", e.found}, {"superseded", e.superseded}};
+    const nlohmann::json j = {{"schema", "kvfuzz-findings-index"}, {"version", 1}, {"signature_version", Signature::kVersion},
+                              {"signatures", sigs}};
+    std::filesystem::create_directories(folder_, ec);
+    write_file_atomic(file, j.dump(2) + "\n");
+  }
+  return result;
+}
+
+std::optional<FindingsIndex::Entry> FindingsIndex::find(const std::string& id) {
+  std::optional<Entry> found;
+  locked([&](std::map<std::string, Entry>& entries) {
+    if (auto it = entries.find(id); it != entries.end()) found = it->second;
+    return false;
+  }, false);
+  return found;
+}
+
+void FindingsIndex::count(const std::string& id) {
+  locked([&](std::map<std::string, Entry>& entries) {
+    auto it = entries.find(id);
+    if (it == entries.end()) return false;
+    ++it->second.found;
+    return true;
+  }, true);
+}
+
+bool FindingsIndex::offer(const Signature& s, const std::string& file, const CaseSize& size) {
+  bool taken = false;
+  locked([&](std::map<std::string, Entry>& entries) {
+    auto [it, inserted] = entries.try_emplace(s.id());
+    Entry& e = it->second;
+    if (!inserted && !(size < e.size)) {
+      ++e.found;
+      return true;  // counted; the smaller case stays the index's
+    }
+    taken = true;
+    if (!inserted && e.file != file) e.superseded.push_back(e.file);
+    e.signature = s.text();
+    e.file = file;
+    e.size = size;
+    ++e.found;
+    return true;
+  }, true);
+  return taken;
+}
+
+}  // namespace kvf

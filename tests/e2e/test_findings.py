@@ -1,0 +1,142 @@
+"""The finding workflow (issue 17; run by ctest as e2e.findings): reproduce means fail, one bug one
+finding (signatures and the folder's index), the shrinker keeps the bug and not only its kind.
+
+    KVFUZZ_BIN=build/kvfuzz KVFUZZ_MUTANT_BIN=build/tests/mutants/kvfuzz-mutant-padding-not-skipped \\
+    KVFUZZ_PLUGIN_DIR=build/plugins python3 -m unittest -v test_findings        # from tests/e2e
+"""
+import json
+import os
+import pathlib
+import re
+import subprocess
+import tempfile
+import unittest
+
+BIN = os.environ.get("KVFUZZ_BIN", "kvfuzz")
+MUTANT = os.environ.get("KVFUZZ_MUTANT_BIN", "kvfuzz-mutant-padding-not-skipped")
+PLUGINS = pathlib.Path(os.environ.get("KVFUZZ_PLUGIN_DIR", "build/plugins"))
+ENV = dict(os.environ, CI="1")
+INDEX = "signatures.kvfuzz-index"
+
+
+def run(binary, *args, timeout=600):
+    return subprocess.run([binary, *map(str, args)], capture_output=True, text=True, timeout=timeout, env=ENV)
+
+
+def last_line(text):
+    lines = text.strip().splitlines()
+    return lines[-1] if lines else ""
+
+
+def cases_in(d):
+    return sorted(pathlib.Path(d).glob("*.json"))
+
+
+def snapshot(d):
+    return {p.name: (p.stat().st_ino, p.stat().st_mtime_ns, p.read_bytes()) for p in cases_in(d)}
+
+
+class ReproduceMeansFail(unittest.TestCase):
+    def test_the_printed_reproduction_fails_while_the_bug_is_there_and_passes_once_fixed(self):
+        with tempfile.TemporaryDirectory() as d:
+            out = pathlib.Path(d) / "found"
+            p = run(MUTANT, "run", "--cases", 500, "--seed", 3, "--corpus-out", out)
+            self.assertEqual(p.returncode, 1, p.stdout + p.stderr)
+            line = next(l for l in p.stdout.splitlines() if l.strip().startswith("reproduce:"))
+            argv = line.split("reproduce:", 1)[1].split()
+            case = argv[2]
+            bug = run(MUTANT, *argv[1:])            # the reproduction, on the buggy kernel
+            self.assertEqual(bug.returncode, 1, bug.stdout)
+            self.assertEqual(last_line(bug.stdout), "kvfuzz: 0 passed, 1 failed")
+            fixed = run(BIN, *argv[1:])             # the same command, on the fixed kernel
+            self.assertEqual(fixed.returncode, 0, fixed.stdout)
+            self.assertIn("passes now", fixed.stdout)
+            # A corpus that pins known failures: --expect-saved checks the record instead.
+            self.assertEqual(run(MUTANT, "replay", case, "--expect-saved").returncode, 0)
+            self.assertEqual(run(BIN, "replay", case, "--expect-saved").returncode, 1)
+            # The findings folder as a regression suite: red with the bug, green without.
+            self.assertEqual(run(MUTANT, "replay", out).returncode, 1)
+            self.assertEqual(run(BIN, "replay", out).returncode, 0)
+
+
+class OneBugOneFinding(unittest.TestCase):
+    def campaign(self, out, seed, *extra, binary=MUTANT):
+        p = run(binary, "run", "--cases", 150, "--seed", seed, "--keep-going", "--corpus-out", out,
+                "--json", pathlib.Path(out).parent / f"summary-{seed}.json", *extra)
+        self.assertEqual(p.returncode, 1, p.stdout + p.stderr)
+        return p, json.loads((pathlib.Path(out).parent / f"summary-{seed}.json").read_text())
+
+    def test_each_signature_is_saved_once_across_runs_and_no_file_is_replaced(self):
+        with tempfile.TemporaryDirectory() as d:
+            out = pathlib.Path(d) / "found"
+            p, s = self.campaign(out, 1)
+            files = cases_in(out)
+            index = json.loads((out / INDEX).read_text())["signatures"]
+            self.assertEqual(json.loads((out / INDEX).read_text())["schema"], "kvfuzz-findings-index")
+            # Far fewer files than failures; every saved file is the index's case of one signature, or
+            # an earlier, larger one it superseded (kept: only `merge --prune` deletes).
+            self.assertLess(len(files), s["failed"] // 2, p.stdout)
+            kept = [e["file"] for e in index.values()] + [x for e in index.values() for x in e["superseded"]]
+            self.assertEqual(sorted(kept), sorted(f.name for f in files))
+            self.assertEqual(len({e["signature"] for e in index.values()}), len(index))
+            for f in s["failures"]:
+                self.assertRegex(f["signature"], r"^v1 [a-z_]+\|")
+                e = index[f["signature_id"]]
+                self.assertIn(pathlib.Path(f["file"]).name, [e["file"], *e["superseded"]])
+            self.assertGreater(sum(d["count"] for d in s["duplicates"]), 0)
+            self.assertIn("not saved again", p.stdout)
+
+            # The same run again: every failure is a known signature; nothing saved, nothing touched.
+            before = snapshot(out)
+            p2, s2 = self.campaign(out, 1)
+            self.assertEqual(s2["failures"], [], p2.stdout)
+            self.assertEqual(snapshot(out), before)
+            index2 = json.loads((out / INDEX).read_text())["signatures"]
+            self.assertEqual(index2.keys(), index.keys())
+            self.assertGreater(sum(e["found"] for e in index2.values()), sum(e["found"] for e in index.values()))
+
+            # Another seed: only new signatures are saved, and the old files stay as they were.
+            p3, s3 = self.campaign(out, 2)
+            after = snapshot(out)
+            for name, state in before.items():
+                self.assertEqual(after[name], state, f"{name} was replaced")
+            index3 = json.loads((out / INDEX).read_text())["signatures"]
+            for f in s3["failures"]:  # a known signature is saved again only as a smaller case
+                if f["signature_id"] in index2:
+                    old = index2[f["signature_id"]]
+                    self.assertLess(index3[f["signature_id"]]["size"], old["size"], f)
+                    self.assertIn(old["file"], index3[f["signature_id"]]["superseded"])
+                    self.assertTrue((out / old["file"]).exists())
+            self.assertEqual(sorted(e["file"] for e in index3.values() if (out / e["file"]).exists()),
+                             sorted(e["file"] for e in index3.values()))
+            # The folder still replays: red on the mutant.
+            self.assertEqual(run(MUTANT, "replay", out).returncode, 1)
+
+
+class ShrinkerKeepsTheBug(unittest.TestCase):
+    def test_a_refusal_of_many_heads_does_not_shrink_into_a_refused_empty_batch(self):
+        # The plugin refuses empty batches and 4+ heads. Keeping only the kind (launch_error), the
+        # shrinker turned every "too many heads" failure into "no tokens" (the build before issue 17:
+        # 162 of 162 failures of a 300-case campaign). Keeping the signature's identity, it does not.
+        target = f"plugin:{PLUGINS / 'broken-refuses-two.so'}"
+        with tempfile.TemporaryDirectory() as d:
+            out = pathlib.Path(d) / "found"
+            p = run(BIN, "run", "--target", target, "--cases", 300, "--seed", 1, "--keep-going", "--corpus-out", out,
+                    "--json", pathlib.Path(d) / "s.json")
+            self.assertEqual(p.returncode, 1, p.stdout + p.stderr)
+            s = json.loads((pathlib.Path(d) / "s.json").read_text())
+            heads = [f for f in s["failures"] if "too many heads" in f["findings"][0]["sentence"]]
+            self.assertGreater(len(heads), 0, p.stdout)
+            for f in heads:
+                self.assertGreaterEqual(f["size"]["heads"], 4, f)
+                self.assertGreaterEqual(f["size"]["slots"], 1, f)
+                case = json.loads(pathlib.Path(f["file"]).read_text())
+                self.assertGreaterEqual(case["shape"]["num_heads"], 4)
+            for f in s["failures"]:  # each saved case replays as the refusal it was found as
+                r = run(BIN, "replay", f["file"], "--target", target)
+                self.assertEqual(r.returncode, 1)
+                self.assertIn(f["findings"][0]["sentence"].split(":")[-2], r.stdout)
+
+
+if __name__ == "__main__":
+    unittest.main()
