@@ -421,6 +421,12 @@ ReplayResult replay_cases(const ReplayOptions& o, Progress& progress) {
   return result;
 }
 
+std::vector<std::filesystem::path> find_case_files(const std::vector<std::filesystem::path>& paths) {
+  std::vector<std::filesystem::path> files;
+  for (const auto& p : paths) collect_json_files(p, files);
+  return files;
+}
+
 std::vector<std::filesystem::path> generate_cases(const GenerateOptions& o) {
   const Profile profile = profile_for(o.config);
   std::vector<std::filesystem::path> files;

@@ -50,6 +50,9 @@ struct ReplayOptions {
 // passes when it gives no finding, or with expect_saved when its outcome matches the file's `expect`.
 ReplayResult replay_cases(const ReplayOptions& options, Progress& progress);
 
+// The case files `replay` would read from these files and folders, in its order.
+std::vector<std::filesystem::path> find_case_files(const std::vector<std::filesystem::path>& paths);
+
 struct ShrinkOptions {
   std::filesystem::path file;              // a failing case with a genotype
   std::string target = "cuda-emu";

@@ -177,4 +177,24 @@ bool FindingsIndex::offer(const Signature& s, const std::string& file, const Cas
   return taken;
 }
 
+std::vector<std::filesystem::path> FindingsIndex::prune() {
+  std::vector<std::filesystem::path> deleted;
+  locked([&](std::map<std::string, Entry>& entries) {
+    bool changed = false;
+    for (auto& [id, e] : entries) {
+      for (const std::string& old : e.superseded) {
+        std::error_code ec;
+        const std::filesystem::path f = folder_ / old;
+        if (old == e.file || old.find("..") != std::string::npos) continue;  // never the index's own case, never outside
+        if (std::filesystem::remove(f, ec)) deleted.push_back(f);
+        std::filesystem::remove_all(folder_ / (std::filesystem::path(old).stem().string() + ".report"), ec);
+      }
+      changed = changed || !e.superseded.empty();
+      e.superseded.clear();
+    }
+    return changed;
+  }, true);
+  return deleted;
+}
+
 }  // namespace kvf

@@ -70,6 +70,9 @@ class FindingsIndex {
   // smaller than the recorded one; returns whether it did (else `file` is not the index's).
   bool offer(const Signature& s, const std::string& file, const CaseSize& size);
 
+  // Deletes the folder's superseded cases (those still there) and forgets them; returns the deleted.
+  std::vector<std::filesystem::path> prune();
+
   const std::filesystem::path& folder() const { return folder_; }
   static constexpr const char* kFileName = "signatures.kvfuzz-index";
 

@@ -26,6 +26,7 @@
 #include "campaign/campaign.h"
 #include "campaign/compare.h"
 #include "campaign/isolation.h"
+#include "campaign/merge.h"
 #include "campaign/report_case.h"
 #include "campaign/selftest.h"
 #include "case/case_json.h"
@@ -290,6 +291,23 @@ int cmd_report(const std::string& file, std::string out_dir, const CommonOptions
   return r.verdict.pass() ? kClean : kFindings;
 }
 
+// `kvfuzz merge OUT IN...`: one case per signature in OUT (campaign/merge.h).
+int cmd_merge(kvf::MergeOptions o, const CommonOptions& common) {
+  o.target = common.target;
+  o.target_options = common.target_options();
+  o.check = common.check();
+  o.limits = common.limits();
+  kvf::install_stop_handlers();
+  const kvf::MergeResult r = kvf::merge_cases(o);
+  std::cout << "kvfuzz: merge into " << o.out.string() << ": " << r.read << " case files read, " << r.failing
+            << " failing on " << o.target << " (" << r.signatures << " signatures); " << r.copied << " copied, " << r.kept_out
+            << " not copied (OUT holds a case of their signature or batch, as small or smaller)";
+  if (o.prune) std::cout << "; " << r.pruned.size() << " superseded cases deleted";
+  std::cout << "\n";
+  for (const auto& f : r.pruned) std::cout << "kvfuzz: deleted " << f.string() << "\n";
+  return kvf::stop_requested() ? 128 + kvf::stop_signal() : kClean;
+}
+
 // `kvfuzz compare`: the same cases on two targets; their post-run images must be byte-identical.
 int cmd_compare(kvf::CompareOptions o, const CommonOptions& common, bool seed_given) {
   o.target = common.target;
@@ -419,6 +437,16 @@ int main(int argc, char** argv) {
 
   CLI::App* targets = app.add_subcommand("targets", "List targets and what each supports");
 
+  kvf::MergeOptions merge_opts;
+  std::string merge_out;
+  std::vector<std::string> merge_inputs;
+  CLI::App* merge = app.add_subcommand("merge", "Merge findings folders and corpora into OUT: one case per signature, the smallest");
+  add_common(merge, common);
+  add_case_limits(merge, common);
+  merge->add_option("out", merge_out, "The folder merged into (its signatures.kvfuzz-index is updated)")->required();
+  merge->add_option("inputs", merge_inputs, "Case files and folders to merge (only read)");
+  merge->add_flag("--prune", merge_opts.prune, "Delete OUT's cases superseded by a smaller case of their signature");
+
   kvf::CompareOptions compare_opts;
   compare_opts.command_line = command_line;
   CLI::App* compare = app.add_subcommand("compare", "Run the same cases on two targets and require byte-identical images");
@@ -465,6 +493,11 @@ int main(int argc, char** argv) {
 
   try {
     if (*targets) return cmd_targets();
+    if (*merge) {
+      merge_opts.out = merge_out;
+      for (const std::string& p : merge_inputs) merge_opts.inputs.emplace_back(p);
+      return cmd_merge(merge_opts, common);
+    }
     if (*compare) return cmd_compare(compare_opts, common, compare_seed->count() > 0);
     if (*selftest) {
       refuse_output_over_input({selftest_json_file, selftest_junit_file}, {selftest_opts.catalogue.string()});

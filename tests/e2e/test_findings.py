@@ -138,5 +138,50 @@ class ShrinkerKeepsTheBug(unittest.TestCase):
                 self.assertIn(f["findings"][0]["sentence"].split(":")[-2], r.stdout)
 
 
+class Merge(unittest.TestCase):
+    def test_merge_keeps_one_case_per_signature_and_reads_its_inputs_only(self):
+        with tempfile.TemporaryDirectory() as d:
+            d = pathlib.Path(d)
+            for name, seed in (("a", 1), ("b", 2)):
+                run(MUTANT, "run", "--cases", 80, "--seed", seed, "--keep-going", "--corpus-out", d / name)
+            before = {n: snapshot(d / n) for n in ("a", "b")}
+            p = run(MUTANT, "merge", d / "m", d / "a", d / "b")
+            self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+            m = re.search(r"(\d+) case files read, (\d+) failing on cuda-emu \((\d+) signatures\); (\d+) copied", p.stdout)
+            read, failing, sigs, copied = map(int, m.groups())
+            self.assertEqual(read, len(cases_in(d / "a")) + len(cases_in(d / "b")))
+            self.assertEqual(len(cases_in(d / "m")), sigs)
+            self.assertLessEqual(sigs, failing)
+            index = json.loads((d / "m" / INDEX).read_text())["signatures"]
+            self.assertEqual(sorted(e["file"] for e in index.values()), sorted(f.name for f in cases_in(d / "m")))
+            self.assertEqual({n: snapshot(d / n) for n in ("a", "b")}, before)  # inputs only read
+            again = run(MUTANT, "merge", d / "m", d / "a", d / "b")
+            self.assertIn(" 0 copied", again.stdout)
+            self.assertEqual(run(MUTANT, "replay", d / "m").returncode, 1)  # red with the bug
+            self.assertEqual(run(BIN, "replay", d / "m").returncode, 0)     # green without it
+
+    def test_prune_deletes_only_the_superseded_cases(self):
+        with tempfile.TemporaryDirectory() as d:
+            out = pathlib.Path(d) / "found"
+            run(MUTANT, "run", "--cases", 60, "--seed", 4, "--keep-going", "--corpus-out", out)
+            files = cases_in(out)
+            self.assertGreaterEqual(len(files), 2)
+            raw = json.loads((out / INDEX).read_text())
+            entries = list(raw["signatures"].values())
+            # Record the case of one signature as superseded by the case of another entry's
+            # signature, as the index does when a smaller case of a signature arrives.
+            victim = entries[0]["file"]
+            entries[1]["superseded"].append(victim)
+            entries[0]["file"] = entries[1]["file"]
+            (out / INDEX).write_text(json.dumps(raw))
+            keep = [f.name for f in files if f.name != victim]
+            p = run(MUTANT, "merge", out, "--prune")
+            self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+            self.assertIn("1 superseded cases deleted", p.stdout)
+            self.assertEqual([f.name for f in cases_in(out)], keep)
+            self.assertFalse((out / (victim[:-5] + ".report")).exists())
+            self.assertEqual(json.loads((out / INDEX).read_text())["signatures"][list(raw["signatures"])[1]]["superseded"], [])
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -1,0 +1,73 @@
+// merge.cpp — see merge.h.
+#include "campaign/merge.h"
+
+#include <map>
+#include <system_error>
+
+#include "campaign/campaign.h"
+#include "campaign/signature.h"
+#include "case/case_json.h"
+#include "case/errors.h"
+
+namespace kvf {
+
+MergeResult merge_cases(const MergeOptions& o) {
+  check_output_directory(o.out, "merge's OUT");
+  std::vector<std::filesystem::path> paths = o.inputs;
+  std::error_code ec;
+  if (std::filesystem::is_directory(o.out, ec)) paths.insert(paths.begin(), o.out);
+  const std::vector<std::filesystem::path> files = find_case_files(paths);
+  std::vector<Case> cases;  // every file read first: a bad one means nothing is written
+  cases.reserve(files.size());
+  for (const auto& f : files) cases.push_back(read_case_file(f, o.limits));
+
+  std::unique_ptr<Target> target = open_target(o.target, o.target_options);
+  Isolator isolator(*target, o.check.isolation);
+  FindingsIndex index(o.out);
+  MergeResult r;
+  r.read = static_cast<int64_t>(files.size());
+  std::map<std::string, size_t> signatures;  // failing: signature id -> case index of the smallest
+  std::map<std::string, size_t> passing;     // passing: case hash -> case index
+  std::vector<Signature> signature(cases.size());
+  for (size_t i = 0; i < cases.size(); ++i) {
+    if (stop_requested()) break;
+    const CaseOutcome outcome = check_case(isolator, cases[i], o.check.tolerance);
+    if (outcome.pass()) {
+      passing.emplace(case_hash(cases[i]), i);
+      continue;
+    }
+    ++r.failing;
+    signature[i] = signature_of(cases[i], outcome.verdict);
+    auto [it, inserted] = signatures.try_emplace(signature[i].id(), i);
+    if (!inserted && size_of(cases[i]) < size_of(cases[it->second])) it->second = i;
+  }
+  r.signatures = static_cast<int64_t>(signatures.size());
+
+  const auto in_out = [&](const std::filesystem::path& f) {
+    return std::filesystem::equivalent(f.parent_path(), o.out, ec);
+  };
+  for (const auto& [id, i] : signatures) {
+    const std::optional<FindingsIndex::Entry> e = index.find(id);
+    if (e && !(size_of(cases[i]) < e->size)) {
+      ++r.kept_out;
+      continue;
+    }
+    const std::filesystem::path saved = in_out(files[i]) ? files[i] : save_case(cases[i], o.out);
+    if (!in_out(files[i])) ++r.copied;
+    index.offer(signature[i], std::filesystem::relative(saved, o.out).string(), size_of(cases[i]));
+  }
+  for (const auto& [hash, i] : passing) {
+    if (in_out(files[i])) continue;
+    const std::filesystem::path target_file = o.out / (hash + ".json");
+    if (std::filesystem::exists(target_file, ec)) {
+      ++r.kept_out;
+      continue;
+    }
+    save_case(cases[i], o.out);
+    ++r.copied;
+  }
+  if (o.prune) r.pruned = index.prune();
+  return r;
+}
+
+}  // namespace kvf

@@ -1,0 +1,43 @@
+// merge.h — `kvfuzz merge`: findings folders and corpora into one folder, one case per signature.
+//
+// Every case of the inputs (and of OUT itself) runs once on the target; a failing case is keyed by
+// its signature (signature.h), a passing one by its batch (the file name, a hash of it). Per key the
+// smallest case is kept: copied into OUT (never replacing a file there) and recorded in OUT's
+// signatures.kvfuzz-index. Inputs are only read. With `prune`, OUT's cases that the index lists as
+// superseded by a smaller case of their signature are deleted (the only deletion kvfuzz makes).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "campaign/check.h"
+#include "case/validate.h"
+#include "targets/target.h"
+
+namespace kvf {
+
+struct MergeOptions {
+  std::filesystem::path out;                  // the folder merged into (created if missing)
+  std::vector<std::filesystem::path> inputs;  // case files and folders
+  std::string target = "cuda-emu";            // where each case runs to find its signature
+  TargetOptions target_options;
+  CheckOptions check;
+  Limits limits;
+  bool prune = false;                         // delete OUT's superseded cases afterwards
+};
+
+struct MergeResult {
+  int64_t read = 0;        // case files read (inputs and OUT)
+  int64_t failing = 0;     // of them, failing on the target
+  int64_t signatures = 0;  // distinct signatures among the failing ones
+  int64_t copied = 0;      // files copied into OUT
+  int64_t kept_out = 0;    // files not copied: a case of their key, as small or smaller, was there
+  std::vector<std::filesystem::path> pruned;  // files deleted by prune
+};
+
+// Throws InputError for a bad case file (nothing is written then) or index, InfraError for I/O.
+MergeResult merge_cases(const MergeOptions& options);
+
+}  // namespace kvf
