@@ -392,6 +392,9 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 256));
   run->add_option("--confirm-runs", run_opts.confirm_runs, "Re-runs that must all fail before shrinking")
       ->check(CLI::Range(0, 100));
+  run->add_option("--repeat", run_opts.repeat,
+                  "Launch every case N times, each on a fresh arena; any failing launch is a finding (races)")
+      ->check(CLI::Range(1, 1000));
   run->add_option("--max-shrink-tries", run_opts.max_shrink_tries, "Shrink candidates to evaluate at most")
       ->check(CLI::NonNegativeNumber);
 

@@ -138,6 +138,20 @@ class ShrinkerKeepsTheBug(unittest.TestCase):
                 self.assertIn(f["findings"][0]["sentence"].split(":")[-2], r.stdout)
 
 
+class Repeat(unittest.TestCase):
+    def test_repeat_catches_a_kernel_that_is_right_most_of_the_time(self):
+        # The plugin loses every 7th call in its process. 4 cases: 4 calls, all right; each launched
+        # 4 times: 16 calls, two of them wrong.
+        target = f"plugin:{PLUGINS / 'broken-racy.so'}"
+        with tempfile.TemporaryDirectory() as d:
+            once = run(BIN, "run", "--target", target, "--cases", 4, "--seed", 5, "--corpus-out", pathlib.Path(d) / "a")
+            self.assertEqual(once.returncode, 0, once.stdout + once.stderr)
+            rep = run(BIN, "run", "--target", target, "--cases", 4, "--seed", 5, "--repeat", 4, "--confirm-runs", 0,
+                      "--max-shrink-tries", 0, "--corpus-out", pathlib.Path(d) / "b")
+            self.assertEqual(rep.returncode, 1, rep.stdout + rep.stderr)
+            self.assertIn("-> missing_write", rep.stdout)
+
+
 class Merge(unittest.TestCase):
     def test_merge_keeps_one_case_per_signature_and_reads_its_inputs_only(self):
         with tempfile.TemporaryDirectory() as d:

@@ -17,6 +17,8 @@
  *   REFUSES_TWO           refuses two things, as a real kernel's checks do: an empty batch ("no
  *                         tokens") and 4 or more heads ("too many heads"); the shrinker must not turn
  *                         the second into the first (test_findings.py)
+ *   RACY                  right except on every 7th call in a process, where it writes nothing (a
+ *                         race that loses now and then, deterministically): --repeat finds it
  *   SLOW_AND_WRONG        sleeps $KVFUZZ_TEST_APPEND_DELAY_S seconds per call and writes nothing
  *                         (missing_write on every case with a slot): long shrinks and reports, to
  *                         interrupt (test_faults.py)
@@ -91,6 +93,10 @@ static void* sleep_forever(void* arg) {
 int kvfuzz_plugin_append(const kvfz_append_args* args, char* error, size_t error_size) {
 #if defined(CRASH_ON_HEAD_DIM_7)
   if (args->head_dim == 7) *(volatile int*)0 = 1;
+#endif
+#if defined(RACY)
+  static int calls = 0;
+  if (++calls % 7 == 0 && args->num_slots > 0) return 0;
 #endif
 #if defined(REFUSES_TWO)
   if (args->num_slots == 0) {
