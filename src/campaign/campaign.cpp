@@ -19,6 +19,7 @@
 #include "gen/materialize.h"
 #include "gen/shrink.h"
 #include "campaign/signature.h"
+#include "campaign/stats.h"
 
 namespace kvf {
 
@@ -273,6 +274,11 @@ void campaign_thread(CampaignState& st, const CampaignOptions& o, const CaseSour
     }
     const Genotype& g = drawn.genotype;
     const Case& c = drawn.kase;
+    if (o.stats) {
+      const std::vector<std::string> buckets = feature_buckets(c);
+      std::lock_guard<std::mutex> lock(st.mutex);
+      for (const std::string& b : buckets) ++st.result.stats[b];
+    }
     // --repeat: a kernel right most of the time (a race) fails on some launch of the case.
     CaseOutcome outcome = check_case(isolator, c, o.check.tolerance);
     for (int r = 1; r < o.repeat && outcome.pass() && !stop_requested(); ++r) outcome = check_case(isolator, c, o.check.tolerance);

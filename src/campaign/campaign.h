@@ -23,6 +23,7 @@ struct CampaignOptions {
   uint64_t seed = 0;                       // campaign seed: case i is generated from (seed, i)
   std::filesystem::path corpus_out = "kvfuzz-findings";  // where minimal failing cases are saved
   int confirm_runs = 3;                    // re-runs of a failing case before it counts as confirmed
+  bool stats = false;                      // count the feature buckets of every checked case (stats.h)
   int repeat = 1;                          // launches of every case, each on a fresh copy of its pre-run
                                            // arena; any failing one is the case's outcome (racy kernels)
   bool keep_going = false;                 // continue after the first confirmed failure

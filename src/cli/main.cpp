@@ -221,6 +221,7 @@ int cmd_run(kvf::CampaignOptions o, const CommonOptions& common, bool seed_given
     }
   }
   std::cout << kvf::render_skipped(r);  // cases outside a plugin's capabilities, by reason
+  std::cout << kvf::render_stats(r);
   std::cout << kvf::render_duplicates(r);
   std::cout << kvf::render_workers(r.workers);
   std::cout << "kvfuzz: " << r.cases << " cases in " << r.seconds << " s (" << static_cast<int64_t>(r.cases_per_second())
@@ -392,6 +393,9 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 256));
   run->add_option("--confirm-runs", run_opts.confirm_runs, "Re-runs that must all fail before shrinking")
       ->check(CLI::Range(0, 100));
+  run->add_flag("--stats", run_opts.stats,
+                "Count the feature buckets every checked case hits (layouts, dtypes, non-power-of-two blocks, padding "
+                "rows, slot == capacity, distinct K/V strides, misaligned bases, ...): text and JSON `stats`");
   run->add_option("--repeat", run_opts.repeat,
                   "Launch every case N times, each on a fresh arena; any failing launch is a finding (races)")
       ->check(CLI::Range(1, 1000));

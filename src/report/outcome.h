@@ -78,6 +78,7 @@ struct CampaignResult {
   std::vector<FailureRecord> failures;
   WorkerEvents workers;         // infrastructure events of all campaign threads' workers
   std::map<std::string, DuplicateFindings> duplicates;  // by signature id: failures of known signatures
+  std::map<std::string, int64_t> stats;  // --stats: checked cases per feature bucket ("layout=paged_nhd")
   int64_t flaky() const;        // failures that did not repeat on every confirmation run
   bool save_failed() const;     // some finding could not be saved (exit 3)
   // Drawn cases outside the target's capabilities (gen/capabilities.h; only plugins declare any):

@@ -42,6 +42,19 @@ std::string render_failure(const FailureRecord& r) {
   return s.str();
 }
 
+std::string render_stats(const CampaignResult& r) {
+  if (r.stats.empty()) return "";
+  std::ostringstream s;
+  s << "kvfuzz: coverage of " << r.cases << " cases (feature bucket: cases, share):\n";
+  std::string group;
+  for (const auto& [bucket, n] : r.stats) {
+    const std::string g = bucket.substr(0, bucket.find('='));
+    s << (g == group ? "    " : "  ") << bucket << ": " << n << " (" << (r.cases ? 100 * n / r.cases : 0) << "%)\n";
+    group = g;
+  }
+  return s.str();
+}
+
 std::string render_duplicates(const CampaignResult& r) {
   std::ostringstream s;
   for (const auto& [id, d] : r.duplicates) {
@@ -164,7 +177,7 @@ nlohmann::json campaign_json(const CampaignResult& r, const std::string& command
           {"seed", r.seed}, {"tolerance", r.tolerance}, {"cases", r.cases}, {"passed", r.passed}, {"failed", r.failed},
           {"seconds", r.seconds}, {"cases_per_second", r.cases_per_second()}, {"interrupted", r.interrupted},
           {"stop_signal", r.stop_signal}, {"flaky", r.flaky()}, {"exit_code", exit_code(r)}, {"workers", workers_json(r.workers)},
-          {"duplicates", duplicates_json(r)},
+          {"duplicates", duplicates_json(r)}, {"stats", r.stats},
           {"findings_by_kind", findings_by_kind(verdicts)}, {"failures", failures},
           {"skipped", {{"cases", r.skipped}, {"replaced", r.replaced}, {"not_run", r.skipped - r.replaced},
                        {"reasons", r.skip_reasons}}}};

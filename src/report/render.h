@@ -25,6 +25,8 @@ std::string render_skipped(const CampaignResult& r);
 
 // One line of infrastructure events (worker retries, slow starts, recycling); "" when there were none.
 std::string render_workers(const WorkerEvents& w);
+// --stats: the feature buckets with their counts and shares; "" without --stats.
+std::string render_stats(const CampaignResult& r);
 // One line per known signature whose failures were not saved again; "" when there were none.
 std::string render_duplicates(const CampaignResult& r);
 nlohmann::json duplicates_json(const CampaignResult& r);

@@ -152,6 +152,38 @@ class Repeat(unittest.TestCase):
             self.assertIn("-> missing_write", rep.stdout)
 
 
+class Stats(unittest.TestCase):
+    def test_stats_count_the_buckets_of_exactly_the_cases_checked(self):
+        # The counts are checked against the same cases written by `generate` and read here.
+        n = 300
+        with tempfile.TemporaryDirectory() as d:
+            d = pathlib.Path(d)
+            p = run(BIN, "run", "--cases", n, "--seed", 9, "--stats", "--json", d / "s.json", "--corpus-out", d / "f")
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertIn(f"kvfuzz: coverage of {n} cases", p.stdout)
+            stats = json.loads((d / "s.json").read_text())["stats"]
+            run(BIN, "generate", "--seed", 9, "--cases", n, "-o", d / "g")
+            cases = [json.loads(f.read_text()) for f in cases_in(d / "g")]
+            self.assertEqual(len(cases), n)
+            expect = {}
+            for c in cases:
+                cap = c["cache"]["num_blocks"] * c["cache"]["block_size"]
+                pad = sum(1 for x in c["slot_mapping"] if x < 0)
+                keys = ["layout=" + c["cache"]["layout"], "cache_dtype=" + c["shape"]["cache_dtype"],
+                        "padding_rows=" + ("0" if pad == 0 else "1" if pad == 1 else "many")]
+                if cap in c["slot_mapping"]:
+                    keys.append("slot=equals_capacity")
+                k, v = c["input"]["key"], c["input"]["value"]
+                if (k["stride_token"], k["stride_head"]) != (v["stride_token"], v["stride_head"]):
+                    keys.append("kv_views=distinct_strides")
+                for key in keys:
+                    expect[key] = expect.get(key, 0) + 1
+            for key, count in expect.items():
+                self.assertEqual(stats.get(key), count, key)
+            for group in ("layout", "cache_dtype", "padding_rows", "slot_dtype", "heads"):
+                self.assertEqual(sum(v for k, v in stats.items() if k.startswith(group + "=")), n, group)
+
+
 class Merge(unittest.TestCase):
     def test_merge_keeps_one_case_per_signature_and_reads_its_inputs_only(self):
         with tempfile.TemporaryDirectory() as d:
