@@ -156,7 +156,10 @@ struct SharedState {
   std::optional<std::pair<CompareDifference, Case>> first;  // lowest-index difference so far, with its case
 };
 
-void compare_thread(SharedState& st, const CompareOptions& o, const Profile& profile, Progress& progress) {
+// Cases come from --target's capabilities-aware source (as in `run`); those outside --against's
+// capabilities are skipped, so neither kernel is sent a case it does not claim to support.
+void compare_thread(SharedState& st, const CompareOptions& o, const CaseSource& source,
+                    const std::optional<Capabilities>& against_caps, Progress& progress) {
   std::unique_ptr<Target> ta = make_target(o.target, o.target_options);
   std::unique_ptr<Target> tb = make_target(o.against, o.target_options);
   Isolator ia(*ta, o.check.isolation), ib(*tb, o.check.isolation);
@@ -171,7 +174,18 @@ void compare_thread(SharedState& st, const CompareOptions& o, const Profile& pro
       if (st.stop || st.next >= o.cases) return;
       i = st.next++;
     }
-    const Case c = materialize(generate_case(profile, o.seed, i));
+    const DrawnCase drawn = source.draw(o.seed, i);
+    std::string outside = drawn.outside.empty() ? "" : o.target + ": " + drawn.outside;
+    if (!drawn.skipped && against_caps) {
+      if (const std::string why = outside_reason(drawn.kase, *against_caps); !why.empty()) outside = o.against + ": " + why;
+    }
+    if (!outside.empty() && (drawn.skipped || outside.rfind(o.against + ": ", 0) == 0)) {
+      std::lock_guard<std::mutex> lock(st.mutex);
+      ++st.result.skipped;
+      ++st.result.skip_reasons[outside];
+      continue;
+    }
+    const Case& c = drawn.kase;
     const ArenaLayout layout = plan_arena(c);
     const Arena initial = layout.cache_bytes > o.check.isolation.windowed_above_bytes ? make_initial_arena(c, plan_windows(c, layout))
                                                                                      : make_initial_arena(c);
@@ -210,8 +224,9 @@ void compare_thread(SharedState& st, const CompareOptions& o, const Profile& pro
 CompareResult compare_targets(const CompareOptions& o, Progress& progress) {
   if (o.against.empty()) throw InputError("", "", "compare needs --against TARGET (the second target)");
   const Profile profile = o.config.empty() ? default_profile() : load_profile(o.config);
-  open_target(o.target, o.target_options);  // unknown: InputError; unavailable here: InfraError
-  open_target(o.against, o.target_options);
+  const std::optional<Capabilities> caps_a = open_target(o.target, o.target_options)->capabilities();  // unknown: InputError; unavailable: InfraError
+  const std::optional<Capabilities> caps_b = open_target(o.against, o.target_options)->capabilities();
+  const CaseSource source(profile, caps_a);
   std::error_code ec;
   if (std::filesystem::exists(o.out_dir, ec) && !std::filesystem::is_directory(o.out_dir, ec))
     throw InputError(o.out_dir.string(), "", "exists and is not a directory; --out-dir expects a directory for the differing case");
@@ -223,7 +238,7 @@ CompareResult compare_targets(const CompareOptions& o, Progress& progress) {
   st.result.seed = std::to_string(o.seed);
   const auto start = Clock::now();
   run_jobs(
-      o.jobs, [&] { compare_thread(st, o, profile, progress); },
+      o.jobs, [&] { compare_thread(st, o, source, caps_b, progress); },
       [&] {
         std::lock_guard<std::mutex> lock(st.mutex);
         st.stop = true;

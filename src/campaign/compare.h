@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <string>
 
@@ -52,6 +53,10 @@ struct CompareResult {
   std::optional<CompareDifference> first;
   bool interrupted = false;   // stopped by ^C
   double seconds = 0;
+  // Drawn cases outside the capabilities of either target (gen/capabilities.h): --target's are
+  // replaced by a case drawn inside them (as `run` does), --against's are not run.
+  int64_t skipped = 0;
+  std::map<std::string, int64_t> skip_reasons;  // by reason, prefixed with the target's name
 };
 
 // Throws InputError for a bad profile or target, InfraError when a target cannot run here.

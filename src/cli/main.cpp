@@ -329,6 +329,7 @@ int cmd_compare(kvf::CompareOptions o, const CommonOptions& common, bool seed_gi
               << "  saved: " << d.file.string() << "\n"
               << "  reproduce: kvfuzz replay " << d.file.string() << " --target " << r.target << "   (and --target " << r.against << ")\n";
   }
+  for (const auto& [why, n] : r.skip_reasons) std::cout << "kvfuzz: skipped " << n << " cases outside " << why << "\n";
   std::cout << "kvfuzz: " << r.cases << " cases in " << r.seconds << " s, seed " << r.seed << ": " << r.identical << " identical"
             << (r.both_failed ? ", " + std::to_string(r.both_failed) + " refused, crashed or hung on both" : std::string())
             << (r.interrupted ? ", interrupted" : "") << "\n";

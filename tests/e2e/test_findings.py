@@ -184,6 +184,23 @@ class Stats(unittest.TestCase):
                 self.assertEqual(sum(v for k, v in stats.items() if k.startswith(group + "=")), n, group)
 
 
+class CompareHonoursCapabilities(unittest.TestCase):
+    def test_neither_side_of_compare_gets_a_case_outside_its_capabilities(self):
+        # The plugin declares paged HND with i32 slots only and logs every call outside that.
+        target = f"plugin:{PLUGINS / 'broken-strict-hnd-i32.so'}"
+        for a, b in ((target, "cuda-emu"), ("cuda-emu", target)):
+            with tempfile.TemporaryDirectory() as d:
+                log = pathlib.Path(d) / "violations"
+                env = dict(ENV, KVFUZZ_TEST_VIOLATIONS=str(log))
+                p = subprocess.run([BIN, "compare", "--target", a, "--against", b, "--cases", "300", "--seed", "2",
+                                    "-o", str(pathlib.Path(d) / "o")], capture_output=True, text=True, env=env, timeout=600)
+                self.assertIn(p.returncode, (0, 1), p.stdout + p.stderr)  # it refuses 2+ heads: a difference
+                self.assertFalse(log.exists() and log.read_text(), f"calls outside the capabilities ({a} vs {b}):\n" +
+                                 (log.read_text() if log.exists() else ""))
+                if a == "cuda-emu":
+                    self.assertIn("kvfuzz: skipped", p.stdout)
+
+
 class Merge(unittest.TestCase):
     def test_merge_keeps_one_case_per_signature_and_reads_its_inputs_only(self):
         with tempfile.TemporaryDirectory() as d:
