@@ -352,7 +352,12 @@ CampaignResult run_campaign(const CampaignOptions& o, Progress& progress) {
 
 namespace {
 
-void collect_json_files(const std::filesystem::path& p, std::vector<std::filesystem::path>& out) {
+// The case files among `p` (a file, read as a case whatever it holds, or a folder searched for
+// *.json). In a folder, a file whose JSON object names a schema other than "kvfuzz-case" (a
+// `--json` summary, a report) is another output, not a case: it goes to `not_cases`. Every other
+// *.json file is a case, and a bad one stops the replay.
+void collect_json_files(const std::filesystem::path& p, std::vector<std::filesystem::path>& out,
+                        std::vector<SkippedFile>& not_cases) {
   std::error_code ec;
   if (std::filesystem::is_directory(p, ec)) {
     std::vector<std::filesystem::path> found;
@@ -367,7 +372,14 @@ void collect_json_files(const std::filesystem::path& p, std::vector<std::filesys
     }
     if (ec) throw InputError(p.string(), "", "cannot list the directory: " + ec.message());
     std::sort(found.begin(), found.end());
-    out.insert(out.end(), found.begin(), found.end());
+    for (const auto& f : found) {
+      const std::string schema = json_file_schema(f);
+      if (schema.empty() || schema == kCaseSchemaName) {
+        out.push_back(f);
+      } else {
+        not_cases.push_back(SkippedFile{f, "schema " + schema});
+      }
+    }
     return;
   }
   if (!std::filesystem::exists(p, ec)) throw InputError(p.string(), "", "no such file or directory");
@@ -391,14 +403,14 @@ ReplayResult replay_cases(const ReplayOptions& o, Progress& progress) {
   std::unique_ptr<Target> target = open_target(o.target, o.target_options);
   Isolator isolator(*target, o.check.isolation);
   std::vector<std::filesystem::path> files;
-  for (const auto& p : o.paths) collect_json_files(p, files);
+  ReplayResult result;
+  for (const auto& p : o.paths) collect_json_files(p, files, result.not_cases);
   if (files.empty()) throw InputError("", "", "no case files (*.json) found in the given paths");
 
   std::vector<Case> cases;  // read everything first: a bad file means nothing runs
   cases.reserve(files.size());
   for (const auto& f : files) cases.push_back(read_case_file(f, o.limits));
 
-  ReplayResult result;
   result.target = o.target;
   result.expect_saved = o.expect_saved;
   const std::optional<Capabilities> caps = target->capabilities();
@@ -411,6 +423,7 @@ ReplayResult replay_cases(const ReplayOptions& o, Progress& progress) {
     if (const std::string why = caps ? outside_reason(cases[i], *caps) : ""; !why.empty()) {
       ++result.skipped;  // a case the kernel does not claim to support: not run
       ++result.skip_reasons[why];
+      result.skipped_files.push_back(SkippedFile{files[i], why});
       continue;
     }
     ReplayItem item;
@@ -431,7 +444,8 @@ ReplayResult replay_cases(const ReplayOptions& o, Progress& progress) {
 
 std::vector<std::filesystem::path> find_case_files(const std::vector<std::filesystem::path>& paths) {
   std::vector<std::filesystem::path> files;
-  for (const auto& p : paths) collect_json_files(p, files);
+  std::vector<SkippedFile> not_cases;  // other kvfuzz outputs (summaries) in a folder: not cases
+  for (const auto& p : paths) collect_json_files(p, files, not_cases);
   return files;
 }
 

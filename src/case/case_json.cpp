@@ -32,7 +32,7 @@ using json = nlohmann::json;
 
 namespace {
 
-constexpr const char* kSchemaName = "kvfuzz-case";
+constexpr const char* kSchemaName = kCaseSchemaName;
 constexpr size_t kMaxShown = 64;  // bytes of a user string echoed in a message
 
 // ---------------------------------------------------------------------------------------------
@@ -852,6 +852,32 @@ void sync_parent(const std::filesystem::path& file) {
 }
 
 }  // namespace
+
+std::string json_file_schema(const std::filesystem::path& file) {
+  const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return "";
+  struct FdCloser {
+    int fd;
+    ~FdCloser() { ::close(fd); }
+  } closer{fd};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > kMaxCaseFileBytes) return "";
+  std::string text(static_cast<size_t>(st.st_size), '\0');
+  size_t got = 0;
+  while (got < text.size()) {
+    const ssize_t n = ::read(fd, text.data() + got, text.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return "";
+    got += static_cast<size_t>(n);
+  }
+  try {
+    const json j = parse_json_strict(text, file.string());
+    const auto schema = j.is_object() ? j.find("schema") : j.end();
+    return schema != j.end() && schema->is_string() ? schema->get<std::string>() : "";
+  } catch (const InputError&) {
+    return "";
+  }
+}
 
 void write_file_atomic(const std::filesystem::path& file, const std::string& text) {
   const std::filesystem::path tmp = write_temp(file, text);

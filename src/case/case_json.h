@@ -20,6 +20,7 @@
 
 namespace kvf {
 
+inline constexpr const char* kCaseSchemaName = "kvfuzz-case";
 inline constexpr int kCaseSchemaVersion = 1;
 inline constexpr int64_t kMaxCaseFileBytes = int64_t{64} << 20;  // read_case_file refuses larger files
 inline constexpr int kMaxJsonDepth = 64;                          // deeper nesting is refused
@@ -44,6 +45,12 @@ Case case_from_text(std::string_view text, const std::string& file, const Limits
 // Reads a case file: refuses a missing file, a directory or other non-regular file, and files over
 // kMaxCaseFileBytes before reading; then case_from_text. Throws only InputError.
 Case read_case_file(const std::filesystem::path& file, const Limits& limits = {});
+
+// The "schema" string of the JSON object in `file` ("kvfuzz-case", "kvfuzz-summary", ...); "" when
+// the file cannot be read, is larger than kMaxCaseFileBytes, is not strict JSON, is not an object
+// or has no string "schema". Throws nothing except std::bad_alloc. Lets `replay DIR` tell other
+// kvfuzz outputs from cases, and outputs refuse to replace a case.
+std::string json_file_schema(const std::filesystem::path& file);
 
 // Content hash of the case, 16 lowercase hex digits: FNV-1a 64 over case_to_json(c).dump() with
 // "provenance" and "expect" removed (default json sorts keys, so dump() is canonical). Equal

@@ -12,13 +12,24 @@
 //
 // Exit codes (report/exit_code.h, docs/exit-codes.md): 0 clean, 1 findings, 2 usage or bad input,
 // 3 infrastructure (a finding not saved, I/O, missing device), 130/143 interrupted by SIGINT/SIGTERM.
-// Results go to stdout and end with "kvfuzz: N passed, N failed"; progress goes to stderr.
+// Results go to stdout and end with "kvfuzz: N passed, N failed"; progress goes to stderr. With
+// `--json -`, `--junit -` or `--summary-md -` stdout carries that machine output alone and the
+// results go to stderr, the closing line last.
 #include <CLI/CLI.hpp>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -50,10 +61,46 @@ std::string join_command_line(int argc, char** argv) {
   return s;
 }
 
+// --- where output goes ---------------------------------------------------------------------------
+
+// With `--json -`, `--junit -` or `--summary-md -`, stdout carries that machine output and nothing
+// else: the human lines (failures, reports, counts, the closing line) go to stderr, and file
+// descriptor 1 itself is pointed at stderr, so no stray write (a plugin's printf, a worker) can
+// get into the machine output, which goes to the saved descriptor of the real stdout.
+struct Output {
+  std::ostream* human = &std::cout;  // results for people
+  int machine_fd = -1;               // the real stdout once taken for machine output, else -1
+
+  // Call before anything is written (or any worker started) when an output option is "-".
+  void take_stdout_for_machine_output() {
+    std::cout.flush();
+    std::fflush(stdout);
+    machine_fd = ::fcntl(1, F_DUPFD_CLOEXEC, 3);
+    if (machine_fd < 0 || ::dup2(2, 1) < 0) throw kvf::InfraError(std::string("cannot set up stdout: ") + std::strerror(errno));
+    human = &std::cerr;
+  }
+
+  void write_machine(const std::string& text) const {
+    std::cout.flush();
+    if (machine_fd < 0) {
+      std::cout << text << std::flush;
+      return;
+    }
+    for (size_t done = 0; done < text.size();) {
+      const ssize_t n = ::write(machine_fd, text.data() + done, text.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) throw kvf::InfraError(std::string("cannot write to stdout: ") + std::strerror(errno));
+      done += static_cast<size_t>(n);
+    }
+  }
+};
+
+Output g_out;
+
 void write_json(const std::string& file, const nlohmann::json& j) {
   if (file.empty()) return;
   if (file == "-") {
-    std::cout << j.dump(2) << "\n";
+    g_out.write_machine(j.dump(2) + "\n");
     return;
   }
   kvf::write_file_atomic(file, j.dump(2) + "\n");
@@ -67,23 +114,55 @@ struct CiOutputs {
 };
 
 void add_ci_outputs(CLI::App* app, CiOutputs& o) {
-  app->add_option("--junit", o.junit_file, "Write JUnit XML to FILE (- for stdout)");
-  app->add_option("--summary-md", o.summary_md_file, "Write a Markdown summary to FILE (- for stdout), e.g. $GITHUB_STEP_SUMMARY");
+  app->add_option("--junit", o.junit_file, "Write JUnit XML to FILE (- for stdout alone)");
+  app->add_option("--summary-md", o.summary_md_file,
+                  "Append a Markdown summary to FILE (- for stdout alone), e.g. $GITHUB_STEP_SUMMARY");
 }
 
 void write_text(const std::string& file, const std::string& text) {
   if (file.empty()) return;
   if (file == "-") {
-    std::cout << text;
+    g_out.write_machine(text);
     return;
   }
   kvf::write_file_atomic(file, text);
 }
 
-// An output file that is also an input of the command (`replay case.json --json case.json`) would
-// destroy the input: refused before anything runs. Other existing output files are replaced.
-void refuse_output_over_input(const std::vector<std::string>& outputs, const std::vector<std::string>& inputs) {
-  for (const std::string& out : outputs) {
+// --summary-md: appended, as $GITHUB_STEP_SUMMARY expects (every step adds its part); one write(2)
+// with O_APPEND, so concurrent steps do not interleave within a summary.
+void append_text(const std::string& file, const std::string& text) {
+  if (file.empty()) return;
+  if (file == "-") {
+    g_out.write_machine(text);
+    return;
+  }
+  const int fd = ::open(file.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) throw kvf::InfraError("cannot open " + file + " to append the summary: " + std::strerror(errno));
+  for (size_t done = 0; done < text.size();) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int err = errno;
+      ::close(fd);
+      throw kvf::InfraError("cannot append the summary to " + file + ": " + std::strerror(err));
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (::close(fd) != 0) throw kvf::InfraError("cannot append the summary to " + file + ": " + std::strerror(errno));
+}
+
+// Refused before anything runs: two machine outputs on stdout (they could not be told apart), an
+// output file that is also an input of the command (`replay case.json --json case.json`), and an
+// existing case file (schema "kvfuzz-case": `replay DIR --json DIR/keep.json`). Other existing
+// output files are replaced (--json, --junit) or appended to (--summary-md).
+void refuse_bad_outputs(const std::vector<std::pair<std::string, std::string>>& outputs, const std::vector<std::string>& inputs) {
+  std::vector<std::string> to_stdout;
+  for (const auto& [option, out] : outputs)
+    if (out == "-") to_stdout.push_back(option);
+  if (to_stdout.size() > 1)
+    throw kvf::InputError("-", "", to_stdout[0] + " and " + to_stdout[1] +
+                                       " both name stdout; at most one machine output can go there: write the others to files");
+  for (const auto& [option, out] : outputs) {
     if (out.empty() || out == "-") continue;
     for (const std::string& in : inputs) {
       std::error_code ec;
@@ -91,7 +170,103 @@ void refuse_output_over_input(const std::vector<std::string>& outputs, const std
         throw kvf::InputError(out, "", "is also an input of this command (" + in +
                                            "); kvfuzz does not overwrite its inputs: choose another output file");
     }
+    if (kvf::json_file_schema(out) == kvf::kCaseSchemaName)
+      throw kvf::InputError(out, "", "is a kvfuzz case file; " + option +
+                                         " never writes over a case: choose another output file");
   }
+}
+
+// --- argument validation --------------------------------------------------------------------------
+// Out-of-range values are refused (exit 2), never clamped or wrapped; messages echo what was typed.
+// (CLI11's own ranges print open bounds as 1.79769e+308 and let an unsigned option wrap -1.)
+
+std::string bound_text(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.15g", x);
+  return buf;
+}
+
+// A whole number in [lo, hi]; hi >= 2^62 reads as "lo or more".
+CLI::Validator whole_number(int64_t lo, int64_t hi) {
+  const std::string expected = hi >= (int64_t{1} << 62) ? "a whole number, " + std::to_string(lo) + " or more"
+                                                        : "a whole number from " + std::to_string(lo) + " to " + std::to_string(hi);
+  return CLI::Validator(
+      [=](std::string& s) {
+        int64_t v = 0;
+        const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+        if (s.empty() || end != s.data() + s.size() || (ec != std::errc() && ec != std::errc::result_out_of_range))
+          return "expected " + expected + ", got \"" + s + "\"";
+        if (ec == std::errc::result_out_of_range || v < lo || v > hi) return "out of range: expected " + expected + ", got " + s;
+        return std::string();
+      },
+      hi >= (int64_t{1} << 62) ? ">= " + std::to_string(lo) : "in [" + std::to_string(lo) + " - " + std::to_string(hi) + "]");
+}
+
+// A 64-bit seed: digits only, 0 to 2^64 - 1.
+CLI::Validator seed_number() {
+  return CLI::Validator(
+      [](std::string& s) {
+        const std::string expected = "a whole number from 0 to " + std::to_string(std::numeric_limits<uint64_t>::max());
+        uint64_t v = 0;
+        const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+        if (s.empty() || end != s.data() + s.size() || (ec != std::errc() && ec != std::errc::result_out_of_range))
+          return "expected " + expected + ", got \"" + s + "\"";
+        if (ec == std::errc::result_out_of_range) return "out of range: expected " + expected + ", got " + s;
+        return std::string();
+      },
+      "in [0 - 2^64-1]");
+}
+
+// A finite number of seconds in [lo, hi] (nan and inf refused).
+CLI::Validator seconds_in(double lo, double hi) {
+  const std::string expected = "a number of seconds from " + bound_text(lo) + " to " + bound_text(hi);
+  return CLI::Validator(
+      [=](std::string& s) {
+        char* end = nullptr;
+        errno = 0;
+        const double v = s.empty() ? 0 : std::strtod(s.c_str(), &end);
+        if (s.empty() || end != s.c_str() + s.size()) return "expected " + expected + ", got \"" + s + "\"";
+        if (!std::isfinite(v) || errno == ERANGE) return "expected a finite number: " + expected + ", got " + s;
+        if (v < lo || v > hi) return "out of range: expected " + expected + ", got " + s;
+        return std::string();
+      },
+      "in [" + bound_text(lo) + " - " + bound_text(hi) + "]");
+}
+
+constexpr int64_t kNoUpperBound = std::numeric_limits<int64_t>::max();
+constexpr double kMinTimeout = 0.001, kMaxTimeout = 86400;  // --timeout, --worker-start-timeout
+constexpr double kMaxSeconds = 1e9;                         // --seconds (about 31 years)
+
+// --- unknown subcommands ----------------------------------------------------------------------------
+
+// Optimal string alignment distance (Levenshtein plus adjacent transpositions).
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
+  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    for (size_t j = 1; j <= b.size(); ++j) {
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+    }
+  }
+  return d[a.size()][b.size()];
+}
+
+// "unknown command rn; did you mean run?" (a command within 2 edits, nearest first), else the list.
+std::string unknown_command_message(const std::string& word, const std::vector<std::string>& commands) {
+  std::string best, all;
+  size_t best_d = 3;
+  for (const std::string& c : commands) {
+    all += (all.empty() ? "" : ", ") + c;
+    const size_t dist = edit_distance(word, c);
+    if (dist < best_d && dist < c.size()) {
+      best_d = dist;
+      best = c;
+    }
+  }
+  return "unknown command " + word + (best.empty() ? "; the commands are " + all : "; did you mean " + best + "?") +
+         " (kvfuzz --help lists them)";
 }
 
 // Binary name for reproduction commands in reports ("kvfuzz", or a mutant's name).
@@ -138,13 +313,14 @@ struct CommonOptions {
 void add_common(CLI::App* app, CommonOptions& o) {
   app->add_option("--target", o.target, "Target to run cases on (see `kvfuzz targets`)");
   app->add_option("--timeout", o.timeout_s,
-                  "Seconds a single launch may take before it is a timeout (default: the target's, 30 for most; `kvfuzz targets`)")
-      ->check(CLI::PositiveNumber);
+                  "Seconds a single launch may take before it is a timeout, 0.001 to 86400 (default: the target's, 30 for "
+                  "most; `kvfuzz targets`)")
+      ->check(seconds_in(kMinTimeout, kMaxTimeout));
   app->add_flag("--no-fork", o.no_fork, "Run launches in the kvfuzz process (a faulting kernel kills kvfuzz)");
-  app->add_option("--device", o.device, "CUDA device index for GPU targets")->check(CLI::NonNegativeNumber);
+  app->add_option("--device", o.device, "CUDA device index for GPU targets")->check(whole_number(0, 1023));
   app->add_option("--windowed-above-mib", o.windowed_above_mib,
                   "Check caches larger than this many MiB in windowed mode: the host holds windows, the target checks the rest")
-      ->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
+      ->check(whole_number(0, int64_t{1} << 30));
   app->add_option("--tolerance", o.tolerance,
                   "How values of expected writes are judged: exact, ulp:N, written-any-value, optionally with "
                   "per-format rules (exact,fp8_e4m3=written-any-value); default: the target's (`kvfuzz targets`)")
@@ -158,13 +334,13 @@ void add_common(CLI::App* app, CommonOptions& o) {
   app->add_option("--worker-start-timeout", o.worker_start_timeout_s,
                   "Seconds a fresh worker may take to start (device context, modules, interpreter) and to read a "
                   "case; a slower one is replaced, never a finding")
-      ->check(CLI::Range(0.001, 86400.0));
+      ->check(seconds_in(kMinTimeout, kMaxTimeout));
   app->add_option("--worker-rss-limit-mib", o.worker_rss_limit_mib,
                   "Recycle a worker whose private memory exceeds this after a case (a leaking kernel); 0: no limit")
-      ->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
+      ->check(whole_number(0, int64_t{1} << 30));
   app->add_option("--worker-threads-limit", o.worker_threads_limit,
                   "Recycle a worker running more threads than this after a case; 0: no limit")
-      ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
+      ->check(whole_number(0, int64_t{1} << 20));
   app->add_option("--python", o.python,
                   "Python interpreter of the triton-interp and python:... targets (default: $KVFUZZ_PYTHON, "
                   "then build/venv-triton, then python3)");
@@ -173,7 +349,7 @@ void add_common(CLI::App* app, CommonOptions& o) {
 // For subcommands that read case files.
 void add_case_limits(CLI::App* app, CommonOptions& o) {
   app->add_option("--max-case-mib", o.max_case_mib, "Refuse case files whose buffers exceed this many MiB")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
+      ->check(whole_number(1, int64_t{1} << 30));
 }
 
 int cmd_targets() {
@@ -198,6 +374,7 @@ int cmd_run(kvf::CampaignOptions o, const CommonOptions& common, bool seed_given
   o.check = common.check();
   if (!seed_given) o.seed = (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
   kvf::open_target(o.target, o.target_options);  // unknown: exit 2; unavailable here: exit 3; before anything runs
+  std::ostream& out = *g_out.human;
   std::cerr << "kvfuzz: run on " << o.target << ", profile " << (o.config.empty() ? "default" : o.config.string())
             << ", seed " << o.seed << ", "
             << (o.cases ? std::to_string(o.cases) + " cases" : std::string("no case limit"))
@@ -207,7 +384,7 @@ int cmd_run(kvf::CampaignOptions o, const CommonOptions& common, bool seed_given
   kvf::install_stop_handlers();
   kvf::TerminalProgress progress;
   const kvf::CampaignResult r = kvf::run_campaign(o, progress);
-  for (const kvf::FailureRecord& f : r.failures) std::cout << kvf::render_failure(f);
+  for (const kvf::FailureRecord& f : r.failures) out << kvf::render_failure(f);
   kvf::ReportOptions report_opts;
   report_opts.target = o.target;
   report_opts.target_options = o.target_options;
@@ -215,21 +392,21 @@ int cmd_run(kvf::CampaignOptions o, const CommonOptions& common, bool seed_given
   report_opts.check = o.check;
   for (const kvf::FailureReport& fr : kvf::write_failure_reports(r, report_opts)) {
     if (fr.error.empty()) {
-      std::cout << "kvfuzz: report of " << fr.case_file.string() << ": " << (fr.dir / "report.html").string() << "\n";
+      out << "kvfuzz: report of " << fr.case_file.string() << ": " << (fr.dir / "report.html").string() << "\n";
     } else {
       std::cerr << "kvfuzz: warning: no report for " << fr.case_file.string() << ": " << fr.error << "\n";
     }
   }
-  std::cout << kvf::render_skipped(r);  // cases outside a plugin's capabilities, by reason
-  std::cout << kvf::render_stats(r);
-  std::cout << kvf::render_duplicates(r);
-  std::cout << kvf::render_workers(r.workers);
-  std::cout << "kvfuzz: " << r.cases << " cases in " << r.seconds << " s (" << static_cast<int64_t>(r.cases_per_second())
-            << " cases/s), seed " << r.seed << (r.interrupted ? ", interrupted" : "") << "\n";
+  out << kvf::render_skipped(r);  // cases outside a plugin's capabilities, by reason
+  out << kvf::render_stats(r);
+  out << kvf::render_duplicates(r);
+  out << kvf::render_workers(r.workers);
+  out << "kvfuzz: " << r.cases << " cases in " << r.seconds << " s (" << static_cast<int64_t>(r.cases_per_second())
+      << " cases/s), seed " << r.seed << (r.interrupted ? ", interrupted" : "") << "\n";
   write_json(json_file, kvf::campaign_json(r, o.command_line));
   write_text(ci.junit_file, kvf::campaign_junit(r, o.command_line));
-  write_text(ci.summary_md_file, kvf::campaign_summary_markdown(r));
-  std::cout << kvf::summary_line(r.passed, r.failed) << std::endl;
+  append_text(ci.summary_md_file, kvf::campaign_summary_markdown(r));
+  out << kvf::summary_line(r.passed, r.failed) << std::endl;
   return kvf::exit_code(r);
 }
 
@@ -239,21 +416,23 @@ int cmd_replay(kvf::ReplayOptions o, const CommonOptions& common, const std::str
   o.target_options = common.target_options();
   o.check = common.check();
   o.limits = common.limits();
+  std::ostream& out = *g_out.human;
   kvf::install_stop_handlers();
   kvf::TerminalProgress progress;
   const kvf::ReplayResult r = kvf::replay_cases(o, progress);
+  out << kvf::render_not_cases(r);  // summaries and reports found in a corpus folder: not cases
   for (const kvf::ReplayItem& item : r.items) {
-    if (!item.as_expected) std::cout << kvf::render_replay_mismatch(item, r.target);
+    if (!item.as_expected) out << kvf::render_replay_mismatch(item, r.target);
     if (!r.expect_saved && item.recorded != "pass" && item.outcome.pass())  // a saved finding that no longer fails
-      std::cout << "kvfuzz: fixed: " << item.file.string() << " (recorded " << item.recorded << ") passes now\n";
+      out << "kvfuzz: fixed: " << item.file.string() << " (recorded " << item.recorded << ") passes now\n";
   }
-  std::cout << kvf::render_skipped(r);  // case files outside a plugin's capabilities, by reason
-  std::cout << kvf::render_workers(r.workers);
-  if (r.interrupted) std::cout << "kvfuzz: interrupted after " << r.items.size() << " case files\n";
+  out << kvf::render_skipped(r);  // case files outside a plugin's capabilities, by reason
+  out << kvf::render_workers(r.workers);
+  if (r.interrupted) out << "kvfuzz: interrupted after " << r.items.size() << " case files\n";
   write_json(json_file, kvf::replay_json(r, command_line));
   write_text(ci.junit_file, kvf::replay_junit(r, command_line));
-  write_text(ci.summary_md_file, kvf::replay_summary_markdown(r));
-  std::cout << kvf::summary_line(r.passed(), r.failed()) << std::endl;
+  append_text(ci.summary_md_file, kvf::replay_summary_markdown(r));
+  out << kvf::summary_line(r.passed(), r.failed()) << std::endl;
   return kvf::exit_code(r);
 }
 
@@ -340,20 +519,21 @@ int cmd_compare(kvf::CompareOptions o, const CommonOptions& common, bool seed_gi
 // `kvfuzz selftest`: mutants of the kernels, each of which a bounded campaign must kill (campaign/selftest.h).
 int cmd_selftest(const kvf::SelftestOptions& o, const std::string& json_file, const std::string& junit_file,
                  const std::string& command_line) {
+  std::ostream& out = *g_out.human;
   kvf::install_stop_handlers();
   kvf::TerminalProgress progress;
   const kvf::SelftestResult r = kvf::run_selftest(o, progress);
   if (o.list) {
     for (const kvf::MutantResult& m : r.mutants)
-      std::cout << m.rule.name << "  " << m.rule.pattern << "  " << m.target << (m.rule.gpu_only.empty() ? "" : "  (GPU only)")
-                << "\n  " << m.rule.description << "\n";
-    for (const kvf::PatternWithoutMutant& p : r.not_applicable) std::cout << p.pattern << ": no mutant: " << p.why << "\n";
+      out << m.rule.name << "  " << m.rule.pattern << "  " << m.target << (m.rule.gpu_only.empty() ? "" : "  (GPU only)")
+          << "\n  " << m.rule.description << "\n";
+    for (const kvf::PatternWithoutMutant& p : r.not_applicable) out << p.pattern << ": no mutant: " << p.why << "\n";
     return kClean;
   }
-  std::cout << kvf::render_selftest_table(r);
+  out << kvf::render_selftest_table(r);
   write_json(json_file, kvf::selftest_json(r, command_line));
   write_text(junit_file, kvf::selftest_junit(r, command_line));
-  std::cout << kvf::summary_line(r.passed(), r.failed()) << std::endl;
+  out << kvf::summary_line(r.passed(), r.failed()) << std::endl;
   if (r.stale()) return kBadInput;  // the catalogue no longer matches the kernel: not a survivor
   const bool only_errors = std::all_of(r.mutants.begin(), r.mutants.end(), [](const kvf::MutantResult& m) {
     return m.status == kvf::MutantStatus::killed || m.status == kvf::MutantStatus::skipped || m.status == kvf::MutantStatus::error;
@@ -381,27 +561,31 @@ int main(int argc, char** argv) {
   add_common(run, common);
   run->add_option("--config", run_opts.config, "Campaign profile (JSON, see configs/); default: built-in default")
       ->check(CLI::ExistingFile);
-  run->add_option("--cases", run_opts.cases, "Number of cases (0 = until --seconds or ^C)")->check(CLI::NonNegativeNumber);
-  run->add_option("--seconds", run_opts.seconds, "Stop after this many seconds (0 = no limit)")
-      ->check(CLI::NonNegativeNumber);
-  CLI::Option* seed_opt = run->add_option("--seed", run_opts.seed, "Campaign seed (default: random, printed)");
+  CLI::Option* cases_opt =
+      run->add_option("--cases", run_opts.cases, "Number of cases (default 1000, none with --seconds; 0 = until --seconds or ^C)")
+          ->check(whole_number(0, kNoUpperBound));
+  CLI::Option* seconds_opt =
+      run->add_option("--seconds", run_opts.seconds, "Stop after this many seconds (0 = no limit); alone, it lifts the case limit")
+          ->check(seconds_in(0, kMaxSeconds));
+  CLI::Option* seed_opt =
+      run->add_option("--seed", run_opts.seed, "Campaign seed, 0 to 2^64-1 (default: random, printed)")->check(seed_number());
   run->add_option("--corpus-out", run_opts.corpus_out, "Directory for minimal failing cases");
-  run->add_option("--json", json_file, "Write a JSON summary to FILE (- for stdout)");
+  run->add_option("--json", json_file, "Write a JSON summary to FILE (- for stdout alone)");
   CiOutputs ci;
   add_ci_outputs(run, ci);
   run->add_flag("--keep-going", run_opts.keep_going, "Continue after the first confirmed failure");
   run->add_option("-j,--jobs", run_opts.jobs, "Cases checked in parallel (threads, each with its own worker process)")
-      ->check(CLI::Range(1, 256));
+      ->check(whole_number(1, 256));
   run->add_option("--confirm-runs", run_opts.confirm_runs, "Re-runs that must all fail before shrinking")
-      ->check(CLI::Range(0, 100));
+      ->check(whole_number(0, 100));
   run->add_flag("--stats", run_opts.stats,
                 "Count the feature buckets every checked case hits (layouts, dtypes, non-power-of-two blocks, padding "
                 "rows, slot == capacity, distinct K/V strides, misaligned bases, ...): text and JSON `stats`");
   run->add_option("--repeat", run_opts.repeat,
                   "Launch every case N times, each on a fresh arena; any failing launch is a finding (races)")
-      ->check(CLI::Range(1, 1000));
+      ->check(whole_number(1, 1000));
   run->add_option("--max-shrink-tries", run_opts.max_shrink_tries, "Shrink candidates to evaluate at most")
-      ->check(CLI::NonNegativeNumber);
+      ->check(whole_number(0, kNoUpperBound));
 
   kvf::ReplayOptions replay_opts;
   std::vector<std::string> replay_paths;
@@ -412,7 +596,7 @@ int main(int argc, char** argv) {
   replay->add_flag("--expect-saved", replay_opts.expect_saved,
                    "A case passes when its outcome matches its file's `expect` (default: when it gives no finding, "
                    "so a saved finding fails while its bug is there)");
-  replay->add_option("--json", json_file, "Write a JSON summary to FILE (- for stdout)");
+  replay->add_option("--json", json_file, "Write a JSON summary to FILE (- for stdout alone)");
   add_ci_outputs(replay, ci);
 
   kvf::ShrinkOptions shrink_opts;
@@ -426,14 +610,14 @@ int main(int argc, char** argv) {
       ->check(CLI::ExistingFile);
   shrink->add_option("-o,--out-dir", shrink_opts.out_dir, "Directory for the minimal case (default: beside CASE)");
   shrink->add_option("--max-shrink-tries", shrink_opts.max_shrink_tries, "Shrink candidates to evaluate at most")
-      ->check(CLI::NonNegativeNumber);
+      ->check(whole_number(0, kNoUpperBound));
 
   kvf::GenerateOptions gen_opts;
   gen_opts.command_line = command_line;
   CLI::App* generate = app.add_subcommand("generate", "Write the cases a campaign would check, without running them");
   generate->add_option("--config", gen_opts.config, "Campaign profile (JSON)")->check(CLI::ExistingFile);
-  generate->add_option("--seed", gen_opts.seed, "Campaign seed")->required();
-  generate->add_option("--cases", gen_opts.cases, "Number of cases")->check(CLI::PositiveNumber);
+  generate->add_option("--seed", gen_opts.seed, "Campaign seed")->required()->check(seed_number());
+  generate->add_option("--cases", gen_opts.cases, "Number of cases")->check(whole_number(1, kNoUpperBound));
   generate->add_option("-o,--out-dir", gen_opts.out_dir, "Directory for the case files")->required();
 
   std::string report_file, report_dir;
@@ -462,9 +646,10 @@ int main(int argc, char** argv) {
   compare->add_option("--against", compare_opts.against, "The second target (see `kvfuzz targets`; golden = the contract)")->required();
   compare->add_option("--config", compare_opts.config, "Campaign profile (JSON, see configs/); default: built-in default")
       ->check(CLI::ExistingFile);
-  compare->add_option("--cases", compare_opts.cases, "Number of cases")->check(CLI::PositiveNumber);
-  CLI::Option* compare_seed = compare->add_option("--seed", compare_opts.seed, "Campaign seed (default: random, printed)");
-  compare->add_option("-j,--jobs", compare_opts.jobs, "Cases compared in parallel")->check(CLI::Range(1, 256));
+  compare->add_option("--cases", compare_opts.cases, "Number of cases")->check(whole_number(1, kNoUpperBound));
+  CLI::Option* compare_seed =
+      compare->add_option("--seed", compare_opts.seed, "Campaign seed (default: random, printed)")->check(seed_number());
+  compare->add_option("-j,--jobs", compare_opts.jobs, "Cases compared in parallel")->check(whole_number(1, 256));
   compare->add_option("-o,--out-dir", compare_opts.out_dir, "Directory for the first differing case (default: kvfuzz-compare)");
 
   kvf::SelftestOptions selftest_opts;
@@ -478,17 +663,29 @@ int main(int argc, char** argv) {
   selftest->add_option("--cxx", selftest_opts.cxx, "Host C++ compiler for the mutant plugins (default: $CXX, then the configure-time one)");
   selftest->add_option("--target", selftest_opts.targets, "plugin (CUDA mutants) and/or triton-interp (Triton mutants); default both");
   selftest->add_option("--filter", selftest_opts.filter, "Only mutants whose name contains this");
-  selftest->add_option("-j,--jobs", selftest_opts.jobs, "Mutants built and checked in parallel")->check(CLI::Range(1, 256));
-  selftest->add_option("--seed", selftest_opts.seed, "Campaign seed of every mutant");
+  selftest->add_option("-j,--jobs", selftest_opts.jobs, "Mutants built and checked in parallel")->check(whole_number(1, 256));
+  selftest->add_option("--seed", selftest_opts.seed, "Campaign seed of every mutant")->check(seed_number());
   selftest->add_option("--python", selftest_opts.python, "Python interpreter for triton-interp campaigns");
-  selftest->add_option("--timeout", selftest_opts.timeout_s, "Seconds a single launch may take")->check(CLI::PositiveNumber);
+  selftest->add_option("--timeout", selftest_opts.timeout_s, "Seconds a single launch may take, 0.001 to 86400")
+      ->check(seconds_in(kMinTimeout, kMaxTimeout));
   selftest->add_flag("--metamorphic", selftest_opts.metamorphic_only,
                      "Only the metamorphic checks (no golden model): the clean kernel and the rules that name relations");
   selftest->add_option("--metamorphic-trials", selftest_opts.metamorphic_trials, "Random batches per metamorphic relation")
-      ->check(CLI::Range(int64_t{1}, int64_t{1000000}));
+      ->check(whole_number(1, 1000000));
   selftest->add_flag("--list", selftest_opts.list, "List the catalogue's rules and patterns without a mutant; run nothing");
-  selftest->add_option("--json", selftest_json_file, "Write a JSON summary to FILE (- for stdout)");
-  selftest->add_option("--junit", selftest_junit_file, "Write JUnit XML to FILE (- for stdout)");
+  selftest->add_option("--json", selftest_json_file, "Write a JSON summary to FILE (- for stdout alone)");
+  selftest->add_option("--junit", selftest_junit_file, "Write JUnit XML to FILE (- for stdout alone)");
+
+  // The first word that is not an option names the command: an unknown one is named, with the
+  // nearest known one (CLI11 would only say that a subcommand is required).
+  if (argc >= 2 && argv[1][0] != '-') {
+    std::vector<std::string> commands;
+    for (const CLI::App* sub : app.get_subcommands([](CLI::App* s) { return !s->get_name().empty(); })) commands.push_back(sub->get_name());
+    if (std::find(commands.begin(), commands.end(), argv[1]) == commands.end()) {
+      std::cerr << "kvfuzz: error: " << unknown_command_message(argv[1], commands) << "\n";
+      return kBadInput;
+    }
+  }
 
   try {
     app.parse(argc, argv);
@@ -498,6 +695,8 @@ int main(int argc, char** argv) {
     app.exit(e);
     return kBadInput;
   }
+  // `run --seconds S` alone runs for S seconds: the default case limit applies only without --seconds.
+  if (seconds_opt->count() > 0 && cases_opt->count() == 0 && run_opts.seconds > 0) run_opts.cases = 0;
 
   try {
     if (*targets) return cmd_targets();
@@ -508,20 +707,21 @@ int main(int argc, char** argv) {
     }
     if (*compare) return cmd_compare(compare_opts, common, compare_seed->count() > 0);
     if (*selftest) {
-      refuse_output_over_input({selftest_json_file, selftest_junit_file}, {selftest_opts.catalogue.string()});
+      refuse_bad_outputs({{"--json", selftest_json_file}, {"--junit", selftest_junit_file}}, {selftest_opts.catalogue.string()});
+      if (selftest_json_file == "-" || selftest_junit_file == "-") g_out.take_stdout_for_machine_output();
       return cmd_selftest(selftest_opts, selftest_json_file, selftest_junit_file, command_line);
     }
     if (*generate) {
       for (const auto& f : kvf::generate_cases(gen_opts)) std::cout << f.string() << "\n";
       return kClean;
     }
-    const std::vector<std::string> outputs = {json_file, ci.junit_file, ci.summary_md_file};
-    if (*run) refuse_output_over_input(outputs, {run_opts.config.string()});
-    if (*replay) refuse_output_over_input(outputs, replay_paths);
+    const std::vector<std::pair<std::string, std::string>> outputs = {
+        {"--json", json_file}, {"--junit", ci.junit_file}, {"--summary-md", ci.summary_md_file}};
+    if (*run) refuse_bad_outputs(outputs, {run_opts.config.string()});
+    if (*replay) refuse_bad_outputs(outputs, replay_paths);
     if (*run || *replay) {  // every output path is checked before any work
-      kvf::check_output_file(json_file, "--json");
-      kvf::check_output_file(ci.junit_file, "--junit");
-      kvf::check_output_file(ci.summary_md_file, "--summary-md");
+      for (const auto& [option, file] : outputs) kvf::check_output_file(file, option);
+      if (json_file == "-" || ci.junit_file == "-" || ci.summary_md_file == "-") g_out.take_stdout_for_machine_output();
     }
     if (*run) return cmd_run(run_opts, common, seed_opt->count() > 0, json_file, ci, program_name(argv[0]));
     if (*replay) {

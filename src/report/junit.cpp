@@ -86,8 +86,8 @@ std::string campaign_junit(const CampaignResult& r, const std::string& command_l
   property(o, "command_line", command_line);
   property(o, "tool_version", KVFUZZ_VERSION);
   o << "    </properties>\n";
-  o << "    <testcase classname=\"kvfuzz.run." << xml_escape(r.target) << "\" name=\"campaign seed " << xml_escape(r.seed) << ", "
-    << r.cases << " cases\" time=\"" << seconds_text(r.seconds) << "\">\n";
+  o << "    <testcase classname=\"kvfuzz.run." << xml_escape(r.target) << "\" name=\"campaign, profile " << xml_escape(r.profile)
+    << "\" time=\"" << seconds_text(r.seconds) << "\">\n";
   if (failed) {
     // One <failure> (or <error>) per testcase; it lists every failure the campaign saved.
     const FailureRecord& first = r.failures.front();
@@ -113,13 +113,14 @@ std::string replay_junit(const ReplayResult& r, const std::string& command_line)
     if (i.as_expected) continue;
     (did_not_finish(i.outcome.verdict) ? errors : failures) += 1;
   }
-  const auto tests = static_cast<int64_t>(r.items.size());
+  const auto skipped = static_cast<int64_t>(r.skipped_files.size());
+  const auto tests = static_cast<int64_t>(r.items.size()) + skipped;
   std::ostringstream o;
   o << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
   o << "<testsuites name=\"kvfuzz\" tests=\"" << tests << "\" failures=\"" << failures << "\" errors=\"" << errors << "\" time=\""
     << seconds_text(r.seconds) << "\">\n";
   o << "  <testsuite name=\"" << xml_escape(r.target) << "\" tests=\"" << tests << "\" failures=\"" << failures << "\" errors=\""
-    << errors << "\" skipped=\"0\" time=\"" << seconds_text(r.seconds) << "\">\n";
+    << errors << "\" skipped=\"" << skipped << "\" time=\"" << seconds_text(r.seconds) << "\">\n";
   o << "    <properties>\n";
   property(o, "target", r.target);
   property(o, "interrupted", r.interrupted ? "true" : "false");
@@ -144,6 +145,12 @@ std::string replay_junit(const ReplayResult& r, const std::string& command_line)
     } else {
       o << "      <system-out>" << xml_escape("as expected: " + got) << "</system-out>\n";
     }
+    o << "    </testcase>\n";
+  }
+  for (const SkippedFile& f : r.skipped_files) {
+    o << "    <testcase classname=\"kvfuzz.replay." << xml_escape(r.target) << "\" name=\"" << xml_escape(f.file.string())
+      << "\" time=\"0.000\">\n";
+    o << "      <skipped message=\"" << xml_escape("outside the target's capabilities: " + f.reason) << "\"/>\n";
     o << "    </testcase>\n";
   }
   o << "  </testsuite>\n</testsuites>\n";

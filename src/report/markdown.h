@@ -15,7 +15,7 @@ std::string render_report_markdown(const CaseReport& r, size_t max_slots = 50);
 
 // CI job summaries: counts, then every failure (or replayed file not behaving as expected) with
 // its findings, its case file, its report (run: report_dir_for(file)/report.html) and the
-// reproduction command.
+// reproduction command. `kvfuzz --summary-md FILE` appends it to FILE.
 std::string campaign_summary_markdown(const CampaignResult& r);
 std::string replay_summary_markdown(const ReplayResult& r);
 

@@ -98,6 +98,12 @@ struct ReplayItem {
   bool as_expected = false;  // outcome agrees with the file's expect
 };
 
+// A *.json file replay did not run, and why.
+struct SkippedFile {
+  std::filesystem::path file;
+  std::string reason;  // "layout packed_kv_nhd" (outside the capabilities), "schema kvfuzz-summary" (not a case)
+};
+
 struct ReplayResult {
   std::string target;
   bool expect_saved = false;  // outcomes compared with each file's `expect` (else: no finding = pass)
@@ -109,6 +115,10 @@ struct ReplayResult {
   // Case files outside the target's capabilities (gen/capabilities.h): not run, not in `items`.
   int64_t skipped = 0;
   std::map<std::string, int64_t> skip_reasons;  // by reason ("layout packed_kv_nhd")
+  std::vector<SkippedFile> skipped_files;       // those files, in replay order (`skipped` of them)
+  // Files found in a given folder whose JSON "schema" names another kvfuzz output (a summary, a
+  // report), not a case: not read as cases (docs/corpus-format.md "Replaying a folder").
+  std::vector<SkippedFile> not_cases;
   int64_t passed() const;
   int64_t failed() const;
 };

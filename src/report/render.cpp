@@ -124,6 +124,13 @@ std::string render_skipped(const ReplayResult& r) {
   return s.str();
 }
 
+std::string render_not_cases(const ReplayResult& r) {
+  std::string s;
+  for (const SkippedFile& f : r.not_cases)
+    s += "kvfuzz: note: " + f.file.string() + " is not a case file (" + f.reason + "), not replayed\n";
+  return s;
+}
+
 std::string render_replay_mismatch(const ReplayItem& item, const std::string& target) {
   std::ostringstream s;
   const std::string got = item.outcome.pass() ? std::string("pass") : "fail:" + item.outcome.first_kind();
@@ -154,6 +161,12 @@ nlohmann::json findings_by_kind(const std::vector<const Verdict*>& verdicts) {
 nlohmann::json finding_json(const Finding& f) {
   return {{"kind", std::string(to_string(f.kind))}, {"victim", f.victim}, {"writer", f.writer},
           {"where", f.where}, {"cells", f.cells}, {"sentence", f.sentence}, {"example", f.example}};
+}
+
+nlohmann::json files_json(const std::vector<SkippedFile>& files) {
+  nlohmann::json j = nlohmann::json::array();
+  for (const SkippedFile& f : files) j.push_back({{"file", f.file.string()}, {"reason", f.reason}});
+  return j;
 }
 
 }  // namespace
@@ -201,7 +214,8 @@ nlohmann::json replay_json(const ReplayResult& r, const std::string& command_lin
           {"seconds", r.seconds}, {"interrupted", r.interrupted}, {"stop_signal", r.stop_signal},
           {"exit_code", exit_code(r)}, {"workers", workers_json(r.workers)},
           {"findings_by_kind", findings_by_kind(verdicts)}, {"items", items},
-          {"skipped", {{"cases", r.skipped}, {"reasons", r.skip_reasons}}}};
+          {"skipped", {{"cases", r.skipped}, {"reasons", r.skip_reasons}, {"files", files_json(r.skipped_files)}}},
+          {"not_cases", files_json(r.not_cases)}};
 }
 
 }  // namespace kvf

@@ -35,6 +35,10 @@ nlohmann::json workers_json(const WorkerEvents& w);
 // "kvfuzz: skipped N case files outside the target's capabilities (reason: n, ...)\n", or "".
 std::string render_skipped(const ReplayResult& r);
 
+// "kvfuzz: note: DIR/keep.json is not a case file (schema kvfuzz-summary), not replayed\n" per file
+// a folder walk found that is another kvfuzz output; "" when there is none.
+std::string render_not_cases(const ReplayResult& r);
+
 // A replayed file whose outcome differs from its expectation.
 std::string render_replay_mismatch(const ReplayItem& item, const std::string& target);
 

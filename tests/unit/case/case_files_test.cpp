@@ -162,5 +162,23 @@ TEST_F(CaseFiles, readCaseFileNamesTheFileInParseErrors) {
   }
 }
 
+TEST_F(CaseFiles, jsonFileSchemaNamesWhatAFileClaimsToBeAndNothingForTheRest) {
+  const fs::path c = save_case(make_case(), dir_);
+  EXPECT_EQ(json_file_schema(c), kCaseSchemaName);
+  const auto write = [&](const std::string& name, const std::string& text) {
+    std::ofstream(dir_ / name) << text;
+    return dir_ / name;
+  };
+  EXPECT_EQ(json_file_schema(write("s.json", R"({"schema": "kvfuzz-summary", "version": 1})")), "kvfuzz-summary");
+  EXPECT_EQ(json_file_schema(write("none.json", R"({"version": 1})")), "");
+  EXPECT_EQ(json_file_schema(write("num.json", R"({"schema": 7})")), "");
+  EXPECT_EQ(json_file_schema(write("array.json", R"(["schema"])")), "");
+  EXPECT_EQ(json_file_schema(write("cut.json", R"({"schema": "kvfuzz-summary")")), "");
+  EXPECT_EQ(json_file_schema(write("dup.json", R"({"schema": "a", "schema": "b"})")), "");
+  EXPECT_EQ(json_file_schema(write("empty.json", "")), "");
+  EXPECT_EQ(json_file_schema(dir_), "");
+  EXPECT_EQ(json_file_schema(dir_ / "missing.json"), "");
+}
+
 }  // namespace
 }  // namespace kvf

@@ -69,6 +69,41 @@ TEST(Junit, replayHasATestcasePerFileAndACrashIsAnError) {
   EXPECT_NE(x.find("expected pass, got fail:padding_leak: padding row 1 leaked"), std::string::npos);
 }
 
+TEST(Junit, campaignTestNameIsTheSameWhateverTheSeedAndCaseCount) {
+  CampaignResult a, b;
+  a.target = b.target = "cuda-emu";
+  a.profile = b.profile = "smoke";
+  a.seed = "3";
+  a.cases = a.passed = 661;
+  b.seed = "18446744073709551615";
+  b.cases = b.passed = 20;
+  const std::string xa = campaign_junit(a, "kvfuzz run --seed 3"), xb = campaign_junit(b, "kvfuzz run");
+  const std::string name = "<testcase classname=\"kvfuzz.run.cuda-emu\" name=\"campaign, profile smoke\"";
+  EXPECT_NE(xa.find(name), std::string::npos) << xa;
+  EXPECT_NE(xb.find(name), std::string::npos) << xb;
+  EXPECT_NE(xa.find("<property name=\"cases\" value=\"661\"/>"), std::string::npos);
+}
+
+TEST(Junit, replayListsFilesOutsideTheCapabilitiesAsSkippedTestcases) {
+  ReplayResult r;
+  r.target = "plugin:./naive.so";
+  ReplayItem ok;
+  ok.file = "corpus/a.json";
+  ok.expected = "pass";
+  ok.as_expected = true;
+  r.items = {ok};
+  r.skipped = 1;
+  r.skip_reasons["layout packed_kv_nhd"] = 1;
+  r.skipped_files = {SkippedFile{"corpus/p.json", "layout packed_kv_nhd"}};
+  const std::string x = replay_junit(r, "kvfuzz replay corpus");
+  EXPECT_EQ(count(x, "<testcase "), 2u);
+  EXPECT_NE(x.find("tests=\"2\" failures=\"0\" errors=\"0\" skipped=\"1\""), std::string::npos) << x;
+  EXPECT_NE(x.find("name=\"corpus/p.json\" time=\"0.000\">\n      <skipped message=\"outside the target&apos;s "
+                   "capabilities: layout packed_kv_nhd\"/>"),
+            std::string::npos)
+      << x;
+}
+
 TEST(Junit, escapesWhatXmlForbids) {
   EXPECT_EQ(xml_escape("a<b>&\"'"), "a&lt;b&gt;&amp;&quot;&apos;");
   EXPECT_EQ(xml_escape(std::string("x\x01y")), "x\xEF\xBF\xBDy");

@@ -64,5 +64,18 @@ TEST(Render, skippedCasesAreCountedByReasonInTextAndJson) {
   EXPECT_EQ(j.at("skipped").at("reasons").at("cache dtype int8"), 2);
 }
 
+TEST(Render, filesThatAreNotCasesAreNotedAndListedInTheReplayJson) {
+  ReplayResult r;
+  r.target = "cuda-emu";
+  EXPECT_EQ(render_not_cases(r), "");
+  r.not_cases = {SkippedFile{"corpus/keep.json", "schema kvfuzz-summary"}};
+  r.skipped_files = {SkippedFile{"corpus/p.json", "layout packed_kv_nhd"}};
+  EXPECT_EQ(render_not_cases(r), "kvfuzz: note: corpus/keep.json is not a case file (schema kvfuzz-summary), not replayed\n");
+  const nlohmann::json j = replay_json(r, "kvfuzz replay corpus");
+  EXPECT_EQ(j.at("not_cases").at(0).at("file"), "corpus/keep.json");
+  EXPECT_EQ(j.at("not_cases").at(0).at("reason"), "schema kvfuzz-summary");
+  EXPECT_EQ(j.at("skipped").at("files").at(0).at("file"), "corpus/p.json");
+}
+
 }  // namespace
 }  // namespace kvf

@@ -1,0 +1,23 @@
+// command_line.h — copy-pastable shell command lines (the "reproduce:" lines of every output).
+//
+// A reproduction command must run as printed in a POSIX shell (sh, bash, zsh): every word that is
+// not made only of safe characters is single-quoted, so paths with spaces, quotes, $, `, ! or
+// newlines come back exactly. The program is the invoked binary's path as given (argv[0]), so a
+// mutant or a build-tree binary reproduces with itself, not with whatever `kvfuzz` is on PATH.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace kvf {
+
+// `word` as one shell word: unchanged when it is non-empty and made only of
+// A-Z a-z 0-9 and _ @ % + = : , . / -; otherwise inside single quotes, each ' written as '\''.
+// The empty word is ''.
+std::string shell_quote(const std::string& word);
+
+// `program` followed by `args`, each shell_quote()d, separated by single spaces; an empty
+// `program` is "kvfuzz".
+std::string reproduce_command(const std::string& program, const std::vector<std::string>& args);
+
+}  // namespace kvf
