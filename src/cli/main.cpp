@@ -264,6 +264,13 @@ int cmd_shrink(kvf::ShrinkOptions o, const CommonOptions& common) {
   kvf::install_stop_handlers();
   kvf::TerminalProgress progress;
   const kvf::ShrinkResult r = kvf::shrink_case(o, progress);
+  if (!r.skipped.empty()) {  // the kernel declined the case (KVFZ_APPEND_SKIP): neither pass nor finding
+    std::cout << "kvfuzz: " << o.file.string() << " is not run on " << o.target << " (" << r.skipped
+              << "); nothing to shrink\n"
+              << "kvfuzz: skipped 1 case (" << r.skipped << ": 1)\n"
+              << kvf::summary_line(0, 0) << std::endl;
+    return kClean;
+  }
   if (!r.failed) {
     std::cout << "kvfuzz: " << o.file.string() << " passes on " << o.target << "; nothing to shrink\n"
               << kvf::summary_line(1, 0) << std::endl;
