@@ -290,6 +290,11 @@ int cmd_report(const std::string& file, std::string out_dir, const CommonOptions
   o.limits = common.limits();
   kvf::install_stop_handlers();
   const kvf::CaseReport r = kvf::report_case_file(file, o);
+  if (!r.skipped.empty()) {  // the kernel declined the case (KVFZ_APPEND_SKIP): nothing to report
+    std::cout << "kvfuzz: " << file << " is not run on " << o.target << " (" << r.skipped << "); no report written\n"
+              << kvf::summary_line(0, 0) << std::endl;
+    return kClean;
+  }
   if (out_dir.empty()) out_dir = kvf::report_dir_for(file).string();
   for (const auto& written : kvf::write_report(r, out_dir)) std::cout << "kvfuzz: wrote " << written.string() << "\n";
   if (!r.verdict.pass()) std::cout << "kvfuzz: FAIL " << file << " -> " << to_string(r.verdict.findings.front().kind) << "\n"

@@ -248,6 +248,10 @@ class SkippedByThePlugin(unittest.TestCase):
             self.assertEqual(sh.returncode, 0, sh.stdout + sh.stderr)
             self.assertIn(f"is not run on {target} ({self.REASON}); nothing to shrink", sh.stdout)
             self.assertEqual(last_line(sh.stdout), "kvfuzz: 0 passed, 0 failed")
+            rep = kvfuzz("report", small[0], "--target", target, "-o", pathlib.Path(d) / "report")
+            self.assertEqual(rep.returncode, 0, rep.stdout + rep.stderr)
+            self.assertIn(f"is not run on {target} ({self.REASON}); no report written", rep.stdout)
+            self.assertFalse((pathlib.Path(d) / "report").exists())
 
     def test_a_skipped_shrink_candidate_is_not_taken_and_is_counted(self):
         # With KVFUZZ_TEST_WRONG the plugin writes nothing (missing_write) for head dims >= 8: the
