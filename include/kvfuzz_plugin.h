@@ -18,7 +18,11 @@
  *
  * Versioning: KVFUZZ_PLUGIN_ABI_VERSION changes whenever a struct below changes incompatibly;
  * kvfuzz refuses a plugin whose kvfuzz_plugin_abi_version() differs from its own. Structs carry
- * their size in struct_size so that fields can be appended within a version.
+ * their size in struct_size so that fields can be appended within a version: kvfuzz zero-fills the
+ * structs it passes and sets struct_size to the size it was compiled with, so a field a plugin does
+ * not know stays 0 (which always means "as before"), and a plugin writes an appended field only when
+ * KVFZ_HAS_FIELD(caps, kvfz_capabilities, field) says the kvfuzz calling it knows it. Appended in v1:
+ * kvfz_capabilities.head_dims (discrete head-dim sets) and the KVFZ_APPEND_SKIP return code.
  *
  * Everything here is plain C (C99); the header includes only <stddef.h> and <stdint.h>.
  */
@@ -33,6 +37,21 @@ extern "C" {
 #endif
 
 #define KVFUZZ_PLUGIN_ABI_VERSION 1u
+
+/* Nonzero when the struct at `s` (which has a struct_size field) is large enough to hold `field` of
+ * struct `type`: use it before writing a field appended after the struct's first version. */
+#define KVFZ_HAS_FIELD(s, type, field) ((s)->struct_size >= offsetof(type, field) + sizeof((s)->field))
+
+/* kvfuzz_plugin_append's return for "this kernel does not support this case, skip it": not a
+ * finding. kvfuzz counts the case as skipped, by the reason written into error (run, replay and
+ * shrink summaries), and during shrinking a candidate the plugin skips is not taken. Declare what
+ * you can in kvfz_capabilities instead (kvfuzz then never sends such cases, and draws a supported
+ * one in their place); a skip is for what the capabilities cannot express. 77 is the skip code of
+ * the automake and ctest conventions. Every other nonzero return is a refusal (`launch_error`). */
+#define KVFZ_APPEND_SKIP 77
+
+/* Entries of kvfz_capabilities.head_dims. */
+#define KVFZ_MAX_HEAD_DIMS 16
 
 /* Element types. Inputs are F16/BF16/F32; caches may also be FP8_E4M3, FP8_E5M2 or INT8
  * (quantised: scale_kind != KVFZ_SCALE_NONE). */
@@ -156,6 +175,11 @@ typedef struct kvfz_capabilities {
   int32_t block_size_pow2_only;       /* nonzero: block sizes must be powers of two */
   int32_t same_input_cache_dtype;     /* nonzero: float caches only of the input's dtype (bit copy) */
   int32_t rounding;                   /* kvfz_rounding */
+  /* Appended within v1 (write only if KVFZ_HAS_FIELD(caps, kvfz_capabilities, head_dims)): the only
+   * head dims the kernel supports, e.g. {64, 128, 256, 512}; unused entries 0, all 0 = any head dim
+   * (within min/max_head_dim and head_dim_multiple, which still apply). kvfuzz generates, shrinks to
+   * and replays only these. */
+  int32_t head_dims[KVFZ_MAX_HEAD_DIMS];
 } kvfz_capabilities;
 
 /* Exported by every plugin (visibility default, C linkage). The declarations carry
@@ -176,11 +200,23 @@ KVFUZZ_PLUGIN_EXPORT uint32_t kvfuzz_plugin_abi_version(void);
  * worker process before the first append; it must be cheap and must not depend on earlier calls. */
 KVFUZZ_PLUGIN_EXPORT int kvfuzz_plugin_query(kvfz_capabilities* caps, int device, char* error, size_t error_size);
 
-/* Runs one append. Returns 0 when the kernel was launched (device plugins may return before it
- * finishes; kvfuzz synchronises), nonzero when the call was refused (a `launch_error` finding;
- * write the reason into error). Must not keep pointers past the call. Device plugins are called
- * with `device` current (cudaSetDevice) and should launch on args->stream; kvfuzz then calls
- * cudaDeviceSynchronize(), so work on other streams is waited for too. */
+/* Runs one append. Returns
+ *   0                 the kernel was launched (device plugins may return before it finishes; kvfuzz
+ *                     synchronises);
+ *   KVFZ_APPEND_SKIP  the kernel does not support this case: skipped, not a finding (write the
+ *                     reason into error: skips are counted by it);
+ *   other nonzero     the call was refused or the launch failed (a `launch_error` finding; write the
+ *                     reason into error).
+ * Must not keep pointers past the call. Device plugins are called with `device` current
+ * (cudaSetDevice) and should launch on args->stream; kvfuzz then calls cudaDeviceSynchronize(), so
+ * work on other streams is waited for too.
+ *
+ * Device plugins must return their launch status: after their launches, check cudaGetLastError()
+ * (or the driver API's result of cuLaunchKernel) and return nonzero with the error's text
+ * (cudaGetErrorName, cudaGetErrorString) in error. A refused launch (too many threads per block, too
+ * much shared memory, a grid too large) writes nothing and raises no error at synchronisation: a
+ * plugin that returns 0 then shows only as `missing_write` findings, which point at the kernel's
+ * stores instead of its launch configuration. examples/plugins/cuda/plugin.cpp does this. */
 KVFUZZ_PLUGIN_EXPORT int kvfuzz_plugin_append(const kvfz_append_args* args, char* error, size_t error_size);
 
 #ifdef __cplusplus

@@ -79,9 +79,12 @@ bool confirm(Isolator& isolator, const Case& c, const std::string& identity, int
 }
 
 // Shrinks a failing genotype to a minimal one failing with the same identity (signature.h: the same
-// bug, not only the same kind), taking only candidates inside the target's capabilities.
+// bug, not only the same kind), taking only candidates inside the target's capabilities. A candidate
+// the kernel skips (KVFZ_APPEND_SKIP) shows nothing about the bug: it is not taken, and counted in
+// `skips` by reason.
 Genotype shrink_failure(Isolator& isolator, const Genotype& g, const CaseSource& source, const std::string& identity,
-                        const TolerancePolicy& tolerance, int64_t max_tries, ShrinkStats& stats, Progress& progress) {
+                        const TolerancePolicy& tolerance, int64_t max_tries, ShrinkStats& stats,
+                        std::map<std::string, int64_t>& skips, Progress& progress) {
   return shrink_to_minimal(
       g, source.profile(),
       [&](const Genotype& candidate) {
@@ -89,6 +92,10 @@ Genotype shrink_failure(Isolator& isolator, const Genotype& g, const CaseSource&
         const Case c = materialize(candidate);
         if (!source.outside_reason(c).empty()) return false;
         const CaseOutcome o = check_case(isolator, c, tolerance);
+        if (!o.skipped.empty()) {
+          ++skips[o.skipped];
+          return false;
+        }
         return identity_of(o.verdict) == identity;
       },
       &stats, max_tries);
@@ -196,7 +203,8 @@ FailureRecord handle_failure(Isolator& isolator, const CampaignOptions& o, const
     progress.event("kvfuzz: case #" + std::to_string(index) + " did not fail on every re-run: flaky, not shrunk");
   } else {
     ShrinkStats stats;
-    const Genotype g_min = shrink_failure(isolator, g, source, identity, o.check.tolerance, o.max_shrink_tries, stats, progress);
+    const Genotype g_min =
+        shrink_failure(isolator, g, source, identity, o.check.tolerance, o.max_shrink_tries, stats, rec.shrink_skips, progress);
     rec.shrink_tries = stats.tried;
     rec.shrink_accepted = stats.accepted;
     minimal = materialize(g_min);
@@ -284,6 +292,16 @@ void campaign_thread(CampaignState& st, const CampaignOptions& o, const CaseSour
     for (int r = 1; r < o.repeat && outcome.pass() && !stop_requested(); ++r) outcome = check_case(isolator, c, o.check.tolerance);
     {
       std::lock_guard<std::mutex> lock(st.mutex);
+      if (!outcome.skipped.empty()) {  // the kernel declined it (KVFZ_APPEND_SKIP): not run, by its reason
+        if (drawn.outside.empty()) {
+          ++st.result.skipped;
+        } else {  // a replacement for a case outside the capabilities: counted once, by the last reason
+          --st.result.replaced;
+          if (--st.result.skip_reasons[drawn.outside] == 0) st.result.skip_reasons.erase(drawn.outside);
+        }
+        ++st.result.skip_reasons[outcome.skipped];
+        continue;
+      }
       if (outcome.pass()) {
         ++st.result.cases;
         ++st.result.passed;
@@ -431,6 +449,11 @@ ReplayResult replay_cases(const ReplayOptions& o, Progress& progress) {
     item.recorded = expected_text(cases[i].expect);
     item.expected = o.expect_saved ? item.recorded : "pass";
     item.outcome = check_case(isolator, cases[i], o.check.tolerance);
+    if (!item.outcome.skipped.empty()) {  // the kernel declined it (KVFZ_APPEND_SKIP): not run
+      ++result.skipped;
+      ++result.skip_reasons[item.outcome.skipped];
+      continue;
+    }
     item.as_expected = o.expect_saved ? matches_expectation(cases[i].expect, item.outcome) : item.outcome.pass();
     result.items.push_back(std::move(item));
     progress.update(static_cast<int64_t>(result.items.size()), result.passed(), result.failed(), "replaying");
@@ -479,15 +502,23 @@ ShrinkResult shrink_case(const ShrinkOptions& o, Progress& progress) {
 
   ShrinkResult result;
   const CaseOutcome first = check_case(isolator, input, o.check.tolerance);
+  if (!first.skipped.empty()) {  // the kernel declined the case itself: nothing to shrink
+    result.skipped = first.skipped;
+    return result;
+  }
   if (first.pass()) return result;
   result.failed = true;
 
   ShrinkStats stats;
-  const Genotype g_min = shrink_failure(isolator, *input.genotype, source, identity_of(first.verdict), o.check.tolerance,
-                                        o.max_shrink_tries, stats, progress);
-  Case minimal = materialize(g_min);
   FailureRecord& rec = result.record;
+  const Genotype g_min = shrink_failure(isolator, *input.genotype, source, identity_of(first.verdict), o.check.tolerance,
+                                        o.max_shrink_tries, stats, rec.shrink_skips, progress);
+  Case minimal = materialize(g_min);
   rec.verdict = check_case(isolator, minimal, o.check.tolerance).verdict;
+  if (rec.verdict.pass()) {  // cannot happen for a deterministic target; keep the input then
+    minimal = input;
+    rec.verdict = first.verdict;
+  }
   rec.shrink_tries = stats.tried;
   rec.shrink_accepted = stats.accepted;
   minimal.expect = Expectation{Expect::fail, std::string(to_string(rec.verdict.findings.front().kind))};

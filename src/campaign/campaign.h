@@ -70,6 +70,7 @@ struct ShrinkOptions {
 
 struct ShrinkResult {
   bool failed = false;                     // the input case fails on the target (else nothing to do)
+  std::string skipped;                     // non-empty: the kernel skipped the input case (KVFZ_APPEND_SKIP), why
   FailureRecord record;                    // minimal case, where it was saved, how it was found
 };
 

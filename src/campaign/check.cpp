@@ -43,7 +43,7 @@ CaseRun run_case(Isolator& isolator, const Case& c, const TolerancePolicy& toler
   Arena actual = initial;
   IsolatedRun run = isolator.run(c, actual);
 
-  CaseRun r{std::move(initial), std::move(expected), std::move(actual), run.status, Verdict{}, std::move(run.outside)};
+  CaseRun r{std::move(initial), std::move(expected), std::move(actual), run.status, Verdict{}, std::move(run.outside), {}};
   switch (run.status) {
     case IsolatedStatus::ok:
       r.verdict = compare_arenas(c, r.initial, r.expected, r.actual, tolerance, r.initial.windowed() ? &r.outside : nullptr);
@@ -57,6 +57,9 @@ CaseRun run_case(Isolator& isolator, const Case& c, const TolerancePolicy& toler
     case IsolatedStatus::timeout:
       r.verdict = single_finding(FindingKind::timeout, "the kernel hung: " + run.message);
       break;
+    case IsolatedStatus::skip:  // no verdict: the kernel does not support the case
+      r.skipped = "skipped by the kernel: " + (run.message.empty() ? std::string("(no reason given)") : run.message);
+      break;
   }
   return r;
 }
@@ -64,7 +67,9 @@ CaseRun run_case(Isolator& isolator, const Case& c, const TolerancePolicy& toler
 CaseOutcome check_case(Isolator& isolator, const Case& c, const TolerancePolicy& tolerance) {
   const auto start = std::chrono::steady_clock::now();
   CaseOutcome out;
-  out.verdict = run_case(isolator, c, tolerance).verdict;
+  CaseRun run = run_case(isolator, c, tolerance);
+  out.verdict = std::move(run.verdict);
+  out.skipped = std::move(run.skipped);
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return out;
 }

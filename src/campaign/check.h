@@ -28,12 +28,13 @@ struct CaseRun {
   IsolatedStatus status = IsolatedStatus::ok;  // whether the run finished
   Verdict verdict;  // ok: compare_arenas() of the three; else one crash, timeout or launch_error finding
   OutsideDiff outside;  // windowed arenas: what the target found in the cache outside the windows
+  std::string skipped;  // status skip: "skipped by the kernel: REASON" (no verdict, not a finding)
 };
 
 // Builds the initial arena (windowed when the cache is large), derives the expected arena with the
 // golden model, runs the target on a copy through `isolator` and, if the run finished, compares the
 // whole image under `tolerance`.
-// Crashes, timeouts and launch errors become single findings.
+// Crashes, timeouts and launch errors become single findings; a case the kernel skips has none.
 CaseRun run_case(Isolator& isolator, const Case& c, const TolerancePolicy& tolerance = {});
 
 // run_case() reduced to its verdict, timed.

@@ -144,6 +144,7 @@ std::string status_text(const IsolatedRun& r) {
     case IsolatedStatus::launch_error: return "refused the launch: " + r.message;
     case IsolatedStatus::crash: return "crashed: " + r.message;
     case IsolatedStatus::timeout: return "hung: " + r.message;
+    case IsolatedStatus::skip: return "skipped the case: " + r.message;
   }
   return "?";
 }

@@ -153,6 +153,7 @@ bool send_hello(int sock, const std::string& why) {
                                      : target.run(c, static_cast<std::byte*>(shared), layout);
         if (r.status == RunStatus::launch_error) status = IsolatedStatus::launch_error;
         if (r.status == RunStatus::device_fault) status = IsolatedStatus::crash;  // answered, then exit
+        if (r.status == RunStatus::skip) status = IsolatedStatus::skip;
         message = r.message;
       }
     } catch (const std::exception& e) {
@@ -405,7 +406,9 @@ IsolatedRun Isolator::run_in_process(const Case& c, Arena& image) {
                           ? target_.run_windowed(c, image.data(), image.layout(), plan_windows(c, image.layout()), run.outside)
                           : target_.run(c, image.data(), image.layout());
   if (r.status != RunStatus::ok) {
-    run.status = r.status == RunStatus::device_fault ? IsolatedStatus::crash : IsolatedStatus::launch_error;
+    run.status = r.status == RunStatus::device_fault ? IsolatedStatus::crash
+                 : r.status == RunStatus::skip       ? IsolatedStatus::skip
+                                                     : IsolatedStatus::launch_error;
     run.message = r.message;
   }
   return run;

@@ -60,11 +60,12 @@ struct IsolationOptions {
                                                       // windowed mode (arena/windows.h; run_case())
 };
 
-enum class IsolatedStatus : uint8_t { ok, launch_error, crash, timeout };
+// skip: the kernel declined the case (RunStatus::skip; a plugin's KVFZ_APPEND_SKIP), not a finding.
+enum class IsolatedStatus : uint8_t { ok, launch_error, crash, timeout, skip };
 
 struct IsolatedRun {
   IsolatedStatus status = IsolatedStatus::ok;
-  std::string message;  // launch error text, how the worker died, or the timeout limit
+  std::string message;  // launch error text, how the worker died, the timeout limit, or why the kernel skipped
   OutsideDiff outside;  // windowed images: what the target found in the cache outside the windows
 };
 

@@ -37,6 +37,7 @@ CaseReport report_case(Target& target, const Case& c, const std::filesystem::pat
   r.target = o.target;
   r.program = o.program;
   r.ran = run.status == IsolatedStatus::ok;
+  r.skipped = run.skipped;
   r.verdict = run.verdict;
   // A run that did not finish still left an image: the map shows it as it was left.
   r.map = build_cell_map(c, r.verdict, run.initial, run.expected, run.actual);

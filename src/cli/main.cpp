@@ -444,6 +444,13 @@ int cmd_shrink(kvf::ShrinkOptions o, const CommonOptions& common) {
   kvf::install_stop_handlers();
   kvf::TerminalProgress progress;
   const kvf::ShrinkResult r = kvf::shrink_case(o, progress);
+  if (!r.skipped.empty()) {  // the kernel declined the case (KVFZ_APPEND_SKIP): neither pass nor finding
+    std::cout << "kvfuzz: " << o.file.string() << " is not run on " << o.target << " (" << r.skipped
+              << "); nothing to shrink\n"
+              << "kvfuzz: skipped 1 case (" << r.skipped << ": 1)\n"
+              << kvf::summary_line(0, 0) << std::endl;
+    return kClean;
+  }
   if (!r.failed) {
     std::cout << "kvfuzz: " << o.file.string() << " passes on " << o.target << "; nothing to shrink\n"
               << kvf::summary_line(1, 0) << std::endl;
@@ -463,6 +470,11 @@ int cmd_report(const std::string& file, std::string out_dir, const CommonOptions
   o.limits = common.limits();
   kvf::install_stop_handlers();
   const kvf::CaseReport r = kvf::report_case_file(file, o);
+  if (!r.skipped.empty()) {  // the kernel declined the case (KVFZ_APPEND_SKIP): nothing to report
+    std::cout << "kvfuzz: " << file << " is not run on " << o.target << " (" << r.skipped << "); no report written\n"
+              << kvf::summary_line(0, 0) << std::endl;
+    return kClean;
+  }
   if (out_dir.empty()) out_dir = kvf::report_dir_for(file).string();
   for (const auto& written : kvf::write_report(r, out_dir)) std::cout << "kvfuzz: wrote " << written.string() << "\n";
   if (!r.verdict.pass()) std::cout << "kvfuzz: FAIL " << file << " -> " << to_string(r.verdict.findings.front().kind) << "\n"

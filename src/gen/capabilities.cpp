@@ -34,6 +34,15 @@ bool aligned16(int64_t elem_offset, int elem_size) { return (elem_offset * elem_
 
 std::string str(std::string_view s) { return std::string(s); }
 
+// An empty set admits everything.
+bool in_set(const std::vector<int32_t>& set, int32_t v) { return set.empty() || std::find(set.begin(), set.end(), v) != set.end(); }
+
+std::string set_text(const std::vector<int32_t>& set) {
+  std::string out;
+  for (int32_t v : set) out += (out.empty() ? "" : ", ") + std::to_string(v);
+  return "{" + out + "}";
+}
+
 }  // namespace
 
 std::string outside_reason(const Case& c, const Capabilities& k) {
@@ -48,6 +57,7 @@ std::string outside_reason(const Case& c, const Capabilities& k) {
   if (k.max_head_dim > 0 && c.head_dim > k.max_head_dim) return "head_dim above " + std::to_string(k.max_head_dim);
   if (k.head_dim_multiple > 1 && c.head_dim % k.head_dim_multiple != 0)
     return "head_dim not a multiple of " + std::to_string(k.head_dim_multiple);
+  if (!in_set(k.head_dims, c.head_dim)) return "head_dim not in " + set_text(k.head_dims);
   if (k.max_num_heads > 0 && c.num_heads > k.max_num_heads) return "num_heads above " + std::to_string(k.max_num_heads);
   const int64_t bs = c.cache.block_size;
   if (k.max_block_size > 0 && bs > k.max_block_size) return "block_size above " + std::to_string(k.max_block_size);
@@ -128,6 +138,104 @@ constexpr std::initializer_list<IndexType> kIndexTypes = {IndexType::i32, IndexT
 
 }  // namespace
 
+namespace {
+
+// The bits of the names listed at j[key] (layouts, dtypes, ...), or ~0u when the key is missing.
+template <typename E>
+uint32_t name_bits(const nlohmann::json& j, const char* key, std::optional<E> (*parse)(std::string_view),
+                   std::initializer_list<E> all, const char* what, const std::string& where) {
+  if (!j.contains(key)) return ~0u;
+  const std::string expected = std::string("a list of ") + what + " names (" + bit_names(~0u, all) + ")";
+  const nlohmann::json& v = j.at(key);
+  if (!v.is_array()) throw InputError(where, std::string("/") + key, "expected " + expected);
+  uint32_t out = 0;
+  for (size_t i = 0; i < v.size(); ++i) {
+    const std::optional<E> e = v[i].is_string() ? parse(v[i].get<std::string>()) : std::nullopt;
+    if (!e || std::find(all.begin(), all.end(), *e) == all.end())
+      throw InputError(where, std::string("/") + key + "/" + std::to_string(i), v[i].dump() + " is not one of " + expected);
+    out |= 1u << static_cast<unsigned>(*e);
+  }
+  return out;
+}
+
+int32_t limit(const nlohmann::json& j, const char* key, const std::string& where) {
+  if (!j.contains(key)) return 0;
+  const nlohmann::json& v = j.at(key);
+  if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > (1 << 30))
+    throw InputError(where, std::string("/") + key, v.dump() + " is not an integer >= 0 (0: no limit)");
+  return static_cast<int32_t>(v.get<int64_t>());
+}
+
+bool flag(const nlohmann::json& j, const char* key, bool missing, const std::string& where) {
+  if (!j.contains(key)) return missing;
+  if (!j.at(key).is_boolean()) throw InputError(where, std::string("/") + key, j.at(key).dump() + " is not true or false");
+  return j.at(key).get<bool>();
+}
+
+constexpr const char* kFeatureNames[] = {"fused_qkv", "strided_input", "padded_cache", "graph_padding_rows",
+                                         "invalid_slot_counter", "unaligned"};
+
+}  // namespace
+
+Capabilities capabilities_from_json(const nlohmann::json& j, const std::string& where) {
+  static const char* const keys[] = {"layouts", "input_dtypes", "cache_dtypes", "scale_kinds", "slot_dtypes", "features",
+                                     "head_dims", "min_head_dim", "max_head_dim", "head_dim_multiple", "max_num_heads",
+                                     "max_block_size", "block_size_pow2_only", "same_input_cache_dtype"};
+  std::string known;
+  for (const char* k : keys) known += (known.empty() ? "" : ", ") + std::string(k);
+  if (!j.is_object()) throw InputError(where, "", "expected a dict of capabilities with the keys " + known);
+  for (const auto& [key, value] : j.items())
+    if (std::find_if(std::begin(keys), std::end(keys), [&](const char* k) { return key == k; }) == std::end(keys))
+      throw InputError(where, "/" + key, "unknown key \"" + key + "\"; the keys are " + known);
+  Capabilities c;
+  c.layouts = name_bits<Layout>(j, "layouts", layout_from_string, kLayouts, "layout", where);
+  c.input_dtypes = name_bits<DType>(j, "input_dtypes", dtype_from_string, {DType::f16, DType::bf16, DType::f32}, "input dtype", where);
+  c.cache_dtypes = name_bits<DType>(j, "cache_dtypes", dtype_from_string, kDTypes, "cache dtype", where);
+  c.scale_kinds = name_bits<ScaleKind>(j, "scale_kinds", scale_kind_from_string, kScaleKinds, "scale kind", where);
+  c.slot_dtypes = name_bits<IndexType>(j, "slot_dtypes", index_type_from_string, kIndexTypes, "slot dtype", where);
+  if (j.contains("features")) {
+    std::string names;
+    for (const char* f : kFeatureNames) names += (names.empty() ? "" : ", ") + std::string(f);
+    const nlohmann::json& v = j.at("features");
+    if (!v.is_array()) throw InputError(where, "/features", "expected a list of feature names (" + names + ")");
+    std::vector<std::string> given;
+    for (size_t i = 0; i < v.size(); ++i) {
+      const bool ok = v[i].is_string() && std::find_if(std::begin(kFeatureNames), std::end(kFeatureNames), [&](const char* f) {
+                                            return v[i].get<std::string>() == f;
+                                          }) != std::end(kFeatureNames);
+      if (!ok) throw InputError(where, "/features/" + std::to_string(i), v[i].dump() + " is not one of the features " + names);
+      given.push_back(v[i].get<std::string>());
+    }
+    const auto has_feature = [&](const char* f) { return std::find(given.begin(), given.end(), f) != given.end(); };
+    c.fused_qkv = has_feature("fused_qkv");
+    c.strided_input = has_feature("strided_input");
+    c.padded_cache = has_feature("padded_cache");
+    c.graph_padding_rows = has_feature("graph_padding_rows");
+    c.invalid_slot_counter = has_feature("invalid_slot_counter");
+    c.unaligned = has_feature("unaligned");
+  }
+  if (j.contains("head_dims")) {
+    const nlohmann::json& v = j.at("head_dims");
+    const char* expected = "a non-empty list of head dims, integers 1..4096 (e.g. [64, 128, 256])";
+    if (!v.is_array() || v.empty()) throw InputError(where, "/head_dims", std::string("expected ") + expected);
+    for (size_t i = 0; i < v.size(); ++i) {
+      if (!v[i].is_number_integer() || v[i].get<int64_t>() < 1 || v[i].get<int64_t>() > 4096)
+        throw InputError(where, "/head_dims/" + std::to_string(i), v[i].dump() + " is not in " + expected);
+      c.head_dims.push_back(static_cast<int32_t>(v[i].get<int64_t>()));
+    }
+    std::sort(c.head_dims.begin(), c.head_dims.end());
+    c.head_dims.erase(std::unique(c.head_dims.begin(), c.head_dims.end()), c.head_dims.end());
+  }
+  c.min_head_dim = limit(j, "min_head_dim", where);
+  c.max_head_dim = limit(j, "max_head_dim", where);
+  c.head_dim_multiple = limit(j, "head_dim_multiple", where);
+  c.max_num_heads = limit(j, "max_num_heads", where);
+  c.max_block_size = limit(j, "max_block_size", where);
+  c.block_size_pow2_only = flag(j, "block_size_pow2_only", false, where);
+  c.same_input_cache_dtype = flag(j, "same_input_cache_dtype", false, where);
+  return c;
+}
+
 Profile restrict_profile(const Profile& p, const Capabilities& k) {
   Profile r = p;
   r.layouts = only(p.layouts, [&](Layout l) { return has(k.layouts, l); });
@@ -174,10 +282,12 @@ Profile restrict_profile(const Profile& p, const Capabilities& k) {
     for (DType t : r.cache_dtypes.values) smallest = std::min(smallest, dtype_size(t));
   r.head_dims = only(p.head_dims, [&](int32_t d) {
     return (k.min_head_dim <= 0 || d >= k.min_head_dim) && (k.max_head_dim <= 0 || d <= k.max_head_dim) &&
-           (k.head_dim_multiple <= 1 || d % k.head_dim_multiple == 0) && (k.unaligned || (d * smallest) % 16 == 0);
+           (k.head_dim_multiple <= 1 || d % k.head_dim_multiple == 0) && in_set(k.head_dims, d) &&
+           (k.unaligned || (d * smallest) % 16 == 0);
   });
+  const std::string limits = limits_text(k.min_head_dim, k.max_head_dim, k.head_dim_multiple);
   require(p, p.head_dims, r.head_dims, "head_dim",
-          limits_text(k.min_head_dim, k.max_head_dim, k.head_dim_multiple) +
+          limits + (k.head_dims.empty() ? "" : (limits.empty() ? "" : ", ") + ("one of " + set_text(k.head_dims))) +
               (k.unaligned ? "" : " (without unaligned pointers: rows of whole 16-byte units)"));
 
   if (!k.fused_qkv) r.fused_qkv_percent = 0;

@@ -11,11 +11,17 @@
 //      contiguous cache, which is its longest sequence), case i is not run.
 // The shrinker only takes candidates inside the capabilities, so a minimal case is one the kernel
 // claims to support.
+//
+// Plugins declare capabilities in C (kvfz_capabilities); Python targets as a dict of the names below
+// (capabilities_from_json), from FUNCTION.kvfuzz_capabilities or FUNCTION_capabilities().
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "../case/case.h"
 #include "genotype.h"
@@ -36,12 +42,27 @@ struct Capabilities {
   bool graph_padding_rows = true;   // num_input_rows > num_slots
   bool unaligned = true;            // base pointers not 16-byte aligned
   bool same_input_cache_dtype = false;  // float caches only of the input's dtype (a bit copy)
+  bool invalid_slot_counter = true; // the kernel counts slots >= capacity (else it gets no counter; kvfuzz
+                                    // adds the count itself and checks only that they are never written)
   int32_t min_head_dim = 0, max_head_dim = 0;  // inclusive
+  std::vector<int32_t> head_dims;   // the only head dims supported, ascending, distinct (empty: any)
   int32_t head_dim_multiple = 0;    // head_dim % this == 0 (0 or 1: any)
   int32_t max_num_heads = 0;
   int32_t max_block_size = 0;
   bool block_size_pow2_only = false;
 };
+
+// Capabilities from a Python target's declaration, a JSON object whose keys are all optional (a
+// missing key: no restriction) and mirror kvfz_capabilities:
+//   layouts, input_dtypes, cache_dtypes, scale_kinds, slot_dtypes   lists of names ("paged_nhd",
+//       "f16", "fp8_e4m3", "none" (float caches), "per_tensor", "i32", ...)
+//   features      list of "fused_qkv", "strided_input", "padded_cache", "graph_padding_rows",
+//                 "invalid_slot_counter", "unaligned" (given: exactly these; missing: all)
+//   head_dims     list of positive integers: the only head dims supported
+//   min_head_dim, max_head_dim, head_dim_multiple, max_num_heads, max_block_size   integers >= 0 (0: no limit)
+//   block_size_pow2_only, same_input_cache_dtype   booleans
+// Throws InputError(where, "/KEY", what was expected) for an unknown key or a value of the wrong form.
+Capabilities capabilities_from_json(const nlohmann::json& j, const std::string& where);
 
 // Why case `c` is outside `caps` ("layout packed_kv_nhd", "head_dim not a multiple of 8", ...; one
 // short reason, the same text for every case failing the same way, so reasons can be counted), or ""

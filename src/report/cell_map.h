@@ -101,6 +101,7 @@ struct CaseReport {
   std::string program = "kvfuzz";   // binary name used in reproduction commands
   Verdict verdict;                  // findings of this run
   bool ran = true;                  // false: crash, timeout or launch error; the map shows the image as left
+  std::string skipped;              // non-empty: the kernel skipped the case (KVFZ_APPEND_SKIP), why; nothing ran
   CellMap map;
   std::string replay_command;       // "kvfuzz replay CASE --target T"
   std::string report_command;       // "kvfuzz report CASE --target T"

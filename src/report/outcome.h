@@ -19,7 +19,10 @@ namespace kvf {
 struct CaseOutcome {
   Verdict verdict;
   double seconds = 0;  // wall time of build + run + verify
-  bool pass() const { return verdict.pass(); }
+  // Non-empty when the kernel declined the case (a plugin's KVFZ_APPEND_SKIP): "skipped by the
+  // kernel: REASON". Such a case neither passes nor fails; campaigns count it as skipped by reason.
+  std::string skipped;
+  bool pass() const { return verdict.pass() && skipped.empty(); }
   // Kind of the most severe finding ("" when the case passed).
   std::string first_kind() const;
 };
@@ -49,6 +52,7 @@ struct FailureRecord {
   double seconds_to_find = 0;   // campaign time until the original failure
   int64_t shrink_tries = 0;     // shrink candidates evaluated
   int64_t shrink_accepted = 0;  // shrink steps taken
+  std::map<std::string, int64_t> shrink_skips;  // shrink candidates the kernel skipped (not taken), by reason
   int64_t requests = 0, tokens = 0, heads = 0, head_dim = 0;  // size of the minimal case
   std::string replay_command;   // copy-pastable command that reproduces it
   std::string signature;        // campaign/signature.h: Signature::text() of the minimal case
@@ -81,8 +85,10 @@ struct CampaignResult {
   std::map<std::string, int64_t> stats;  // --stats: checked cases per feature bucket ("layout=paged_nhd")
   int64_t flaky() const;        // failures that did not repeat on every confirmation run
   bool save_failed() const;     // some finding could not be saved (exit 3)
-  // Drawn cases outside the target's capabilities (gen/capabilities.h; only plugins declare any):
-  // each was replaced by a case drawn inside them, or, where none could be drawn, not run.
+  // Drawn cases outside the target's capabilities (gen/capabilities.h; plugins and Python targets
+  // declare them): each was replaced by a case drawn inside them, or, where none could be drawn, not
+  // run; and cases the kernel skipped when run (KVFZ_APPEND_SKIP, reason "skipped by the kernel: ..."),
+  // not run. Each case counts once, under the last reason.
   int64_t skipped = 0;
   int64_t replaced = 0;                           // skipped cases replaced (skipped - replaced were not run)
   std::map<std::string, int64_t> skip_reasons;    // skipped cases by reason ("layout packed_kv_nhd")
@@ -112,7 +118,8 @@ struct ReplayResult {
   bool interrupted = false;
   int stop_signal = 0;  // the signal that interrupted it, 0 if none
   WorkerEvents workers;
-  // Case files outside the target's capabilities (gen/capabilities.h): not run, not in `items`.
+  // Case files outside the target's capabilities (gen/capabilities.h), or skipped by the kernel when
+  // run (KVFZ_APPEND_SKIP): not in `items`.
   int64_t skipped = 0;
   std::map<std::string, int64_t> skip_reasons;  // by reason ("layout packed_kv_nhd")
   std::vector<SkippedFile> skipped_files;       // those files, in replay order (`skipped` of them)

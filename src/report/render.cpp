@@ -33,6 +33,15 @@ std::string render_failure(const FailureRecord& r) {
     s << "  shrunk: " << r.shrink_accepted << " steps (" << r.shrink_tries << " candidates) to " << r.requests
       << (r.requests == 1 ? " request, " : " requests, ") << r.tokens << (r.tokens == 1 ? " slot, " : " slots, ")
       << r.heads << (r.heads == 1 ? " head, " : " heads, ") << "head_dim " << r.head_dim << "\n";
+  if (!r.shrink_skips.empty()) {
+    s << "  shrink candidates skipped by the kernel (not taken): ";
+    bool first = true;
+    for (const auto& [reason, n] : r.shrink_skips) {
+      s << (first ? "" : ", ") << reason << ": " << n;
+      first = false;
+    }
+    s << "\n";
+  }
   if (!r.save_error.empty()) {
     s << "  NOT SAVED: " << r.save_error << " (the case was printed to stderr)\n";
   } else {
@@ -181,7 +190,7 @@ nlohmann::json campaign_json(const CampaignResult& r, const std::string& command
     failures.push_back({{"file", f.file.string()}, {"save_error", f.save_error}, {"flaky", f.flaky}, {"case_index", f.case_index},
                         {"signature", f.signature}, {"signature_id", f.signature_id},
                         {"seconds_to_find", f.seconds_to_find}, {"shrink_tries", f.shrink_tries},
-                        {"shrink_steps", f.shrink_accepted},
+                        {"shrink_steps", f.shrink_accepted}, {"shrink_skipped", f.shrink_skips},
                         {"size", {{"requests", f.requests}, {"slots", f.tokens}, {"heads", f.heads}, {"head_dim", f.head_dim}}},
                         {"findings", fs}, {"replay", f.replay_command}});
   }

@@ -1,6 +1,7 @@
 // cuda_emu.cpp — the cuda-emu target: kernels/cuda/kv_append.cuh's body run on the CPU by the grid
 // emulator (kv_append_emu.cpp). This is how machines without a GPU exercise the real kernel's index
 // arithmetic, dispatch and conversions.
+#include <cstring>
 #include <string>
 
 #include "kv_append.cuh"
@@ -47,6 +48,15 @@ KvAppendParams append_params(const Case& c, std::byte* image, const ArenaLayout&
     p.scale_cache = c.scale_cache;
   }
   return p;
+}
+
+void add_invalid_slot_count(const Case& c, std::byte* image, const ArenaLayout& layout) {
+  unsigned long long count = 0;
+  for (int64_t s : c.slot_mapping) count += s >= c.capacity() ? 1 : 0;
+  unsigned long long value = 0;
+  std::memcpy(&value, image + layout.counter_begin, sizeof value);
+  value += count;
+  std::memcpy(image + layout.counter_begin, &value, sizeof value);
 }
 
 namespace {

@@ -47,6 +47,13 @@ class PythonTarget final : public Target {
     return hello.kind == PythonHello::Kind::ready ? "" : hello.message;
   }
 
+  // What the function declares (FUNCTION.kvfuzz_capabilities or FUNCTION_capabilities()), from the
+  // same probe; the triton-interp targets declare nothing (every case).
+  std::optional<Capabilities> capabilities() const override {
+    const PythonHello hello = probe_python_worker(spec_);
+    return hello.kind == PythonHello::Kind::ready ? hello.capabilities : std::nullopt;
+  }
+
  private:
   TargetInfo info_;
   PythonWorkerSpec spec_;
@@ -127,7 +134,8 @@ std::unique_ptr<Target> make_python_call(const std::string& argument, const Targ
       "whatever the function accepts: fn(key, value, key_cache, value_cache, slot_mapping, *, layout, scale_kind, "
       "k_scale, v_scale, k_scale_cache, v_scale_cache, invalid_slots" +
       std::string(convention == Convention::numpy ? ", input_dtype, cache_dtype" : "") +
-      "), the convention of kvfuzz_triton.api.kv_append; a Python exception is a launch_error";
+      "), the convention of kvfuzz_triton.api.kv_append; a Python exception is a launch_error; cases inside "
+      "FUNCTION.kvfuzz_capabilities or FUNCTION_capabilities() if the module declares them";
   info.tolerance = "exact (--tolerance for a kernel with another rounding or scale convention)";
   info.needs_gpu = convention == Convention::torch_cuda;
   // On the CPU the function may well run Triton's interpreter; on the GPU the first case of each

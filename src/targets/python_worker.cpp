@@ -147,7 +147,7 @@ const PythonHello& PythonWorker::start(double timeout_s) {
   const std::string exe = find_executable(spec_.python);
   if (exe.empty()) {
     hello_ = {PythonHello::Kind::unavailable,
-              "no Python interpreter \"" + spec_.python + "\" (set --python or KVFUZZ_PYTHON, or run scripts/setup-triton.sh)", {}};
+              "no Python interpreter \"" + spec_.python + "\" (set --python or KVFUZZ_PYTHON, or run scripts/setup-triton.sh)", {}, std::nullopt};
     return hello_;
   }
   grow(int64_t{1} << 20);
@@ -212,16 +212,24 @@ const PythonHello& PythonWorker::start(double timeout_s) {
     std::string why = got < 0 ? "said nothing within " + std::to_string(static_cast<int>(timeout_s)) + " s"
                               : describe_exit(wstatus) + " before it was ready";
     if (got == 0 && WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 127) why = "could not be executed";
-    hello_ = {PythonHello::Kind::unavailable, "the Python worker (" + exe + ") " + why, {}};
+    hello_ = {PythonHello::Kind::unavailable, "the Python worker (" + exe + ") " + why, {}, std::nullopt};
     return hello_;
   }
   if (hello.value("ok", false)) {
-    hello_ = {PythonHello::Kind::ready, "", hello.value("versions", nlohmann::json::object())};
+    hello_ = {PythonHello::Kind::ready, "", hello.value("versions", nlohmann::json::object()), std::nullopt};
+    if (hello.contains("capabilities")) {
+      try {
+        hello_.capabilities = capabilities_from_json(hello["capabilities"], hello.value("capabilities_from", std::string("capabilities")));
+      } catch (const InputError& e) {
+        hello_ = {PythonHello::Kind::bad_target, e.what(), {}, std::nullopt};
+        stop();
+      }
+    }
     return hello_;
   }
   const std::string kind = hello.value("kind", "unavailable");
   hello_ = {kind == "bad_target" ? PythonHello::Kind::bad_target : PythonHello::Kind::unavailable,
-            hello.value("message", std::string("the Python worker refused to start")), {}};
+            hello.value("message", std::string("the Python worker refused to start")), {}, std::nullopt};
   stop();
   return hello_;
 }
@@ -248,14 +256,19 @@ RunResult PythonWorker::run(const Case& c, std::byte* image, const ArenaLayout& 
   const int64_t bytes = layout.total_bytes;
   grow(bytes);
   std::memcpy(shared_, image, static_cast<size_t>(bytes));
-  const nlohmann::json request = {{"op", "run"}, {"map_bytes", capacity_}, {"image_bytes", bytes}, {"call", call_json(c, layout, static_cast<std::byte*>(shared_))}};
+  const bool counter = !hello_.capabilities || hello_.capabilities->invalid_slot_counter;
+  const nlohmann::json request = {{"op", "run"}, {"map_bytes", capacity_}, {"image_bytes", bytes},
+                                  {"call", call_json(c, layout, static_cast<std::byte*>(shared_), counter)}};
   nlohmann::json reply;
   const bool answered = send_frame(sock_, request) && recv_frame(sock_, reply) == 1;
   std::memcpy(image, shared_, static_cast<size_t>(bytes));  // also what it wrote before dying
   if (!answered) return died("while running the case");
   const std::string status = reply.value("status", "");
   const std::string message = reply.value("message", "");
-  if (status == "ok") return {};
+  if (status == "ok") {
+    if (!counter) add_invalid_slot_count(c, image, layout);
+    return {};
+  }
   if (status == "error") return {RunStatus::launch_error, message};
   if (status == "fault") {
     RunResult r = died("after a CUDA error");
@@ -277,7 +290,7 @@ PythonHello probe_python_worker(const PythonWorkerSpec& spec) {
   return hello;
 }
 
-nlohmann::json call_json(const Case& c, const ArenaLayout& layout, std::byte* image) {
+nlohmann::json call_json(const Case& c, const ArenaLayout& layout, std::byte* image, bool counter) {
   // The pointers of the KvAppendParams every C++ target launches with, as offsets from the image.
   const KvAppendParams p = append_params(c, image, layout);
   auto offset = [&](const void* ptr) -> nlohmann::json {
@@ -302,7 +315,7 @@ nlohmann::json call_json(const Case& c, const ArenaLayout& layout, std::byte* im
       {"cache",
        {{"num_blocks", p.cache.num_blocks}, {"block_size", p.cache.block_size}, {"stride_block", p.cache.stride_block},
         {"stride_pos", p.cache.stride_pos}, {"stride_head", p.cache.stride_head}}},
-      {"invalid_slots", offset(p.invalid_slots)},
+      {"invalid_slots", counter ? offset(p.invalid_slots) : nullptr},
       {"scale_kind", std::string(to_string(c.scale_kind))},
       {"num_scales", static_scale_count(c.scale_kind, c.num_heads, c.cache.num_blocks)},
       {"k_scale", offset(p.k_scale)},

@@ -13,6 +13,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -40,6 +41,10 @@ struct PythonHello {
   Kind kind = Kind::ready;
   std::string message;      // why not, for unavailable and bad_target
   nlohmann::json versions;  // ready: python, numpy, triton, torch, ... versions it runs
+  // ready, call mode: what the function declares it supports (FUNCTION.kvfuzz_capabilities or
+  // FUNCTION_capabilities(), gen/capabilities.h); std::nullopt: every case. A declaration that does
+  // not parse makes the hello bad_target, naming the key and the expected form.
+  std::optional<Capabilities> capabilities;
 };
 
 // The interpreter of the Python targets: `option` (--python) if given, else $KVFUZZ_PYTHON, else
@@ -88,7 +93,8 @@ class PythonWorker {
 // process (campaigns ask more than once). For Target::unavailable_reason().
 PythonHello probe_python_worker(const PythonWorkerSpec& spec);
 
-// The append of `c` as python_worker.py's CALL: byte offsets into `image`, laid out as `layout`.
-nlohmann::json call_json(const Case& c, const ArenaLayout& layout, std::byte* image);
+// The append of `c` as python_worker.py's CALL: byte offsets into `image`, laid out as `layout`;
+// invalid_slots null unless `counter` (a function whose capabilities leave out the counter).
+nlohmann::json call_json(const Case& c, const ArenaLayout& layout, std::byte* image, bool counter = true);
 
 }  // namespace kvf

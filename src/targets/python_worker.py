@@ -15,7 +15,11 @@ CONFIG_JSON: {"sock": FD, "memfd": FD, "mode": "launch" | "call",
 
 Protocol on the SOCK_STREAM socket FD: every message is a u32 little-endian byte count and that many
 bytes of UTF-8 JSON.
-  worker -> kvfuzz, once, first:  {"ok": true, "versions": {...}}
+  worker -> kvfuzz, once, first:  {"ok": true, "versions": {...}}, in call mode with
+                                  "capabilities": DICT, "capabilities_from": WHERE when the function
+                                  declares them (FUNCTION.kvfuzz_capabilities, or a companion
+                                  FUNCTION_capabilities() in its module; gen/capabilities.h names the
+                                  keys, and kvfuzz checks the values)
                                   {"ok": false, "kind": "unavailable" | "bad_target", "message": TEXT}
   kvfuzz -> worker, per case:     {"op": "run", "map_bytes": M, "image_bytes": N, "call": CALL}
   worker -> kvfuzz, per case:     {"status": "ok"}
@@ -30,7 +34,8 @@ image (python_worker.cpp, call_json()):
   input_dtype, cache_dtype ("f16" "bf16" "f32" "fp8_e4m3" "fp8_e5m2" "int8"), slot_dtype ("i32" "i64"),
   layout ("nhd" | "hnd": the order of the 4-D cache view), num_slots, num_input_rows, num_heads,
   head_dim, key/value {offset, stride_token, stride_head}, slot_mapping, k_cache, v_cache,
-  cache {num_blocks, block_size, stride_block, stride_pos, stride_head}, invalid_slots, scale_kind,
+  cache {num_blocks, block_size, stride_block, stride_pos, stride_head}, invalid_slots (null when the
+  function's capabilities leave out "invalid_slot_counter": it then gets invalid_slots=None), scale_kind,
   num_scales, k_scale, v_scale, k_scale_cache, v_scale_cache (offsets or null),
   scale_cache {stride_block, stride_pos, stride_head}. Strides are in elements.
 """
@@ -184,7 +189,8 @@ def views(call):
     for name in ("k_scale_cache", "v_scale_cache"):
         if call[name] is not None:
             out.append((name, call[name], "f32", sc_shape, sc_strides))
-    out.append(("invalid_slots", call["invalid_slots"], "i64", (1,), (1,)))
+    if call["invalid_slots"] is not None:
+        out.append(("invalid_slots", call["invalid_slots"], "i64", (1,), (1,)))
     return out
 
 
@@ -298,7 +304,8 @@ class Caller:
             missing = [d for d in TORCH_DTYPE.values() if not hasattr(torch, d)]
             if missing:
                 raise Refusal("unavailable", f"torch {torch.__version__} lacks {', '.join(missing)}")
-        self.fn = load_function(cfg["module"], cfg["function"])
+        mod, self.fn = load_function(cfg["module"], cfg["function"])
+        self.capabilities, self.capabilities_from = declared_capabilities(mod, self.fn, cfg["module"], cfg["function"])
         versions["function"] = f"{cfg['module']}:{cfg['function']}"
         self.versions = versions
         self.device_buffer = None
@@ -309,7 +316,7 @@ class Caller:
         kw = {"layout": call["layout"], "scale_kind": call["scale_kind"] if quantised else None,
               "k_scale": tensors.get("k_scale"), "v_scale": tensors.get("v_scale"),
               "k_scale_cache": tensors.get("k_scale_cache"), "v_scale_cache": tensors.get("v_scale_cache"),
-              "invalid_slots": tensors["invalid_slots"]}
+              "invalid_slots": tensors.get("invalid_slots")}
         if self.convention == "numpy":  # numpy has no bf16 or fp8: the arrays hold their bits
             kw["input_dtype"] = call["input_dtype"]
             kw["cache_dtype"] = call["cache_dtype"]
@@ -384,7 +391,46 @@ def load_function(module, function):
     fn = getattr(mod, function)
     if not callable(fn):
         raise Refusal("bad_target", f"{module}.{function} is a {type(fn).__name__}, not a function")
-    return fn
+    return mod, fn
+
+
+def declared_capabilities(mod, fn, module, function):
+    """(dict, where) of what the function declares it supports, or (None, None): the attribute
+    FUNCTION.kvfuzz_capabilities, or the module's FUNCTION_capabilities() (one of the two). Sets and
+    tuples become lists; kvfuzz checks keys and values (gen/capabilities.h)."""
+    attr = getattr(fn, "kvfuzz_capabilities", None)
+    companion = getattr(mod, function + "_capabilities", None)
+    if attr is not None and companion is not None:
+        raise Refusal("bad_target", f"{module}: both {function}.kvfuzz_capabilities and {function}_capabilities() "
+                                    "declare capabilities; keep one")
+    if attr is not None:
+        where, caps = f"{module}:{function}.kvfuzz_capabilities", attr
+    elif companion is not None:
+        where = f"{module}:{function}_capabilities()"
+        if not callable(companion):
+            raise Refusal("bad_target", f"{where[:-2]} is a {type(companion).__name__}, expected a function returning a dict")
+        try:
+            caps = companion()
+        except Exception as e:
+            raise Refusal("bad_target", f"{where} raised {exception_text(e)}")
+    else:
+        return None, None
+    if not isinstance(caps, dict):
+        raise Refusal("bad_target", f"{where} is a {type(caps).__name__}, expected a dict such as "
+                                    "{'layouts': ['paged_nhd'], 'input_dtypes': ['f16'], 'head_dims': [64, 128]}")
+
+    def plain(v):
+        if isinstance(v, (bool, str)) or v is None:
+            return v
+        if isinstance(v, (set, frozenset)):
+            return sorted((plain(x) for x in v), key=repr)
+        if isinstance(v, (list, tuple)):
+            return [plain(x) for x in v]
+        if hasattr(v, "__index__"):
+            return int(v.__index__())  # numpy integers
+        return repr(v)  # kvfuzz names the key and the form it expected
+
+    return {str(k): plain(v) for k, v in caps.items()}, where
 
 
 def import_refusal(module, e):
@@ -426,7 +472,11 @@ def main():
     except Exception as e:
         send(sock, {"ok": False, "kind": "unavailable", "message": "the Python worker failed to start: " + exception_text(e)})
         return
-    send(sock, {"ok": True, "versions": runner.versions})
+    hello = {"ok": True, "versions": runner.versions}
+    if getattr(runner, "capabilities", None) is not None:
+        hello["capabilities"] = runner.capabilities
+        hello["capabilities_from"] = runner.capabilities_from
+    send(sock, hello)
     image = SharedImage(cfg["memfd"])
     while True:
         request = recv(sock)

@@ -37,11 +37,12 @@ enum class RunStatus : uint8_t {
   ok,            // the kernel ran to completion
   launch_error,  // the launch was refused (unsupported dtype combination, bad configuration)
   device_fault,  // the device context is dead (sticky CUDA error): the worker must be replaced
+  skip,          // the kernel does not support this case (a plugin's KVFZ_APPEND_SKIP): not a finding
 };
 
 struct RunResult {
   RunStatus status = RunStatus::ok;
-  std::string message;  // for launch_error: why
+  std::string message;  // for launch_error: why; for skip: the kernel's reason
 };
 
 // Construction options of targets.
@@ -116,5 +117,10 @@ std::unique_ptr<Target> open_target(const std::string& name, const TargetOptions
 // first byte); shared by every target that launches kernels/cuda.
 struct KvAppendParams;
 KvAppendParams append_params(const Case& c, std::byte* image, const ArenaLayout& layout);
+
+// Adds case `c`'s count of slots >= capacity to the invalid-slot counter in `image`, as the
+// contract's counter would: for a kernel that declares no counter (it gets none), so that only
+// "never written" is checked.
+void add_invalid_slot_count(const Case& c, std::byte* image, const ArenaLayout& layout);
 
 }  // namespace kvf

@@ -7,6 +7,7 @@ without it). Kernels that misbehave on purpose live in python_kernels/faulty.py.
     KVFUZZ_BIN=build/kvfuzz KVFUZZ_SOURCE_DIR=. KVFUZZ_PYTHON=build/venv-triton/bin/python \
         python3 -m unittest -v test_python_targets      (in tests/e2e)
 """
+import json
 import os
 import re
 import shutil
@@ -18,6 +19,7 @@ BIN = os.environ["KVFUZZ_BIN"]
 SRC = os.environ["KVFUZZ_SOURCE_DIR"]
 KERNELS = os.path.join(SRC, "tests", "e2e", "python_kernels")
 FAULTY = os.path.join(KERNELS, "faulty.py")
+DECLARED = os.path.join(KERNELS, "declared.py")
 COPY_PROFILE = os.path.join(KERNELS, "copy.json")
 NUMPY_EXAMPLE = os.path.join(SRC, "examples", "python", "kv_append_numpy.py")
 
@@ -136,6 +138,61 @@ class PythonTargets(unittest.TestCase):
         # The padding row lands at slot -1: block -1 of the cache, in the guard band before it or in
         # whatever precedes it, depending on the strides.
         self.assertRegex(r.stdout, r"FAIL case #\d+ -> (oob_write|padding_leak|stray_write|cross_request_write)")
+
+    # --- declared capabilities --------------------------------------------------------------------
+
+    def test_declared_capabilities_keep_every_case_inside_and_skips_are_counted(self):
+        """examples/python/paged_nhd_f16.py declares paged NHD and f16 only (kv_append.kvfuzz_capabilities)
+        and raises for anything else: a campaign on a profile of every layout and dtype stays clean."""
+        summary_file = os.path.join(self.tmp, "s.json")
+        r = self.campaign("python-numpy:" + os.path.join(SRC, "examples", "python", "paged_nhd_f16.py") + ":kv_append",
+                          "--config", COPY_PROFILE, "--cases", "80", "--json", summary_file)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertEqual(summary(r.stdout), (80, 0))
+        with open(summary_file) as f:
+            skipped = json.load(f)["skipped"]
+        for reason in ("layout paged_hnd", "layout contiguous_bshd", "layout packed_kv_nhd", "input dtype bf16",
+                       "input dtype f32"):
+            self.assertGreater(skipped["reasons"].get(reason, 0), 0, skipped)
+        self.assertEqual(skipped["replaced"], skipped["cases"])
+        self.assertRegex(r.stdout, rf"kvfuzz: skipped {skipped['cases']} cases outside the target's capabilities \(.*"
+                                   r"layout paged_hnd: \d+")
+
+    def test_a_companion_function_declares_a_head_dim_set_honoured_while_shrinking_and_replaying(self):
+        violations = os.path.join(self.tmp, "violations.txt")
+        found = os.path.join(self.tmp, "found")
+        target = f"python-numpy:{DECLARED}:head_dims_64_128"
+        env = {"KVFUZZ_TEST_VIOLATIONS": violations}
+        r = self.campaign(target, "--config", COPY_PROFILE, "--cases", "120", "--max-shrink-tries", "60", env=env)
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        self.assertIn("two or more heads are not implemented", r.stdout)
+        self.assertRegex(r.stdout, r"shrunk: [1-9]\d* steps")
+        self.assertFalse(os.path.exists(violations), open(violations).read() if os.path.exists(violations) else "")
+        with open(os.path.join(found, [f for f in os.listdir(found) if f.endswith(".json")][0])) as f:
+            case = json.load(f)
+        self.assertEqual((case["cache"]["layout"], case["shape"]["input_dtype"]), ("paged_nhd", "f16"))
+        self.assertIn(case["shape"]["head_dim"], (64, 128))
+        cases = os.path.join(self.tmp, "cases")
+        self.assertEqual(self.kvfuzz("generate", "--config", COPY_PROFILE, "--seed", "2", "--cases", "20", "-o", cases).returncode, 0)
+        r = self.kvfuzz("replay", cases, "--target", target, env=env)
+        self.assertIn(r.returncode, (0, 1), r.stdout + r.stderr)
+        self.assertRegex(r.stdout, r"kvfuzz: skipped \d+ case files outside the target's capabilities \(.*head_dim not in "
+                                   r"\{64, 128\}: \d+")
+        self.assertFalse(os.path.exists(violations), open(violations).read() if os.path.exists(violations) else "")
+
+    def test_bad_capability_declarations_are_bad_input_naming_the_key(self):
+        run = ("run", "--cases", "1", "--corpus-out", os.path.join(self.tmp, "x"))
+        self.assert_refused(self.kvfuzz(*run, "--target", f"python-numpy:{DECLARED}:bad_layout"), 2,
+                            'bad_layout.kvfuzz_capabilities: at /layouts/0: "nhd" is not one of a list of layout names '
+                            "(paged_nhd, paged_hnd, contiguous_bshd, contiguous_bhsd, packed_kv_nhd)")
+        self.assert_refused(self.kvfuzz(*run, "--target", f"python-numpy:{DECLARED}:bad_head_dims"), 2,
+                            'bad_head_dims.kvfuzz_capabilities: at /head_dims/1: "128" is not in a non-empty list of head dims')
+        self.assert_refused(self.kvfuzz(*run, "--target", f"python-numpy:{DECLARED}:not_a_dict"), 2,
+                            "not_a_dict_capabilities() is a list, expected a dict")
+        self.assert_refused(self.kvfuzz(*run, "--target", f"python-numpy:{DECLARED}:raises_in_capabilities"), 2,
+                            "raises_in_capabilities_capabilities() raised RuntimeError: no capabilities today")
+        self.assert_refused(self.kvfuzz(*run, "--target", f"python-numpy:{DECLARED}:declared_twice"), 2,
+                            "both declared_twice.kvfuzz_capabilities and declared_twice_capabilities() declare capabilities")
 
     # --- refusals ---------------------------------------------------------------------------------
 

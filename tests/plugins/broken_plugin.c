@@ -22,6 +22,12 @@
  *   SLOW_AND_WRONG        sleeps $KVFUZZ_TEST_APPEND_DELAY_S seconds per call and writes nothing
  *                         (missing_write on every case with a slot): long shrinks and reports, to
  *                         interrupt (test_faults.py)
+ *   HEAD_DIMS_64_128      declares the head-dim set {64, 128} (kvfz_capabilities.head_dims), appends a
+ *                         line to $KVFUZZ_TEST_VIOLATIONS for every call with another head dim, and
+ *                         refuses every case with 2 or more heads (so that campaigns shrink)
+ *   SKIPS_SMALL_HEAD_DIM  returns KVFZ_APPEND_SKIP ("head_dim below 8 is not implemented") for head
+ *                         dims below 8; with $KVFUZZ_TEST_WRONG set, writes nothing for the others
+ *                         (missing_write), so that shrinking meets skipped candidates
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,6 +63,12 @@ int kvfuzz_plugin_query(kvfz_capabilities* caps, int device, char* error, size_t
 #if defined(STRICT_HND_I32)
   caps->layouts = 1u << KVFZ_LAYOUT_PAGED_HND;
   caps->slot_types = 1u << KVFZ_I32;
+#endif
+#if defined(HEAD_DIMS_64_128)
+  if (KVFZ_HAS_FIELD(caps, kvfz_capabilities, head_dims)) {
+    caps->head_dims[0] = 64;
+    caps->head_dims[1] = 128;
+  }
 #endif
   return rc;
 #endif
@@ -122,6 +134,27 @@ int kvfuzz_plugin_append(const kvfz_append_args* args, char* error, size_t error
   kvfuzz_test_leaked[kvfuzz_test_leaks++ % (1u << 16)] = leak;
   pthread_t thread;
   if (pthread_create(&thread, NULL, sleep_forever, NULL) == 0) pthread_detach(thread);
+#endif
+#if defined(HEAD_DIMS_64_128)
+  if (args->head_dim != 64 && args->head_dim != 128) {
+    const char* path = getenv("KVFUZZ_TEST_VIOLATIONS");
+    FILE* f = path ? fopen(path, "a") : NULL;
+    if (f) {
+      fprintf(f, "head_dim %d\n", (int)args->head_dim);
+      fclose(f);
+    }
+  }
+  if (args->num_heads >= 2) {
+    snprintf(error, error_size, "two or more heads are not implemented");
+    return 1;
+  }
+#endif
+#if defined(SKIPS_SMALL_HEAD_DIM)
+  if (args->head_dim < 8) {
+    snprintf(error, error_size, "head_dim below 8 is not implemented");
+    return KVFZ_APPEND_SKIP;
+  }
+  if (getenv("KVFUZZ_TEST_WRONG")) return 0;
 #endif
 #if defined(STRICT_HND_I32)
   if (args->layout != KVFZ_LAYOUT_PAGED_HND || args->slot_type != KVFZ_I32) {

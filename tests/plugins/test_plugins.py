@@ -183,6 +183,100 @@ class CapabilitiesKeepCasesInside(unittest.TestCase):
                              ("paged_hnd", "i32", 2))
 
 
+    def test_a_head_dim_set_is_all_the_plugin_ever_sees_not_even_while_shrinking(self):
+        # broken-head-dims-64-128.so declares head_dims {64, 128}, logs any call with another head
+        # dim, and refuses every case with 2+ heads. The shrinker's simplest head dims (1, 2, ...)
+        # are outside the set: it must not run them; replay skips corpus files outside it.
+        with tempfile.TemporaryDirectory() as d:
+            violations = pathlib.Path(d) / "violations.txt"
+            found = pathlib.Path(d) / "found"
+            summary = pathlib.Path(d) / "s.json"
+            env = {**os.environ, "KVFUZZ_TEST_VIOLATIONS": str(violations)}
+            target = plugin("broken-head-dims-64-128.so")
+            p = kvfuzz("run", "--target", target, "--cases", 300, "--seed", 4, "--corpus-out", found, "--json", summary,
+                       env=env)
+            self.assertEqual(p.returncode, 1, p.stdout + p.stderr)
+            self.assertIn("two or more heads are not implemented", p.stdout)
+            self.assertRegex(p.stdout, r"shrunk: [1-9]\d* steps")
+            self.assertFalse(violations.exists(), violations.read_text() if violations.exists() else "")
+            case = json.loads(next(found.glob("*.json")).read_text())
+            self.assertIn(case["shape"]["head_dim"], (64, 128))
+            self.assertEqual(case["shape"]["num_heads"], 2)
+            corpus = pathlib.Path(__file__).resolve().parents[2] / "corpus"
+            r = kvfuzz("replay", corpus, "--target", target, "--json", summary, env=env)
+            self.assertIn(r.returncode, (0, 1), r.stdout + r.stderr)
+            self.assertGreater(json.loads(summary.read_text())["skipped"]["reasons"].get("head_dim not in {64, 128}", 0), 0)
+            self.assertFalse(violations.exists(), violations.read_text() if violations.exists() else "")
+
+
+class SkippedByThePlugin(unittest.TestCase):
+    """KVFZ_APPEND_SKIP: a case the kernel declines is counted by its reason, never a finding."""
+
+    REASON = "skipped by the kernel: head_dim below 8 is not implemented"
+
+    def test_skips_are_counted_by_reason_in_run_and_replay_and_exit_0(self):
+        target = plugin("broken-skips-small-head-dim.so")
+        with tempfile.TemporaryDirectory() as d:
+            summary = pathlib.Path(d) / "s.json"
+            p = kvfuzz("run", "--target", target, "--cases", 120, "--seed", 3, "--json", summary,
+                       "--corpus-out", pathlib.Path(d) / "found")
+            self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+            s = json.loads(summary.read_text())
+            skips = s["skipped"]["reasons"].get(self.REASON, 0)
+            self.assertGreater(skips, 0, s["skipped"])
+            self.assertEqual(sum(s["skipped"]["reasons"].values()), s["skipped"]["cases"])
+            self.assertEqual(s["passed"] + s["skipped"]["not_run"], 120)
+            self.assertEqual(s["failed"], 0)
+            self.assertEqual(last_line(p.stdout), f"kvfuzz: {s['passed']} passed, 0 failed")
+            self.assertIn(f"{self.REASON}: {skips}", SKIPPED_LINE.search(p.stdout).group(2))
+
+            cases = pathlib.Path(d) / "cases"
+            self.assertEqual(kvfuzz("generate", "--seed", 3, "--cases", 60, "-o", cases).returncode, 0)
+            def inside_naive(c):  # naive.c's capabilities: paged caches of the input's dtype
+                return c["cache"]["layout"] in ("paged_nhd", "paged_hnd") and c["shape"]["cache_dtype"] == c["shape"]["input_dtype"]
+            small = [f for f in sorted(cases.glob("*.json"))
+                     if json.loads(f.read_text())["shape"]["head_dim"] < 8 and inside_naive(json.loads(f.read_text()))]
+            self.assertGreater(len(small), 0)
+            r = kvfuzz("replay", cases, "--target", target, "--json", summary)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            s = json.loads(summary.read_text())
+            self.assertEqual(s["skipped"]["reasons"].get(self.REASON), len(small), s["skipped"])
+            self.assertEqual(s["failed"], 0)
+            self.assertIn(f"{self.REASON}: {len(small)}", r.stdout)
+
+            sh = kvfuzz("shrink", small[0], "--target", target, "-o", pathlib.Path(d) / "shrunk")
+            self.assertEqual(sh.returncode, 0, sh.stdout + sh.stderr)
+            self.assertIn(f"is not run on {target} ({self.REASON}); nothing to shrink", sh.stdout)
+            self.assertEqual(last_line(sh.stdout), "kvfuzz: 0 passed, 0 failed")
+            rep = kvfuzz("report", small[0], "--target", target, "-o", pathlib.Path(d) / "report")
+            self.assertEqual(rep.returncode, 0, rep.stdout + rep.stderr)
+            self.assertIn(f"is not run on {target} ({self.REASON}); no report written", rep.stdout)
+            self.assertFalse((pathlib.Path(d) / "report").exists())
+
+    def test_a_skipped_shrink_candidate_is_not_taken_and_is_counted(self):
+        # With KVFUZZ_TEST_WRONG the plugin writes nothing (missing_write) for head dims >= 8: the
+        # shrinker's head dims below 8 are skipped, so the minimal case keeps head_dim 8.
+        target = plugin("broken-skips-small-head-dim.so")
+        with tempfile.TemporaryDirectory() as d:
+            summary = pathlib.Path(d) / "s.json"
+            found = pathlib.Path(d) / "found"
+            p = kvfuzz("run", "--target", target, "--cases", 100, "--seed", 3, "--json", summary, "--corpus-out", found,
+                       env={**os.environ, "KVFUZZ_TEST_WRONG": "1"})
+            self.assertEqual(p.returncode, 1, p.stdout + p.stderr)
+            self.assertRegex(p.stdout, r"FAIL case #\d+ -> missing_write")
+            self.assertNotIn("launch_error", p.stdout)
+            f = json.loads(summary.read_text())["failures"][0]
+            self.assertEqual([x["kind"] for x in f["findings"]], ["missing_write"])
+            self.assertGreater(f["shrink_skipped"].get(self.REASON, 0), 0, f)
+            self.assertEqual(f["size"]["head_dim"], 8)  # the default profile's smallest head dim >= 8
+            self.assertIn(f"shrink candidates skipped by the kernel (not taken): {self.REASON}: ", p.stdout)
+            case = next(found.glob("*.json"))
+            sh = kvfuzz("shrink", case, "--target", target, "-o", pathlib.Path(d) / "again",
+                        env={**os.environ, "KVFUZZ_TEST_WRONG": "1"})
+            self.assertEqual(sh.returncode, 1, sh.stdout + sh.stderr)
+            self.assertIn("-> missing_write", sh.stdout)
+
+
 class RefusedPlugins(unittest.TestCase):
     def assert_refused(self, target, code, *needles):
         p = kvfuzz("run", "--target", target, "--cases", 5, "--seed", 1)

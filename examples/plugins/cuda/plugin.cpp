@@ -134,9 +134,13 @@ int kvfuzz_plugin_append(const kvfz_append_args* args, char* error, size_t error
   }
   const kvf::KvAppendParams p = params(*args);
 #if defined(KVFUZZ_PLUGIN_DEVICE)
+  // The launch status (include/kvfuzz_plugin.h): kv_append_cuda() returns cudaGetLastError() after
+  // its launch. A refused launch writes nothing, and returning 0 would leave kvfuzz only
+  // missing_write findings to report.
   const cudaError_t e = kvf::kv_append_cuda(p, static_cast<cudaStream_t>(args->stream));
   if (e != cudaSuccess) {
-    set_error(error, error_size, cudaGetErrorString(e));
+    if (error != nullptr && error_size > 0)
+      std::snprintf(error, error_size, "kernel launch failed: %s (%s)", cudaGetErrorName(e), cudaGetErrorString(e));
     return 1;
   }
   return 0;

@@ -39,6 +39,10 @@ int kvfuzz_plugin_query(kvfz_capabilities* caps, int device, char* error, size_t
   return 0;
 }
 
+/* Returns 0 when done; nonzero with a reason in error refuses the call (a launch_error finding);
+ * KVFZ_APPEND_SKIP would skip a case the capabilities cannot exclude. A device plugin returns its
+ * launch status the same way (include/kvfuzz_plugin.h, examples/plugins/cuda/plugin.cpp). The check
+ * below refuses rather than skips: kvfuzz never sends these cases, so one arriving is a bug to see. */
 int kvfuzz_plugin_append(const kvfz_append_args* a, char* error, size_t error_size) {
   if (a->memory != KVFZ_MEMORY_HOST || a->input_dtype != a->cache_dtype || a->scale_kind != KVFZ_SCALE_NONE) {
     snprintf(error, error_size, "naive: host pointers and same-dtype float caches only");

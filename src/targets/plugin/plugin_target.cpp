@@ -21,6 +21,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -112,6 +113,10 @@ std::string query(const Entry& e, int device, kvfz_capabilities& caps) {
     return "kvfuzz_plugin_query set memory to " + std::to_string(caps.memory) + "; expected KVFZ_MEMORY_HOST (0) or KVFZ_MEMORY_DEVICE (1)";
   if (caps.rounding < KVFZ_ROUNDING_EXACT || caps.rounding > KVFZ_ROUNDING_UNSPECIFIED)
     return "kvfuzz_plugin_query set rounding to " + std::to_string(caps.rounding) + "; expected a kvfz_rounding value (0..2)";
+  for (int i = 0; i < KVFZ_MAX_HEAD_DIMS; ++i)
+    if (caps.head_dims[i] < 0 || caps.head_dims[i] > 4096)
+      return "kvfuzz_plugin_query set head_dims[" + std::to_string(i) + "] to " + std::to_string(caps.head_dims[i]) +
+             "; expected head dims 1..4096, 0 for unused entries";
   return "";
 }
 
@@ -244,8 +249,13 @@ Capabilities to_capabilities(const kvfz_capabilities& k) {
   c.graph_padding_rows = (k.features & KVFZ_FEATURE_GRAPH_PADDING_ROWS) != 0;
   c.unaligned = (k.features & KVFZ_FEATURE_UNALIGNED) != 0;
   c.same_input_cache_dtype = k.same_input_cache_dtype != 0;
+  c.invalid_slot_counter = (k.features & KVFZ_FEATURE_INVALID_SLOT_COUNTER) != 0;
   c.min_head_dim = k.min_head_dim;
   c.max_head_dim = k.max_head_dim;
+  for (int32_t d : k.head_dims)
+    if (d > 0) c.head_dims.push_back(d);
+  std::sort(c.head_dims.begin(), c.head_dims.end());
+  c.head_dims.erase(std::unique(c.head_dims.begin(), c.head_dims.end()), c.head_dims.end());
   c.head_dim_multiple = k.head_dim_multiple;
   c.max_num_heads = k.max_num_heads;
   c.max_block_size = k.max_block_size;
@@ -286,6 +296,9 @@ std::string supports_text(const kvfz_capabilities& k) {
   limit("head_dim >=", k.min_head_dim);
   limit("head_dim <=", k.max_head_dim);
   if (k.head_dim_multiple > 1) limit("head_dim multiple of", k.head_dim_multiple);
+  std::string dims;
+  for (int32_t d : to_capabilities(k).head_dims) dims += (dims.empty() ? "" : ", ") + std::to_string(d);
+  if (!dims.empty()) s += "; head_dim in {" + dims + "}";
   limit("heads <=", k.max_num_heads);
   limit("block_size <=", k.max_block_size);
   if (k.block_size_pow2_only) s += "; block sizes powers of two";
@@ -386,7 +399,7 @@ class PluginTarget final : public Target {
     const bool counter = (caps_.features & KVFZ_FEATURE_INVALID_SLOT_COUNTER) != 0;
     RunResult r = caps_.memory == KVFZ_MEMORY_DEVICE ? run_device(c, image, layout, counter)
                                                      : run_host(c, image, layout, counter);
-    if (r.status == RunStatus::ok && !counter) add_invalid_slots(c, image, layout);
+    if (r.status == RunStatus::ok && !counter) add_invalid_slot_count(c, image, layout);
     return r;
   }
 
@@ -410,7 +423,7 @@ class PluginTarget final : public Target {
   RunResult run_host(const Case& c, std::byte* image, const ArenaLayout& layout, bool counter) {
     const kvfz_append_args args = append_args(c, image, layout, KVFZ_MEMORY_HOST, counter);
     char error[1024] = {0};
-    if (entry_.append(&args, error, sizeof error) != 0) return refused(error, sizeof error);
+    if (const int rc = entry_.append(&args, error, sizeof error); rc != 0) return refused(rc, error, sizeof error);
     return {};
   }
 
@@ -425,7 +438,7 @@ class PluginTarget final : public Target {
     const int rc = entry_.append(&args, error, sizeof error);
     // Whatever the plugin launched, on whichever stream: a fault surfaces here, and is sticky.
     if (cudaError_t e = cudaDeviceSynchronize(); e != cudaSuccess) return fault(e, "the plugin's kernel");
-    if (rc != 0) return refused(error, sizeof error);
+    if (rc != 0) return refused(rc, error, sizeof error);
     if (cudaError_t e = device_image_.download(image, bytes); e != cudaSuccess) return fault(e, "copying the arena back");
     return {};
 #else
@@ -434,10 +447,13 @@ class PluginTarget final : public Target {
 #endif
   }
 
-  // A nonzero return of kvfuzz_plugin_append: its reason, at most `size` bytes of `error`.
-  static RunResult refused(const char* error, size_t size) {
-    const std::string why(error, strnlen(error, size));
-    return {RunStatus::launch_error, "the plugin refused the call: " + (why.empty() ? std::string("(no reason given)") : why)};
+  // A nonzero return `rc` of kvfuzz_plugin_append: a skip (KVFZ_APPEND_SKIP) or a refusal, with its
+  // reason, at most `size` bytes of `error`.
+  static RunResult refused(int rc, const char* error, size_t size) {
+    std::string why(error, strnlen(error, size));
+    if (why.empty()) why = "(no reason given)";
+    if (rc == KVFZ_APPEND_SKIP) return {RunStatus::skip, why};
+    return {RunStatus::launch_error, "the plugin refused the call: " + why};
   }
 
 #if defined(KVFUZZ_HAVE_CUDA)
@@ -447,17 +463,6 @@ class PluginTarget final : public Target {
     return {RunStatus::launch_error, describe(e, what)};
   }
 #endif
-
-  // A plugin without the invalid-slot counter gets invalid_slots = NULL; the counter is then filled
-  // here as the contract's counter would be, so that only "never written" is checked.
-  static void add_invalid_slots(const Case& c, std::byte* image, const ArenaLayout& layout) {
-    unsigned long long count = 0;
-    for (int64_t s : c.slot_mapping) count += s >= c.capacity() ? 1 : 0;
-    unsigned long long value = 0;
-    std::memcpy(&value, image + layout.counter_begin, sizeof value);
-    value += count;
-    std::memcpy(image + layout.counter_begin, &value, sizeof value);
-  }
 
   std::string path_;  // absolute: dlopen must not search the library path for a bare file name
   int device_;

@@ -16,7 +16,7 @@ namespace {
 // A target whose behaviour each test chooses.
 class FakeTarget final : public Target {
  public:
-  enum class Mode { segfault, hang, refuse, write_guard, golden };
+  enum class Mode { segfault, hang, refuse, skip, write_guard, golden };
   explicit FakeTarget(Mode m) : mode_(m) {}
   const TargetInfo& info() const override { return info_; }
   RunResult run(const Case& c, std::byte* image, const ArenaLayout& layout) override {
@@ -24,6 +24,7 @@ class FakeTarget final : public Target {
       case Mode::segfault: std::raise(SIGSEGV); break;
       case Mode::hang: std::this_thread::sleep_for(std::chrono::seconds(60)); break;
       case Mode::refuse: return {RunStatus::launch_error, "no specialisation"};
+      case Mode::skip: return {RunStatus::skip, "head_dim 3 is not implemented"};
       case Mode::write_guard: image[0] = std::byte{0}; break;  // first byte of the image is guard
       case Mode::golden: {
         Arena a(layout);
@@ -71,6 +72,19 @@ TEST(Isolation, reportsARefusedLaunch) {
   const CaseOutcome o = check_case(t, small_case(), CheckOptions{});
   EXPECT_EQ(o.first_kind(), "launch_error");
   EXPECT_NE(o.verdict.findings.front().sentence.find("no specialisation"), std::string::npos);
+}
+
+TEST(Isolation, aSkippedCaseIsNeitherAPassNorAFindingInAWorkerOrInProcess) {
+  for (bool fork : {true, false}) {
+    FakeTarget t(FakeTarget::Mode::skip);
+    CheckOptions opts;
+    opts.isolation.fork = fork;
+    const CaseOutcome o = check_case(t, small_case(), opts);
+    EXPECT_FALSE(o.pass()) << "fork=" << fork;
+    EXPECT_TRUE(o.verdict.findings.empty()) << "fork=" << fork;
+    EXPECT_EQ(o.first_kind(), "") << "fork=" << fork;
+    EXPECT_EQ(o.skipped, "skipped by the kernel: head_dim 3 is not implemented") << "fork=" << fork;
+  }
 }
 
 TEST(Isolation, bringsTheChildsWritesBackForVerification) {

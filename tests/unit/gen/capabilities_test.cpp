@@ -189,6 +189,101 @@ void check_source(const Capabilities& caps, int64_t cases, int64_t min_outside) 
 TEST(Capabilities, caseSourceRunsOnlySupportedCasesForTheNaivePlugin) { check_source(naive(), 300, 100); }
 TEST(Capabilities, caseSourceRunsOnlySupportedCasesForANarrowKernel) { check_source(narrow(), 300, 250); }
 
+// A kernel specialised for a few head dims (FlashInfer-style {64, 128, 256, 512}).
+Capabilities head_dim_set() {
+  Capabilities k;
+  k.head_dims = {64, 128, 256, 512};
+  return k;
+}
+
+TEST(Capabilities, caseSourceRunsOnlySupportedCasesForAHeadDimSet) { check_source(head_dim_set(), 300, 150); }
+
+TEST(Capabilities, aHeadDimSetAdmitsOnlyItsMembers) {
+  Genotype g;
+  g.requests = {{2, 1}};
+  g.head_dim = 96;
+  EXPECT_EQ(outside_reason(materialize(g), head_dim_set()), "head_dim not in {64, 128, 256, 512}");
+  g.head_dim = 128;
+  EXPECT_EQ(outside_reason(materialize(g), head_dim_set()), "");
+  const Profile r = restrict_profile(default_profile(), head_dim_set());
+  EXPECT_EQ(r.head_dims.values, (std::vector<int32_t>{64, 128, 256}));  // the default profile has no 512
+  for (int64_t i = 0; i < 200; ++i) {
+    const int32_t d = generate_case(r, 5, i).head_dim;
+    EXPECT_TRUE(d == 64 || d == 128 || d == 256) << "case " << i << ": head_dim " << d;
+  }
+}
+
+TEST(Capabilities, aHeadDimSetTheProfileDoesNotDrawIsRefusedWithBothSides) {
+  Capabilities k;
+  k.head_dims = {512};
+  k.min_head_dim = 8;
+  try {
+    restrict_profile(default_profile(), k);
+    FAIL() << "expected InputError";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("no head_dim the target supports (profile: 1, 2, 3,"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("target: >= 8, one of {512})"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Capabilities, aPythonDeclarationParsesIntoTheSameCapabilities) {
+  const nlohmann::json j = {{"layouts", {"paged_nhd"}},
+                            {"input_dtypes", {"f16"}},
+                            {"cache_dtypes", {"f16", "fp8_e4m3"}},
+                            {"scale_kinds", {"none", "per_tensor"}},
+                            {"slot_dtypes", {"i64"}},
+                            {"features", {"strided_input", "invalid_slot_counter"}},
+                            {"head_dims", {256, 64, 128, 64}},
+                            {"max_head_dim", 256},
+                            {"head_dim_multiple", 16},
+                            {"max_num_heads", 32},
+                            {"max_block_size", 64},
+                            {"block_size_pow2_only", true},
+                            {"same_input_cache_dtype", true}};
+  const Capabilities c = capabilities_from_json(j, "k.py:fn_capabilities()");
+  EXPECT_EQ(c.layouts, bits(Layout::paged_nhd));
+  EXPECT_EQ(c.input_dtypes, bits(DType::f16));
+  EXPECT_EQ(c.cache_dtypes, bits(DType::f16, DType::fp8_e4m3));
+  EXPECT_EQ(c.scale_kinds, bits(ScaleKind::none, ScaleKind::per_tensor));
+  EXPECT_EQ(c.slot_dtypes, bits(IndexType::i64));
+  EXPECT_TRUE(c.strided_input && c.invalid_slot_counter);
+  EXPECT_FALSE(c.fused_qkv || c.padded_cache || c.graph_padding_rows || c.unaligned);
+  EXPECT_EQ(c.head_dims, (std::vector<int32_t>{64, 128, 256}));
+  EXPECT_EQ(c.max_head_dim, 256);
+  EXPECT_EQ(c.head_dim_multiple, 16);
+  EXPECT_EQ(c.max_num_heads, 32);
+  EXPECT_EQ(c.max_block_size, 64);
+  EXPECT_TRUE(c.block_size_pow2_only && c.same_input_cache_dtype);
+  // Missing keys restrict nothing.
+  const Capabilities any = capabilities_from_json(nlohmann::json::object(), "x");
+  EXPECT_TRUE(any.head_dims.empty() && any.fused_qkv && any.invalid_slot_counter && any.layouts == ~0u);
+  for (int64_t i = 0; i < 50; ++i) EXPECT_EQ(outside_reason(materialize(generate_case(default_profile(), 2, i)), any), "");
+}
+
+TEST(Capabilities, aBadPythonDeclarationNamesTheKeyAndTheExpectedForm) {
+  const auto error = [](const nlohmann::json& j) {
+    try {
+      capabilities_from_json(j, "k.py:fn.kvfuzz_capabilities");
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(error({{"layouts", {"paged_nhd", "nhd"}}}),
+            "k.py:fn.kvfuzz_capabilities: at /layouts/1: \"nhd\" is not one of a list of layout names (paged_nhd, "
+            "paged_hnd, contiguous_bshd, contiguous_bhsd, packed_kv_nhd)");
+  EXPECT_NE(error({{"layouts", "paged_nhd"}}).find("at /layouts: expected a list of layout names"), std::string::npos);
+  EXPECT_NE(error({{"input_dtypes", {"int8"}}}).find("at /input_dtypes/0: \"int8\" is not one of a list of input dtype names (f16, bf16, f32)"),
+            std::string::npos);
+  EXPECT_NE(error({{"head_dims", {64, -1}}}).find("at /head_dims/1: -1 is not in a non-empty list of head dims"), std::string::npos);
+  EXPECT_NE(error({{"head_dims", nlohmann::json::array()}}).find("at /head_dims: expected a non-empty list"), std::string::npos);
+  EXPECT_NE(error({{"max_head_dim", 2.5}}).find("at /max_head_dim: 2.5 is not an integer >= 0"), std::string::npos);
+  EXPECT_NE(error({{"block_size_pow2_only", 1}}).find("at /block_size_pow2_only: 1 is not true or false"), std::string::npos);
+  EXPECT_NE(error({{"features", {"fused"}}}).find("at /features/0: \"fused\" is not one of the features fused_qkv,"), std::string::npos);
+  EXPECT_NE(error({{"head_dim", {64}}}).find("at /head_dim: unknown key \"head_dim\"; the keys are layouts,"), std::string::npos);
+  EXPECT_NE(error(nlohmann::json::array()).find("expected a dict of capabilities"), std::string::npos);
+}
+
 TEST(Capabilities, caseSourceWithoutCapabilitiesIsTheProfile) {
   const Profile p = default_profile();
   const CaseSource source(p, std::nullopt);
