@@ -14,9 +14,7 @@
 
 namespace kvf {
 
-struct CampaignOptions {
-  std::string target = "cuda-emu";         // target name (targets/target.h)
-  TargetOptions target_options;            // device index for GPU targets
+struct CampaignOptions : RunOptions {
   std::filesystem::path config;            // profile file; empty = built-in default profile
   int64_t cases = 1000;                    // stop after this many cases (0 = no case limit)
   double seconds = 0;                      // stop after this much time (0 = no time limit)
@@ -29,24 +27,19 @@ struct CampaignOptions {
   bool keep_going = false;                 // continue after the first confirmed failure
   int jobs = 1;                            // campaign threads, each with its own worker process
   int64_t max_shrink_tries = 2000;         // shrink candidates evaluated per failure at most
-  CheckOptions check;                      // isolation of each launch
   std::string command_line;                // recorded in saved cases' provenance
 };
 
 // Runs a campaign. Throws InputError for a bad profile or target, InfraError for I/O failures.
 CampaignResult run_campaign(const CampaignOptions& options, Progress& progress);
 
-struct ReplayOptions {
+struct ReplayOptions : RunOptions {
   std::vector<std::filesystem::path> paths;  // case files and directories (searched for *.json)
   // false (default): a case passes when the kernel gives no finding, so a saved finding fails while
   // its bug is there and passes once it is fixed (a findings folder is a regression suite).
   // true (--expect-saved): a case passes when its outcome matches its file's `expect` (corpora that
   // pin known failures; the self-test's check that a saved case still fails as recorded).
   bool expect_saved = false;
-  std::string target = "cuda-emu";
-  TargetOptions target_options;
-  CheckOptions check;
-  Limits limits;
 };
 
 // Reads every case first (any bad file: InputError, nothing runs), then replays each once: it
@@ -56,15 +49,11 @@ ReplayResult replay_cases(const ReplayOptions& options, Progress& progress);
 // The case files `replay` would read from these files and folders, in its order.
 std::vector<std::filesystem::path> find_case_files(const std::vector<std::filesystem::path>& paths);
 
-struct ShrinkOptions {
+struct ShrinkOptions : RunOptions {
   std::filesystem::path file;              // a failing case with a genotype
-  std::string target = "cuda-emu";
-  TargetOptions target_options;
   std::filesystem::path config;            // profile whose value lists guide shrinking
   std::filesystem::path out_dir;           // where the minimal case goes; empty = beside `file`
   int64_t max_shrink_tries = 2000;
-  CheckOptions check;
-  Limits limits;
   std::string command_line;
 };
 

@@ -9,6 +9,7 @@
 #include "arena/diff.h"
 #include "campaign/isolation.h"
 #include "case/case.h"
+#include "case/validate.h"
 #include "report/outcome.h"
 #include "targets/target.h"
 
@@ -17,6 +18,15 @@ namespace kvf {
 struct CheckOptions {
   IsolationOptions isolation;  // how each launch is isolated
   TolerancePolicy tolerance;   // how values of expected writes are judged (default exact)
+};
+
+// What every command that runs cases shares (run, replay, shrink, report, merge, compare): the
+// option structs derive from it, and the command line fills it once (cli/main.cpp).
+struct RunOptions {
+  std::string target = "cuda-emu";  // target name (targets/target.h); compare: side A
+  TargetOptions target_options;     // device index of GPU targets, Python interpreter
+  CheckOptions check;               // isolation and value policy of each launch
+  Limits limits;                    // limits applied when reading case files
 };
 
 // One run of a case with its three arenas kept (same layout): what check_case() judges and what a

@@ -22,15 +22,12 @@
 
 namespace kvf {
 
-struct CompareOptions {
-  std::string target = "cuda-emu";        // side A (--target)
+struct CompareOptions : RunOptions {      // target: side A; check.tolerance is not used (images must be identical)
   std::string against;                    // side B (--against)
-  TargetOptions target_options;           // device index for GPU targets
   std::filesystem::path config;           // profile; empty = built-in default
   int64_t cases = 1000;                   // cases 0..cases-1 of the seed
   uint64_t seed = 0;                      // case i is generated from (seed, i), as by `kvfuzz run`
   int jobs = 1;                           // threads, each with a worker per target
-  CheckOptions check;                     // isolation and windowed threshold of both sides
   std::filesystem::path out_dir = "kvfuzz-compare";  // where the first differing case is saved
   std::string command_line;               // recorded in the saved case's provenance
 };

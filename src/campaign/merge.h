@@ -18,13 +18,9 @@
 
 namespace kvf {
 
-struct MergeOptions {
+struct MergeOptions : RunOptions {            // target: where each case runs to find its signature
   std::filesystem::path out;                  // the folder merged into (created if missing)
   std::vector<std::filesystem::path> inputs;  // case files and folders
-  std::string target = "cuda-emu";            // where each case runs to find its signature
-  TargetOptions target_options;
-  CheckOptions check;
-  Limits limits;
   bool prune = false;                         // delete OUT's superseded cases afterwards
 };
 

@@ -18,12 +18,8 @@
 
 namespace kvf {
 
-struct ReportOptions {
-  std::string target = "cuda-emu";  // target to run the case on
-  TargetOptions target_options;     // device index for GPU targets
-  std::string program = "kvfuzz";   // binary name used in reproduction commands
-  CheckOptions check;               // isolation of the launch (its tolerance is not used)
-  Limits limits;                    // limits applied when reading the case file
+struct ReportOptions : RunOptions {  // check.tolerance is not used: reports judge values exactly
+  std::string program = "kvfuzz";    // binary name used in reproduction commands
 };
 
 // Runs case `c` (read from `file`) once on `target` and builds its report.

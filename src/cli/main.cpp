@@ -303,6 +303,9 @@ struct CommonOptions {
     c.tolerance = *kvf::parse_tolerance(tolerance.empty() ? info.default_tolerance : tolerance);  // validated by the option's check
     return c;
   }
+  // The part every case-running command shares, filled once here.
+  kvf::RunOptions run() const { return kvf::RunOptions{target, target_options(), check(), limits()}; }
+
   kvf::Limits limits() const {
     kvf::Limits l;
     l.max_buffer_bytes = max_case_mib * (int64_t{1} << 20);
@@ -369,9 +372,7 @@ int cmd_targets() {
 
 int cmd_run(kvf::CampaignOptions o, const CommonOptions& common, bool seed_given, const std::string& json_file,
             const CiOutputs& ci, const std::string& program) {
-  o.target = common.target;
-  o.target_options = common.target_options();
-  o.check = common.check();
+  static_cast<kvf::RunOptions&>(o) = common.run();
   if (!seed_given) o.seed = (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
   kvf::open_target(o.target, o.target_options);  // unknown: exit 2; unavailable here: exit 3; before anything runs
   std::ostream& out = *g_out.human;
@@ -386,10 +387,8 @@ int cmd_run(kvf::CampaignOptions o, const CommonOptions& common, bool seed_given
   const kvf::CampaignResult r = kvf::run_campaign(o, progress);
   for (const kvf::FailureRecord& f : r.failures) out << kvf::render_failure(f);
   kvf::ReportOptions report_opts;
-  report_opts.target = o.target;
-  report_opts.target_options = o.target_options;
+  static_cast<kvf::RunOptions&>(report_opts) = o;
   report_opts.program = program;
-  report_opts.check = o.check;
   for (const kvf::FailureReport& fr : kvf::write_failure_reports(r, report_opts)) {
     if (fr.error.empty()) {
       out << "kvfuzz: report of " << fr.case_file.string() << ": " << (fr.dir / "report.html").string() << "\n";
@@ -412,10 +411,7 @@ int cmd_run(kvf::CampaignOptions o, const CommonOptions& common, bool seed_given
 
 int cmd_replay(kvf::ReplayOptions o, const CommonOptions& common, const std::string& json_file,
                const std::string& command_line, const CiOutputs& ci) {
-  o.target = common.target;
-  o.target_options = common.target_options();
-  o.check = common.check();
-  o.limits = common.limits();
+  static_cast<kvf::RunOptions&>(o) = common.run();
   std::ostream& out = *g_out.human;
   kvf::install_stop_handlers();
   kvf::TerminalProgress progress;
@@ -437,10 +433,7 @@ int cmd_replay(kvf::ReplayOptions o, const CommonOptions& common, const std::str
 }
 
 int cmd_shrink(kvf::ShrinkOptions o, const CommonOptions& common) {
-  o.target = common.target;
-  o.target_options = common.target_options();
-  o.check = common.check();
-  o.limits = common.limits();
+  static_cast<kvf::RunOptions&>(o) = common.run();
   kvf::install_stop_handlers();
   kvf::TerminalProgress progress;
   const kvf::ShrinkResult r = kvf::shrink_case(o, progress);
@@ -463,11 +456,8 @@ int cmd_shrink(kvf::ShrinkOptions o, const CommonOptions& common) {
 // `kvfuzz report CASE`: re-runs the case and writes report.json, report.md and report.html.
 int cmd_report(const std::string& file, std::string out_dir, const CommonOptions& common, const std::string& program) {
   kvf::ReportOptions o;
-  o.target = common.target;
-  o.target_options = common.target_options();
+  static_cast<kvf::RunOptions&>(o) = common.run();
   o.program = program;
-  o.check = common.check();
-  o.limits = common.limits();
   kvf::install_stop_handlers();
   const kvf::CaseReport r = kvf::report_case_file(file, o);
   if (!r.skipped.empty()) {  // the kernel declined the case (KVFZ_APPEND_SKIP): nothing to report
@@ -485,10 +475,7 @@ int cmd_report(const std::string& file, std::string out_dir, const CommonOptions
 
 // `kvfuzz merge OUT IN...`: one case per signature in OUT (campaign/merge.h).
 int cmd_merge(kvf::MergeOptions o, const CommonOptions& common) {
-  o.target = common.target;
-  o.target_options = common.target_options();
-  o.check = common.check();
-  o.limits = common.limits();
+  static_cast<kvf::RunOptions&>(o) = common.run();
   kvf::install_stop_handlers();
   const kvf::MergeResult r = kvf::merge_cases(o);
   std::cout << "kvfuzz: merge into " << o.out.string() << ": " << r.read << " case files read, " << r.failing
@@ -502,9 +489,7 @@ int cmd_merge(kvf::MergeOptions o, const CommonOptions& common) {
 
 // `kvfuzz compare`: the same cases on two targets; their post-run images must be byte-identical.
 int cmd_compare(kvf::CompareOptions o, const CommonOptions& common, bool seed_given) {
-  o.target = common.target;
-  o.target_options = common.target_options();
-  o.check.isolation = common.check().isolation;
+  static_cast<kvf::RunOptions&>(o) = common.run();
   if (!seed_given) o.seed = (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
   std::cerr << "kvfuzz: compare " << o.target << " against " << o.against << ", profile "
             << (o.config.empty() ? "default" : o.config.string()) << ", seed " << o.seed << ", " << o.cases << " cases"
