@@ -184,9 +184,11 @@ Capabilities capabilities_from_json(const nlohmann::json& j, const std::string& 
   std::string known;
   for (const char* k : keys) known += (known.empty() ? "" : ", ") + std::string(k);
   if (!j.is_object()) throw InputError(where, "", "expected a dict of capabilities with the keys " + known);
-  for (const auto& [key, value] : j.items())
+  for (const auto& item : j.items()) {
+    const std::string key = item.key();  // a plain local: clang 14 cannot capture structured bindings
     if (std::find_if(std::begin(keys), std::end(keys), [&](const char* k) { return key == k; }) == std::end(keys))
       throw InputError(where, "/" + key, "unknown key \"" + key + "\"; the keys are " + known);
+  }
   Capabilities c;
   c.layouts = name_bits<Layout>(j, "layouts", layout_from_string, kLayouts, "layout", where);
   c.input_dtypes = name_bits<DType>(j, "input_dtypes", dtype_from_string, {DType::f16, DType::bf16, DType::f32}, "input dtype", where);
