@@ -320,22 +320,14 @@ void Isolator::stop() {
   if (!worker_) return;
   Worker& w = *worker_;
   shutdown(w.sock, SHUT_RDWR);  // a healthy worker exits on EOF
-  int wstatus = 0;
-  bool reaped = false;
-  for (int i = 0; i < 200 && !reaped; ++i) {  // up to ~1 s, then force
-    const pid_t r = waitpid(w.pid, &wstatus, WNOHANG);
-    reaped = r == w.pid || (r < 0 && errno != EINTR);
-    if (!reaped) usleep(5000);
+  bool exited = false;
+  for (int i = 0; i < 200 && !exited; ++i) {  // up to ~1 s, then force
+    siginfo_t info{};
+    const int rc = waitid(P_PID, static_cast<id_t>(w.pid), &info, WEXITED | WNOHANG | WNOWAIT);  // left for discard() to reap
+    exited = (rc == 0 && info.si_pid == w.pid) || (rc < 0 && errno != EINTR);
+    if (!exited) usleep(5000);
   }
-  if (!reaped) {
-    kill(w.pid, SIGKILL);
-    while (waitpid(w.pid, &wstatus, 0) < 0 && errno == EINTR) {
-    }
-  }
-  close(w.sock);
-  munmap(w.shared, static_cast<size_t>(w.capacity));
-  close(w.memfd);
-  worker_.reset();
+  discard(!exited);  // reaps it (killed first if it did not exit) and releases its resources
 }
 
 void Isolator::ensure_worker(int64_t bytes) {
