@@ -43,23 +43,11 @@ std::string read_all_text(const std::filesystem::path& file) {
 
 const char* bucket(int64_t n) { return n == 0 ? "0" : n == 1 ? "1" : "many"; }
 
-std::string fnv_hex(const std::string& text) {
-  uint64_t h = 14695981039346656037ull;
-  for (const char ch : text) {
-    h ^= static_cast<unsigned char>(ch);
-    h *= 1099511628211ull;
-  }
-  static const char kHex[] = "0123456789abcdef";
-  std::string out(16, '0');
-  for (int i = 15; i >= 0; --i, h >>= 4) out[static_cast<size_t>(i)] = kHex[h & 15];
-  return out;
-}
-
 }  // namespace
 
 std::string Signature::text() const { return "v" + std::to_string(kVersion) + " " + identity + " " + features; }
 
-std::string Signature::id() const { return fnv_hex(text()); }
+std::string Signature::id() const { return fnv1a_hex(text()); }
 
 std::string identity_of(const Verdict& v) {
   if (v.pass()) return "";

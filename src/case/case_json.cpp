@@ -787,9 +787,12 @@ std::string case_hash(const Case& c) {
   json j = case_to_json(c);
   j.erase("provenance");
   j.erase("expect");
-  const std::string canonical = j.dump(-1, ' ', false, json::error_handler_t::replace);
+  return fnv1a_hex(j.dump(-1, ' ', false, json::error_handler_t::replace));
+}
+
+std::string fnv1a_hex(std::string_view text) {
   uint64_t h = 14695981039346656037ull;  // FNV-1a 64 offset basis
-  for (const char ch : canonical) {
+  for (const char ch : text) {
     h ^= static_cast<unsigned char>(ch);
     h *= 1099511628211ull;  // FNV-1a 64 prime
   }

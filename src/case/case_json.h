@@ -58,6 +58,9 @@ std::string json_file_schema(const std::filesystem::path& file);
 // The genotype, when present, is part of the hash.
 std::string case_hash(const Case& c);
 
+// 16 lowercase hex digits of the 64-bit FNV-1a hash of `text` (case_hash, finding signatures).
+std::string fnv1a_hex(std::string_view text);
+
 // Writes `text` to `file` atomically (temporary file "<file>.tmp.<pid>.<n>" in the same directory,
 // fsync, rename), replacing `file` if it exists. Readers see the old file or the new one, never a
 // partial one; a process killed mid-write can leave the temporary file behind (never named *.json).
