@@ -181,15 +181,17 @@ FailureRecord handle_failure(Isolator& isolator, const CampaignOptions& o, const
   Verdict verdict = outcome.verdict;
   rec.flaky = !confirm(isolator, c, identity, o.confirm_runs, o.check.tolerance);
   const Signature first = signature_of(c, outcome.verdict);
-  const auto known = [&](const Signature& s) -> bool {  // in the index: a duplicate of its case
+  // The index holds a case of `s` (no larger than `size`, when given): a duplicate of that case.
+  const auto known = [&](const Signature& s, const CaseSize* size) -> bool {
     const std::optional<FindingsIndex::Entry> e = dedup.index.find(s.id());
-    if (!e) return false;
+    if (!e || (size != nullptr && *size < e->size)) return false;
     dedup.index.count(s.id());
     rec.duplicate = true;
     rec.file = dedup.index.folder() / e->file;
+    rec.replay_command = replay_command(rec.file, o.target);
     return true;
   };
-  if (!rec.flaky && (dedup.seen_before(first) || known(first))) {
+  if (!rec.flaky && (dedup.seen_before(first) || known(first, nullptr))) {
     rec.duplicate = true;
     rec.signature = first.text();
     rec.signature_id = first.id();
@@ -220,22 +222,14 @@ FailureRecord handle_failure(Isolator& isolator, const CampaignOptions& o, const
   rec.verdict = verdict;
   describe_size(minimal, rec);
   dedup.remember(sig);
-  if (!rec.flaky) {
-    const std::optional<FindingsIndex::Entry> e = dedup.index.find(sig.id());
-    if (e && !(size_of(minimal) < e->size)) {  // the folder has it already, as small or smaller
-      dedup.index.count(sig.id());
-      rec.duplicate = true;
-      rec.file = dedup.index.folder() / e->file;
-      rec.replay_command = replay_command(rec.file, o.target);
-      return rec;
-    }
-  }
+  const CaseSize size = size_of(minimal);
+  if (!rec.flaky && known(sig, &size)) return rec;  // the folder has it already, as small or smaller
   minimal.expect = Expectation{Expect::fail, verdict.pass() ? "" : std::string(to_string(verdict.findings.front().kind))};
   minimal.provenance = Provenance{std::to_string(o.seed), index, KVFUZZ_VERSION, o.command_line, o.target};
   try {
     rec.file = save_case(minimal, rec.flaky ? o.corpus_out / "flaky" : o.corpus_out);
     rec.replay_command = replay_command(rec.file, o.target);
-    if (!rec.flaky) dedup.index.offer(sig, std::filesystem::relative(rec.file, o.corpus_out).string(), size_of(minimal));
+    if (!rec.flaky) dedup.index.offer(sig, std::filesystem::relative(rec.file, o.corpus_out).string(), size);
   } catch (const InfraError& e) {
     // Disk full, say: the finding is still reported (exit 3), and the case that could not be
     // written goes to stderr whole, so nothing is lost.
