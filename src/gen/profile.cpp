@@ -7,6 +7,7 @@
 
 #include <fstream>
 #include <limits>
+#include <map>
 #include <optional>
 #include <set>
 #include <string_view>
@@ -47,13 +48,18 @@ std::string pointer_token(std::string_view key) {
   return out;
 }
 
-// Reads one profile object; `file` names the file in every error.
+// Reads one profile object; `file` names the file in every error, or, for a key a partial profile
+// took from the profile it extends, `origin` names that profile's file.
 class ProfileReader {
  public:
-  explicit ProfileReader(std::string file) : file_(std::move(file)) {}
+  explicit ProfileReader(std::string file, std::map<std::string, std::string> origin = {})
+      : file_(std::move(file)), origin_(std::move(origin)) {}
 
   [[noreturn]] void fail(const std::string& path, const std::string& message) const {
-    throw InputError(file_, path, message);
+    const std::string key = path.size() > 1 ? path.substr(1, path.find('/', 1) - 1) : std::string();
+    const auto it = origin_.find(key);
+    if (it == origin_.end()) throw InputError(file_, path, message);
+    throw InputError(it->second, path, message + " (taken by " + file_ + " from the profile it extends)");
   }
 
   // A JSON integer in [lo, hi]; booleans and fractions are refused.
@@ -129,6 +135,7 @@ class ProfileReader {
 
  private:
   std::string file_;
+  std::map<std::string, std::string> origin_;  // top-level key -> file it came from, when not file_
 };
 
 // Every key of a profile file, in the order default.json lists them.
@@ -163,10 +170,9 @@ T smallest_drawn(const Weighted<T>& w) {
   return m;
 }
 
-Profile profile_from_json(const json& j, const std::string& file) {
-  ProfileReader r(file);
+// Schema and version first: a newer kvfuzz's profile may have keys this one does not know.
+void check_schema(const json& j, const ProfileReader& r) {
   if (!j.is_object()) r.fail("", "expected a JSON object (schema \"kvfuzz-config\")");
-  // Schema and version first: a newer kvfuzz's profile may have keys this one does not know.
   if (!j.contains("schema")) r.fail("/schema", "missing key \"schema\"; expected \"kvfuzz-config\"");
   if (r.string(j.at("schema"), "/schema") != kSchema) r.fail("/schema", "expected \"kvfuzz-config\"");
   if (!j.contains("version")) r.fail("/version", "missing key \"version\"; expected the integer 1");
@@ -175,6 +181,10 @@ Profile profile_from_json(const json& j, const std::string& file) {
     r.fail("/version", "version " + jv.dump() + " was written by a newer kvfuzz; this one reads version 1");
   const int64_t version = r.integer(jv, "/version", 0, std::numeric_limits<int32_t>::max());
   if (version != kVersion) r.fail("/version", "expected 1");
+}
+
+Profile profile_from_json(const json& j, const ProfileReader& r) {
+  check_schema(j, r);
   for (const auto& [key, _] : j.items())
     if (!profile_keys().count(key) && !optional_profile_keys().count(key))
       r.fail("/" + pointer_token(key), "unknown key; see configs/default.json for the accepted keys");
@@ -282,23 +292,7 @@ Profile profile_from_json(const json& j, const std::string& file) {
   return p;
 }
 
-}  // namespace
-
-Profile profile_from_text(std::string_view text, const std::string& file) {
-  if (text.find_first_not_of(" \t\r\n") == std::string_view::npos)
-    throw InputError(file, "", "the file is empty; expected a JSON object (a kvfuzz-config profile, see configs/)");
-  try {
-    return profile_from_json(parse_json_strict(text, file), file);
-  } catch (const InputError&) {
-    throw;
-  } catch (const std::bad_alloc&) {
-    throw InputError(file, "", "out of memory while reading the profile");
-  } catch (const std::exception& e) {  // not expected; keeps the "only InputError" promise
-    throw InputError(file, "", std::string("cannot read the profile: ") + e.what());
-  }
-}
-
-Profile load_profile(const std::filesystem::path& file) {
+std::string read_profile_text(const std::filesystem::path& file) {
   const std::string name = file.string();
   std::error_code ec;
   if (std::filesystem::is_directory(file, ec))
@@ -313,7 +307,135 @@ Profile load_profile(const std::filesystem::path& file) {
   text.resize(static_cast<size_t>(in.gcount()));
   if (text.size() > static_cast<size_t>(kMaxProfileBytes))
     throw InputError(name, "", "the file is larger than the 1 MiB limit on profiles; expected a kvfuzz-config JSON file");
-  return profile_from_text(text, name);
+  return text;
+}
+
+json parse_profile_text(std::string_view text, const std::string& file) {
+  if (text.find_first_not_of(" \t\r\n") == std::string_view::npos)
+    throw InputError(file, "", "the file is empty; expected a JSON object (a kvfuzz-config profile, see configs/)");
+  return parse_json_strict(text, file);
+}
+
+constexpr int kMaxExtendsDepth = 16;
+
+// A partial profile ("extends": "default" or a path relative to its own file) laid over its base:
+// the keys it gives replace the base's, the rest come from the base (followed down the chain).
+// `chain` holds the files being read, to refuse a cycle; `origin` gets the file of every key that
+// is not `file`'s own.
+json resolve_extends(const json& j, const std::string& file, std::vector<std::string>& chain,
+                     std::map<std::string, std::string>& origin) {
+  const ProfileReader r(file);
+  check_schema(j, r);
+  if (!j.contains("extends")) return j;
+  const json& e = j.at("extends");
+  if (!e.is_string() || e.get<std::string>().empty())
+    r.fail("/extends", "expected \"default\" (the built-in profile) or the path of a profile file, relative to this one");
+  const std::string base_name = e.get<std::string>();
+  json base;
+  std::map<std::string, std::string> base_origin;
+  std::string base_file;
+  if (base_name == "default") {
+    base = profile_to_json(default_profile());
+    base_file = "the built-in default profile";
+  } else {
+    const std::filesystem::path p = std::filesystem::path(file).parent_path() / base_name;
+    base_file = p.lexically_normal().string();
+    std::error_code ec;
+    const std::filesystem::path canonical = std::filesystem::weakly_canonical(p, ec);
+    const std::string key = ec ? base_file : canonical.string();
+    for (const std::string& f : chain)
+      if (f == key) r.fail("/extends", "\"" + base_name + "\" makes a cycle: " + base_file + " is already being read");
+    if (chain.size() >= kMaxExtendsDepth) r.fail("/extends", "more than 16 profiles extend one another");
+    chain.push_back(key);
+    base = resolve_extends(parse_profile_text(read_profile_text(p), base_file), base_file, chain, base_origin);
+    chain.pop_back();
+  }
+  for (const auto& [key, _] : base.items()) {
+    if (j.contains(key)) continue;
+    const auto it = base_origin.find(key);
+    origin[key] = it != base_origin.end() ? it->second : base_file;
+  }
+  json merged = base;
+  merged.erase("name");  // a partial profile without a name is named after its file
+  for (const auto& [key, value] : j.items())
+    if (key != "extends") merged[key] = value;
+  if (!merged.contains("name")) merged["name"] = std::filesystem::path(file).stem().string();
+  origin.erase("name");
+  return merged;
+}
+
+Profile profile_from_document(const json& j, const std::string& file) {
+  std::vector<std::string> chain{file};
+  std::error_code ec;
+  if (const auto c = std::filesystem::weakly_canonical(file, ec); !ec) chain.front() = c.string();
+  std::map<std::string, std::string> origin;
+  const json merged = resolve_extends(j, file, chain, origin);
+  return profile_from_json(merged, ProfileReader(file, std::move(origin)));
+}
+
+}  // namespace
+
+json profile_to_json(const Profile& p) {
+  const auto weighted = [](const auto& w) {
+    json values = json::array();
+    for (const auto& v : w.values) {
+      if constexpr (std::is_integral_v<std::decay_t<decltype(v)>>) {
+        values.push_back(v);
+      } else {
+        values.push_back(std::string(to_string(v)));
+      }
+    }
+    return json{{"values", values}, {"weights", w.weights}};
+  };
+  json j = {{"schema", kSchema},
+            {"version", kVersion},
+            {"name", p.name},
+            {"layouts", weighted(p.layouts)},
+            {"block_sizes", weighted(p.block_sizes)},
+            {"num_heads", weighted(p.num_heads)},
+            {"head_dims", weighted(p.head_dims)},
+            {"gqa_ratios", weighted(p.gqa_ratios)},
+            {"fused_qkv_percent", p.fused_qkv_percent},
+            {"input_dtypes", weighted(p.input_dtypes)},
+            {"cross_dtype_percent", p.cross_dtype_percent},
+            {"quant_percent", p.quant_percent},
+            {"cache_dtypes", weighted(p.cache_dtypes)},
+            {"scale_kinds", weighted(p.scale_kinds)},
+            {"scale_dists", weighted(p.scale_dists)},
+            {"slot_dtypes", weighted(p.slot_dtypes)},
+            {"value_dists", weighted(p.value_dists)},
+            {"max_requests", p.max_requests},
+            {"max_context_len", p.max_context_len},
+            {"max_new_len", p.max_new_len},
+            {"decode_percent", p.decode_percent},
+            {"idle_percent", p.idle_percent},
+            {"max_padding", p.max_padding},
+            {"max_invalid_slots", p.max_invalid_slots},
+            {"max_extra_input_rows", p.max_extra_input_rows},
+            {"max_spare_blocks", p.max_spare_blocks},
+            {"irregular_percent", p.irregular_percent},
+            {"gapped_strides_percent", p.gapped_strides_percent},
+            {"misaligned_bases_percent", p.misaligned_bases_percent},
+            {"kv_views", weighted(p.kv_views)},
+            {"max_elements_per_case", p.max_elements_per_case},
+            {"min_tensor_elements", p.min_tensor_elements}};
+  return j;
+}
+
+Profile profile_from_text(std::string_view text, const std::string& file) {
+  try {
+    return profile_from_document(parse_profile_text(text, file), file);
+  } catch (const InputError&) {
+    throw;
+  } catch (const std::bad_alloc&) {
+    throw InputError(file, "", "out of memory while reading the profile");
+  } catch (const std::exception& e) {  // not expected; keeps the "only InputError" promise
+    throw InputError(file, "", std::string("cannot read the profile: ") + e.what());
+  }
+}
+
+Profile load_profile(const std::filesystem::path& file) {
+  return profile_from_text(read_profile_text(file), file.string());
 }
 
 Profile default_profile() {

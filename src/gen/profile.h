@@ -8,6 +8,12 @@
 // path and the expected form. Optional keys: min_tensor_elements (absent = 0), gapped_strides_percent
 // and misaligned_bases_percent (absent = irregular_percent, the share both had when one flag drove
 // them), kv_views (absent = the built-in default's list).
+//
+// Partial profiles: a profile with "extends": "default" (the built-in profile) or "extends":
+// "PATH" (another profile file, relative to this one) gives only the keys it changes; each key it
+// gives replaces the base's whole value, the others come from the base, followed down the chain
+// (at most 16 files; a cycle is refused). Its "name" is optional (absent: the file's stem). An
+// error in a key taken from a base names the base's file.
 #pragma once
 
 #include <cstdint>
@@ -15,6 +21,8 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include <nlohmann/json_fwd.hpp>
 
 #include "../case/types.h"
 
@@ -115,5 +123,9 @@ Profile profile_from_text(std::string_view text, const std::string& file);
 
 // The built-in default profile (identical to configs/default.json; a test checks they agree).
 Profile default_profile();
+
+// `p` as a profile file's object, every key given (optional ones too); profile_from_text() of its
+// dump() gives `p` back.
+nlohmann::json profile_to_json(const Profile& p);
 
 }  // namespace kvf

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <string>
@@ -53,6 +54,85 @@ void expect_refused(const std::string& name, const std::function<void(json&)>& e
 
 TEST(Profile, defaultJsonEqualsTheBuiltInDefault) {
   EXPECT_TRUE(load_profile(kConfigs + "default.json") == default_profile());
+}
+
+TEST(Profile, profileToJsonIsTheFileFormAndReadsBack) {
+  json j = default_json();
+  j["min_tensor_elements"] = 0;  // optional in the file, always written
+  EXPECT_EQ(profile_to_json(default_profile()), j);
+  Profile odd = load_profile(kConfigs + "quant.json");
+  EXPECT_TRUE(profile_from_text(profile_to_json(odd).dump(), "mem") == odd);
+}
+
+// Partial profiles: only the keys that change, over "default" or another file.
+TEST(Profile, aPartialProfileOverlaysTheDefaultKeyByKey) {
+  const std::string file = write_temp("partial_layouts", R"({"schema": "kvfuzz-config", "version": 1, "extends": "default",
+    "layouts": {"values": ["paged_hnd"], "weights": [1]}, "block_sizes": {"values": [16], "weights": [1]}})");
+  const Profile p = load_profile(file);
+  Profile expect = default_profile();
+  expect.name = "kvfuzz_profile_partial_layouts";  // no name: the file's stem
+  expect.layouts = {{Layout::paged_hnd}, {1}};
+  expect.block_sizes = {{16}, {1}};
+  EXPECT_TRUE(p == expect);
+}
+
+TEST(Profile, partialProfilesChainThroughFilesRelativeToEachOther) {
+  const std::string dir = ::testing::TempDir() + "kvfuzz_profile_chain/";
+  std::filesystem::create_directories(dir + "sub");
+  std::ofstream(dir + "base.json") << R"({"schema": "kvfuzz-config", "version": 1, "extends": "default", "name": "base",
+    "max_requests": 2, "num_heads": {"values": [4], "weights": [1]}})";
+  std::ofstream(dir + "sub/top.json") << R"({"schema": "kvfuzz-config", "version": 1, "extends": "../base.json",
+    "name": "top", "max_requests": 3})";
+  const Profile p = load_profile(dir + "sub/top.json");
+  EXPECT_EQ(p.name, "top");
+  EXPECT_EQ(p.max_requests, 3);                   // top's own
+  EXPECT_EQ(p.num_heads, (Weighted<int32_t>{{4}, {1}}));  // from base.json
+  EXPECT_EQ(p.head_dims, default_profile().head_dims);    // from the default, two levels down
+}
+
+TEST(Profile, aBadValueTakenFromABaseNamesTheBaseFile) {
+  const std::string dir = ::testing::TempDir() + "kvfuzz_profile_origin/";
+  std::filesystem::create_directories(dir);
+  json base = default_json();
+  base["max_requests"] = 0;  // out of range, but only a base
+  std::ofstream(dir + "base.json") << base.dump();
+  std::ofstream(dir + "top.json") << R"({"schema": "kvfuzz-config", "version": 1, "extends": "base.json"})";
+  try {
+    load_profile(dir + "top.json");
+    ADD_FAILURE() << "accepted";
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.file(), dir + "base.json");
+    EXPECT_EQ(e.json_path(), "/max_requests");
+    EXPECT_NE(e.message().find("taken by " + dir + "top.json"), std::string::npos) << e.what();
+  }
+  // The overlay's own value is its own: fixing it there is accepted.
+  std::ofstream(dir + "top.json") << R"({"schema": "kvfuzz-config", "version": 1, "extends": "base.json", "max_requests": 5})";
+  EXPECT_EQ(load_profile(dir + "top.json").max_requests, 5);
+}
+
+TEST(Profile, extendsCyclesMissingBasesAndBadValuesAreRefused) {
+  const std::string dir = ::testing::TempDir() + "kvfuzz_profile_cycle/";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "a.json") << R"({"schema": "kvfuzz-config", "version": 1, "extends": "b.json"})";
+  std::ofstream(dir + "b.json") << R"({"schema": "kvfuzz-config", "version": 1, "extends": "./a.json"})";
+  const auto refused = [](const std::string& file, const std::string& in_file, const std::string& expected) {
+    try {
+      load_profile(file);
+      ADD_FAILURE() << file << ": accepted";
+    } catch (const InputError& e) {
+      EXPECT_EQ(e.file(), in_file) << e.what();
+      EXPECT_NE(e.message().find(expected), std::string::npos) << e.what();
+    }
+  };
+  refused(dir + "a.json", dir + "b.json", "makes a cycle");
+  std::ofstream(dir + "c.json") << R"({"schema": "kvfuzz-config", "version": 1, "extends": "missing.json"})";
+  refused(dir + "c.json", dir + "missing.json", "cannot open");
+  std::ofstream(dir + "d.json") << R"({"schema": "kvfuzz-config", "version": 1, "extends": 3})";
+  refused(dir + "d.json", dir + "d.json", "expected \"default\"");
+  std::ofstream(dir + "e.json") << R"({"schema": "kvfuzz-config", "version": 1, "extends": "default", "layout": 1})";
+  refused(dir + "e.json", dir + "e.json", "unknown key");
+  std::ofstream(dir + "f.json") << R"({"schema": "kvfuzz-config", "version": 1, "layouts": {"values": ["paged_nhd"], "weights": [1]}})";
+  refused(dir + "f.json", dir + "f.json", "missing key");  // without extends a profile is whole
 }
 
 TEST(Profile, layoutFeatureKeysAreOptionalWithCompatibleDefaults) {
