@@ -1,11 +1,14 @@
 // merge.cpp — see merge.h.
 #include "campaign/merge.h"
 
+#include <algorithm>
 #include <map>
+#include <set>
 #include <system_error>
 
 #include "campaign/campaign.h"
 #include "campaign/signature.h"
+#include "campaign/stats.h"
 #include "case/case_json.h"
 #include "case/errors.h"
 
@@ -56,16 +59,37 @@ MergeResult merge_cases(const MergeOptions& o) {
     if (!in_out(files[i])) ++r.copied;
     index.offer(signature[i], std::filesystem::relative(saved, o.out).string(), size_of(cases[i]));
   }
+  // Coverage so far: every case that stays in OUT (its own files and the failing cases kept).
+  std::set<std::string> covered;
+  const auto cover = [&](const Case& c) {
+    bool adds = false;
+    for (std::string& b : feature_buckets(c)) adds = covered.insert(std::move(b)).second || adds;
+    return adds;
+  };
+  std::vector<size_t> candidates;  // passing cases from the inputs, smallest first
   for (const auto& [hash, i] : passing) {
-    if (in_out(files[i])) continue;
-    const std::filesystem::path target_file = o.out / (hash + ".json");
-    if (std::filesystem::exists(target_file, ec)) {
+    if (in_out(files[i])) {
+      cover(cases[i]);
+    } else {
+      candidates.push_back(i);
+    }
+  }
+  for (const auto& [id, i] : signatures) cover(cases[i]);
+  std::stable_sort(candidates.begin(), candidates.end(),
+                   [&](size_t a, size_t b) { return size_of(cases[a]) < size_of(cases[b]); });
+  for (const size_t i : candidates) {
+    if (std::filesystem::exists(o.out / (case_hash(cases[i]) + ".json"), ec)) {
       ++r.kept_out;
+      continue;
+    }
+    if (o.coverage && !cover(cases[i])) {
+      ++r.no_new_coverage;
       continue;
     }
     save_case(cases[i], o.out);
     ++r.copied;
   }
+  if (o.coverage) r.buckets = static_cast<int64_t>(covered.size());
   if (o.prune) r.pruned = index.prune();
   return r;
 }

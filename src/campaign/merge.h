@@ -5,6 +5,9 @@
 // smallest case is kept: copied into OUT (never replacing a file there) and recorded in OUT's
 // signatures.kvfuzz-index. Inputs are only read. With `prune`, OUT's cases that the index lists as
 // superseded by a smaller case of their signature are deleted (the only deletion kvfuzz makes).
+// With `coverage` (a corpus minimiser, like libFuzzer's -merge=1 or afl-cmin), a passing case is
+// copied only when it hits a feature bucket (stats.h) that no case already in OUT, and no smaller
+// passing case copied before it, hits; failing cases are kept by signature as always.
 #pragma once
 
 #include <cstdint>
@@ -22,6 +25,7 @@ struct MergeOptions : RunOptions {            // target: where each case runs to
   std::filesystem::path out;                  // the folder merged into (created if missing)
   std::vector<std::filesystem::path> inputs;  // case files and folders
   bool prune = false;                         // delete OUT's superseded cases afterwards
+  bool coverage = false;                      // passing cases: only those adding a feature bucket
 };
 
 struct MergeResult {
@@ -30,6 +34,8 @@ struct MergeResult {
   int64_t signatures = 0;  // distinct signatures among the failing ones
   int64_t copied = 0;      // files copied into OUT
   int64_t kept_out = 0;    // files not copied: a case of their key, as small or smaller, was there
+  int64_t no_new_coverage = 0;  // with coverage: passing files not copied, every bucket already covered
+  int64_t buckets = 0;          // with coverage: feature buckets OUT's cases hit afterwards
   std::vector<std::filesystem::path> pruned;  // files deleted by prune
 };
 
