@@ -53,7 +53,8 @@ PY
   mkdir -p "$out"
   cp "$case_file" "$out/case.json"
   status=0
-  (cd "$out" && "$bin" report case.json -o . >/dev/null) || status=$?
+  # Invoked by name through PATH, so the committed reproduction lines name the mutant, not this machine's path.
+  (cd "$out" && PATH="$(dirname "$bin"):$PATH" "kvfuzz-mutant-$mutant" report case.json -o . >/dev/null) || status=$?
   [ "$status" -eq 1 ] || { echo "regen: the report of $out/case.json did not fail (exit $status)" >&2; exit 1; }
   echo "regen: $out ($kind)"
 done

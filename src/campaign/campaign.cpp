@@ -45,18 +45,6 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-std::string quote_path(const std::filesystem::path& p) {
-  const std::string s = p.string();
-  if (s.find_first_of(" \t\"'$`\\") == std::string::npos) return s;
-  std::string q = "'";
-  for (char ch : s) q += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
-  return q + "'";
-}
-
-std::string replay_command(const std::filesystem::path& file, const std::string& target) {
-  return "kvfuzz replay " + quote_path(file) + " --target " + target;
-}
-
 void describe_size(const Case& c, FailureRecord& r) {
   r.requests = static_cast<int64_t>(c.requests.size());
   r.tokens = c.num_slots();
@@ -188,7 +176,7 @@ FailureRecord handle_failure(Isolator& isolator, const CampaignOptions& o, const
     dedup.index.count(s.id());
     rec.duplicate = true;
     rec.file = dedup.index.folder() / e->file;
-    rec.replay_command = replay_command(rec.file, o.target);
+    rec.replay_command = o.invocation.command("replay", rec.file, o.target);
     return true;
   };
   if (!rec.flaky && (dedup.seen_before(first) || known(first, nullptr))) {
@@ -228,7 +216,7 @@ FailureRecord handle_failure(Isolator& isolator, const CampaignOptions& o, const
   minimal.provenance = Provenance{std::to_string(o.seed), index, KVFUZZ_VERSION, o.command_line, o.target};
   try {
     rec.file = save_case(minimal, rec.flaky ? o.corpus_out / "flaky" : o.corpus_out);
-    rec.replay_command = replay_command(rec.file, o.target);
+    rec.replay_command = o.invocation.command("replay", rec.file, o.target);
     if (!rec.flaky) dedup.index.offer(sig, std::filesystem::relative(rec.file, o.corpus_out).string(), size);
   } catch (const InfraError& e) {
     // Disk full, say: the finding is still reported (exit 3), and the case that could not be
@@ -398,11 +386,6 @@ void collect_json_files(const std::filesystem::path& p, std::vector<std::filesys
   out.push_back(p);
 }
 
-std::string expected_text(const Expectation& e) {
-  if (e.outcome == Expect::pass) return "pass";
-  return e.finding_kind.empty() ? "fail" : "fail:" + e.finding_kind;
-}
-
 bool matches_expectation(const Expectation& e, const CaseOutcome& o) {
   if (e.outcome == Expect::pass) return o.pass();
   if (o.pass()) return false;
@@ -440,8 +423,10 @@ ReplayResult replay_cases(const ReplayOptions& o, Progress& progress) {
     }
     ReplayItem item;
     item.file = files[i];
-    item.recorded = expected_text(cases[i].expect);
-    item.expected = o.expect_saved ? item.recorded : "pass";
+    item.recorded = cases[i].expect;
+    item.expected = o.expect_saved ? item.recorded : Expectation{};
+    item.replay_command = o.invocation.command("replay", item.file, o.target);
+    item.report_command = o.invocation.command("report", item.file, o.target);
     item.outcome = check_case(isolator, cases[i], o.check.tolerance);
     if (!item.outcome.skipped.empty()) {  // the kernel declined it (KVFZ_APPEND_SKIP): not run
       ++result.skipped;
@@ -520,7 +505,7 @@ ShrinkResult shrink_case(const ShrinkOptions& o, Progress& progress) {
   minimal.provenance.command_line = o.command_line;
   minimal.provenance.target = o.target;
   rec.file = save_case(minimal, o.out_dir.empty() ? o.file.parent_path() : o.out_dir);
-  rec.replay_command = replay_command(rec.file, o.target);
+  rec.replay_command = o.invocation.command("replay", rec.file, o.target);
   describe_size(minimal, rec);
   progress.finish();
   return result;

@@ -10,6 +10,7 @@
 #include "campaign/isolation.h"
 #include "case/case.h"
 #include "case/validate.h"
+#include "report/command_line.h"
 #include "report/outcome.h"
 #include "targets/target.h"
 
@@ -27,6 +28,7 @@ struct RunOptions {
   TargetOptions target_options;     // device index of GPU targets, Python interpreter
   CheckOptions check;               // isolation and value policy of each launch
   Limits limits;                    // limits applied when reading case files
+  Invocation invocation;            // how to run a case again ("reproduce:" lines)
 };
 
 // One run of a case with its three arenas kept (same layout): what check_case() judges and what a

@@ -14,18 +14,6 @@
 
 namespace kvf {
 
-namespace {
-
-std::string quote_path(const std::filesystem::path& p) {
-  const std::string s = p.string();
-  if (!s.empty() && s.find_first_of(" \t\"'$`\\;&|<>()*?!#~") == std::string::npos) return s;
-  std::string q = "'";
-  for (char ch : s) q += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
-  return q + "'";
-}
-
-}  // namespace
-
 CaseReport report_case(Target& target, const Case& c, const std::filesystem::path& file, const ReportOptions& o) {
   Isolator isolator(target, o.check.isolation);
   // Values are judged exactly, whatever o.check.tolerance says: the map marks every differing cell.
@@ -35,15 +23,13 @@ CaseReport report_case(Target& target, const Case& c, const std::filesystem::pat
   r.case_file = file;
   r.kase = c;
   r.target = o.target;
-  r.program = o.program;
   r.ran = run.status == IsolatedStatus::ok;
   r.skipped = run.skipped;
   r.verdict = run.verdict;
   // A run that did not finish still left an image: the map shows it as it was left.
   r.map = build_cell_map(c, r.verdict, run.initial, run.expected, run.actual);
-  const std::string tail = quote_path(file) + " --target " + o.target;
-  r.replay_command = o.program + " replay " + tail;
-  r.report_command = o.program + " report " + tail;
+  r.replay_command = o.invocation.command("replay", file, o.target);
+  r.report_command = o.invocation.command("report", file, o.target);
   return r;
 }
 
@@ -101,7 +87,7 @@ std::vector<FailureReport> write_failure_reports(const CampaignResult& result, c
     FailureReport fr;
     fr.case_file = f.file;
     if (stop_requested()) {  // ^C or SIGTERM: the reports left are not written (each is whole or absent)
-      fr.error = "interrupted; `kvfuzz report " + f.file.string() + "` writes it";
+      fr.error = "interrupted; `" + options.invocation.command("report", f.file, options.target) + "` writes it";
       out.push_back(std::move(fr));
       continue;
     }

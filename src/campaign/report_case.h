@@ -18,9 +18,7 @@
 
 namespace kvf {
 
-struct ReportOptions : RunOptions {  // check.tolerance is not used: reports judge values exactly
-  std::string program = "kvfuzz";    // binary name used in reproduction commands
-};
+struct ReportOptions : RunOptions {};  // check.tolerance is not used: reports judge values exactly
 
 // Runs case `c` (read from `file`) once on `target` and builds its report.
 CaseReport report_case(Target& target, const Case& c, const std::filesystem::path& file, const ReportOptions& options);

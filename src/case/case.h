@@ -46,6 +46,12 @@ enum class Expect : uint8_t { pass, fail };
 struct Expectation {
   Expect outcome = Expect::pass;
   std::string finding_kind;  // for fail: the kind of the first finding (e.g. "padding_leak"); may be empty
+
+  // The one spelling of an expectation in every output: "pass", "fail" or "fail:<kind>".
+  std::string text() const {
+    if (outcome == Expect::pass) return "pass";
+    return finding_kind.empty() ? "fail" : "fail:" + finding_kind;
+  }
 };
 
 // Where a case came from; informational, never used to recompute the batch.

@@ -176,6 +176,16 @@ void refuse_bad_outputs(const std::vector<std::pair<std::string, std::string>>& 
   }
 }
 
+// `x` as the shortest decimal that reads back as x ("30", "0.25", "1e-06").
+std::string number_word(double x) {
+  char buf[32];
+  for (int digits = 1; digits <= 17; ++digits) {
+    std::snprintf(buf, sizeof buf, "%.*g", digits, x);
+    if (std::strtod(buf, nullptr) == x) break;
+  }
+  return buf;
+}
+
 // --- argument validation --------------------------------------------------------------------------
 // Out-of-range values are refused (exit 2), never clamped or wrapped; messages echo what was typed.
 // (CLI11's own ranges print open bounds as 1.79769e+308 and let an unsigned option wrap -1.)
@@ -269,12 +279,6 @@ std::string unknown_command_message(const std::string& word, const std::vector<s
          " (kvfuzz --help lists them)";
 }
 
-// Binary name for reproduction commands in reports ("kvfuzz", or a mutant's name).
-std::string program_name(const char* argv0) {
-  const std::string name = std::filesystem::path(argv0 ? argv0 : "kvfuzz").filename().string();
-  return name.empty() ? "kvfuzz" : name;
-}
-
 // Options shared by every subcommand that runs cases.
 struct CommonOptions {
   std::string target = "cuda-emu";  // --target
@@ -288,6 +292,7 @@ struct CommonOptions {
   double worker_start_timeout_s = 120;  // --worker-start-timeout: a worker's start-up and reading of a case, at most
   int64_t worker_rss_limit_mib = 4096;  // --worker-rss-limit-mib: recycle a worker holding more private memory (0: off)
   int64_t worker_threads_limit = 256;   // --worker-threads-limit: recycle a worker running more threads (0: off)
+  std::string program = "kvfuzz";       // argv[0] as given, for reproduction commands
 
   kvf::TargetOptions target_options() const { return kvf::TargetOptions{device, python}; }
 
@@ -304,7 +309,24 @@ struct CommonOptions {
     return c;
   }
   // The part every case-running command shares, filled once here.
-  kvf::RunOptions run() const { return kvf::RunOptions{target, target_options(), check(), limits()}; }
+  kvf::RunOptions run() const { return kvf::RunOptions{target, target_options(), check(), limits(), invocation()}; }
+
+  // The options a reproduction must repeat: those that change what a case gives (a timeout, the
+  // value policy, the device, the interpreter, the case-size limit, windowed checking), when set.
+  kvf::Invocation invocation() const {
+    kvf::Invocation inv{program, {}};
+    auto add = [&inv](const char* option, const std::string& value) {
+      inv.options.push_back(option);
+      inv.options.push_back(value);
+    };
+    if (timeout_s > 0) add("--timeout", number_word(timeout_s));
+    if (!tolerance.empty()) add("--tolerance", tolerance);
+    if (device != 0) add("--device", std::to_string(device));
+    if (!python.empty()) add("--python", python);
+    if (max_case_mib != 1024) add("--max-case-mib", std::to_string(max_case_mib));
+    if (windowed_above_mib != 256) add("--windowed-above-mib", std::to_string(windowed_above_mib));
+    return inv;
+  }
 
   kvf::Limits limits() const {
     kvf::Limits l;
@@ -371,7 +393,7 @@ int cmd_targets() {
 }
 
 int cmd_run(kvf::CampaignOptions o, const CommonOptions& common, bool seed_given, const std::string& json_file,
-            const CiOutputs& ci, const std::string& program) {
+            const CiOutputs& ci) {
   static_cast<kvf::RunOptions&>(o) = common.run();
   if (!seed_given) o.seed = (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
   kvf::open_target(o.target, o.target_options);  // unknown: exit 2; unavailable here: exit 3; before anything runs
@@ -379,7 +401,7 @@ int cmd_run(kvf::CampaignOptions o, const CommonOptions& common, bool seed_given
   std::cerr << "kvfuzz: run on " << o.target << ", profile " << (o.config.empty() ? "default" : o.config.string())
             << ", seed " << o.seed << ", "
             << (o.cases ? std::to_string(o.cases) + " cases" : std::string("no case limit"))
-            << (o.seconds > 0 ? ", at most " + std::to_string(o.seconds) + " s" : std::string())
+            << (o.seconds > 0 ? ", at most " + number_word(o.seconds) + " s" : std::string())
             << (o.jobs > 1 ? ", " + std::to_string(o.jobs) + " jobs" : std::string())
             << ", values checked " << kvf::to_string(o.check.tolerance) << "\n";
   kvf::install_stop_handlers();
@@ -388,7 +410,6 @@ int cmd_run(kvf::CampaignOptions o, const CommonOptions& common, bool seed_given
   for (const kvf::FailureRecord& f : r.failures) out << kvf::render_failure(f);
   kvf::ReportOptions report_opts;
   static_cast<kvf::RunOptions&>(report_opts) = o;
-  report_opts.program = program;
   for (const kvf::FailureReport& fr : kvf::write_failure_reports(r, report_opts)) {
     if (fr.error.empty()) {
       out << "kvfuzz: report of " << fr.case_file.string() << ": " << (fr.dir / "report.html").string() << "\n";
@@ -418,9 +439,9 @@ int cmd_replay(kvf::ReplayOptions o, const CommonOptions& common, const std::str
   const kvf::ReplayResult r = kvf::replay_cases(o, progress);
   out << kvf::render_not_cases(r);  // summaries and reports found in a corpus folder: not cases
   for (const kvf::ReplayItem& item : r.items) {
-    if (!item.as_expected) out << kvf::render_replay_mismatch(item, r.target);
-    if (!r.expect_saved && item.recorded != "pass" && item.outcome.pass())  // a saved finding that no longer fails
-      out << "kvfuzz: fixed: " << item.file.string() << " (recorded " << item.recorded << ") passes now\n";
+    if (!item.as_expected) out << kvf::render_replay_mismatch(item);
+    if (!r.expect_saved && item.recorded.outcome != kvf::Expect::pass && item.outcome.pass())  // a saved finding that no longer fails
+      out << "kvfuzz: fixed: " << item.file.string() << " (recorded " << item.recorded.text() << ") passes now\n";
   }
   out << kvf::render_skipped(r);  // case files outside a plugin's capabilities, by reason
   out << kvf::render_workers(r.workers);
@@ -454,10 +475,9 @@ int cmd_shrink(kvf::ShrinkOptions o, const CommonOptions& common) {
 }
 
 // `kvfuzz report CASE`: re-runs the case and writes report.json, report.md and report.html.
-int cmd_report(const std::string& file, std::string out_dir, const CommonOptions& common, const std::string& program) {
+int cmd_report(const std::string& file, std::string out_dir, const CommonOptions& common) {
   kvf::ReportOptions o;
   static_cast<kvf::RunOptions&>(o) = common.run();
-  o.program = program;
   kvf::install_stop_handlers();
   const kvf::CaseReport r = kvf::report_case_file(file, o);
   if (!r.skipped.empty()) {  // the kernel declined the case (KVFZ_APPEND_SKIP): nothing to report
@@ -481,6 +501,9 @@ int cmd_merge(kvf::MergeOptions o, const CommonOptions& common) {
   std::cout << "kvfuzz: merge into " << o.out.string() << ": " << r.read << " case files read, " << r.failing
             << " failing on " << o.target << " (" << r.signatures << " signatures); " << r.copied << " copied, " << r.kept_out
             << " not copied (OUT holds a case of their signature or batch, as small or smaller)";
+  if (o.coverage)
+    std::cout << "; " << r.no_new_coverage << " passing cases not copied (no new feature bucket), " << r.buckets
+              << " buckets covered";
   if (o.prune) std::cout << "; " << r.pruned.size() << " superseded cases deleted";
   std::cout << "\n";
   for (const auto& f : r.pruned) std::cout << "kvfuzz: deleted " << f.string() << "\n";
@@ -503,7 +526,8 @@ int cmd_compare(kvf::CompareOptions o, const CommonOptions& common, bool seed_gi
               << "  " << r.target << ": " << d.a_found << "\n"
               << "  " << r.against << ": " << d.b_found << "\n"
               << "  saved: " << d.file.string() << "\n"
-              << "  reproduce: kvfuzz replay " << d.file.string() << " --target " << r.target << "   (and --target " << r.against << ")\n";
+              << "  reproduce: " << o.invocation.command("replay", d.file, r.target) << "\n"
+              << "        and: " << o.invocation.command("replay", d.file, r.against) << "\n";
   }
   for (const auto& [why, n] : r.skip_reasons) std::cout << "kvfuzz: skipped " << n << " cases outside " << why << "\n";
   std::cout << "kvfuzz: " << r.cases << " cases in " << r.seconds << " s, seed " << r.seed << ": " << r.identical << " identical"
@@ -551,6 +575,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
 
   CommonOptions common;
+  common.program = argc > 0 && argv[0] && *argv[0] ? argv[0] : "kvfuzz";
   kvf::CampaignOptions run_opts;
   run_opts.command_line = command_line;
   std::string json_file;
@@ -635,6 +660,8 @@ int main(int argc, char** argv) {
   merge->add_option("out", merge_out, "The folder merged into (its signatures.kvfuzz-index is updated)")->required();
   merge->add_option("inputs", merge_inputs, "Case files and folders to merge (only read)");
   merge->add_flag("--prune", merge_opts.prune, "Delete OUT's cases superseded by a smaller case of their signature");
+  merge->add_flag("--coverage", merge_opts.coverage,
+                  "Copy a passing case only when it adds a feature bucket of `run --stats` (smallest first): a minimal corpus");
 
   kvf::CompareOptions compare_opts;
   compare_opts.command_line = command_line;
@@ -720,12 +747,12 @@ int main(int argc, char** argv) {
       for (const auto& [option, file] : outputs) kvf::check_output_file(file, option);
       if (json_file == "-" || ci.junit_file == "-" || ci.summary_md_file == "-") g_out.take_stdout_for_machine_output();
     }
-    if (*run) return cmd_run(run_opts, common, seed_opt->count() > 0, json_file, ci, program_name(argv[0]));
+    if (*run) return cmd_run(run_opts, common, seed_opt->count() > 0, json_file, ci);
     if (*replay) {
       for (const std::string& p : replay_paths) replay_opts.paths.emplace_back(p);
       return cmd_replay(replay_opts, common, json_file, command_line, ci);
     }
-    if (*report) return cmd_report(report_file, report_dir, common, program_name(argv[0]));
+    if (*report) return cmd_report(report_file, report_dir, common);
     if (*shrink) {
       shrink_opts.file = shrink_file;
       return cmd_shrink(shrink_opts, common);

@@ -458,7 +458,7 @@ nlohmann::json case_report_json(const CaseReport& r, size_t max_damage) {
             {"num_input_rows", c.num_input_rows},
             {"slot_mapping", c.slot_mapping},
             {"requests", requests},
-            {"expect", c.expect.outcome == Expect::pass ? std::string("pass") : "fail:" + c.expect.finding_kind}}},
+            {"expect", c.expect.text()}}},
           {"map",
            {{"differing_cache_cells", m.differing_cache_cells},
             {"guard_before_cache_bytes", m.guard_before},

@@ -98,13 +98,12 @@ struct CaseReport {
   std::filesystem::path case_file;  // as the user gave it
   Case kase;                        // the case as read
   std::string target;
-  std::string program = "kvfuzz";   // binary name used in reproduction commands
   Verdict verdict;                  // findings of this run
   bool ran = true;                  // false: crash, timeout or launch error; the map shows the image as left
   std::string skipped;              // non-empty: the kernel skipped the case (KVFZ_APPEND_SKIP), why; nothing ran
   CellMap map;
-  std::string replay_command;       // "kvfuzz replay CASE --target T"
-  std::string report_command;       // "kvfuzz report CASE --target T"
+  std::string replay_command;       // Invocation::command("replay", ...)
+  std::string report_command;       // Invocation::command("report", ...)
 };
 
 // Where the report of a saved case goes: <dir>/<stem>.report/ (replay does not descend into

@@ -29,4 +29,11 @@ std::string reproduce_command(const std::string& program, const std::vector<std:
   return s;
 }
 
+std::string Invocation::command(const std::string& verb, const std::filesystem::path& file,
+                                const std::string& target) const {
+  std::vector<std::string> args{verb, file.string(), "--target", target};
+  args.insert(args.end(), options.begin(), options.end());
+  return reproduce_command(program, args);
+}
+
 }  // namespace kvf

@@ -6,6 +6,7 @@
 // mutant or a build-tree binary reproduces with itself, not with whatever `kvfuzz` is on PATH.
 #pragma once
 
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -19,5 +20,15 @@ std::string shell_quote(const std::string& word);
 // `program` followed by `args`, each shell_quote()d, separated by single spaces; an empty
 // `program` is "kvfuzz".
 std::string reproduce_command(const std::string& program, const std::vector<std::string>& args);
+
+// How kvfuzz was invoked, kept to print the commands that run a case again. Every "reproduce:" line
+// of every output (text, JSON, JUnit, Markdown, HTML) is Invocation::command(), nowhere else.
+struct Invocation {
+  std::string program = "kvfuzz";    // argv[0] as given: a build-tree or mutant binary reproduces with itself
+  std::vector<std::string> options;  // options that change what a case gives, as words ("--timeout", "5")
+
+  // PROGRAM VERB FILE --target TARGET OPTIONS..., every word shell-quoted.
+  std::string command(const std::string& verb, const std::filesystem::path& file, const std::string& target) const;
+};
 
 }  // namespace kvf

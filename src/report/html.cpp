@@ -528,7 +528,7 @@ std::string case_html(const CaseReport& r) {
     << ", " << c.cache.stride_pos << ", " << c.cache.stride_head << " (K at element " << c.cache_k_offset << ", V at " << c.cache_v_offset
     << " of " << c.cache_buffer_elems << ")</td></tr><tr><th>input rows</th><td>" << c.num_input_rows << " (" << c.num_slots()
     << " with a slot)</td></tr><tr><th>payload</th><td>" << to_string(c.dist) << "</td></tr><tr><th>expect</th><td>"
-    << (c.expect.outcome == Expect::pass ? std::string("pass") : "fail " + c.expect.finding_kind) << "</td></tr>";
+    << html_escape(c.expect.text()) << "</td></tr>";
   if (!c.provenance.seed.empty())
     o << "<tr><th>found by</th><td>seed " << html_escape(c.provenance.seed) << ", case " << c.provenance.case_index << "</td></tr>";
   o << "</table>";

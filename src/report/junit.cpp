@@ -133,10 +133,9 @@ std::string replay_junit(const ReplayResult& r, const std::string& command_line)
       << seconds_text(i.outcome.seconds) << "\">\n";
     const std::string got = i.outcome.pass() ? std::string("pass") : "fail:" + i.outcome.first_kind();
     if (!i.as_expected) {
-      std::string message = "expected " + i.expected + ", got " + got;
+      std::string message = "expected " + i.expected.text() + ", got " + got;
       if (!i.outcome.pass()) message += ": " + i.outcome.verdict.findings.front().sentence;
-      const std::string body = findings_text(i.outcome.verdict) + "reproduce: kvfuzz replay " + file + " --target " + r.target +
-                               "\nreport: kvfuzz report " + file + " --target " + r.target + "\n";
+      const std::string body = findings_text(i.outcome.verdict) + "reproduce: " + i.replay_command + "\nreport: " + i.report_command + "\n";
       if (i.outcome.pass()) {
         o << "      <failure message=\"" << xml_escape(message) << "\" type=\"unexpected_pass\">" << xml_escape(body) << "</failure>\n";
       } else {

@@ -116,7 +116,7 @@ std::string render_report_markdown(const CaseReport& r, size_t max_slots) {
     for (int64_t i = 0; i < c.num_slots(); ++i) o << (i ? ", " : "") << c.slot_mapping[static_cast<size_t>(i)];
   }
   o << " |\n";
-  o << "| expect | " << (c.expect.outcome == Expect::pass ? "pass" : "fail " + c.expect.finding_kind) << " |\n\n";
+  o << "| expect | " << c.expect.text() << " |\n\n";
   o << "| request | context_len | new_len | blocks |\n|--:|--:|--:|---|\n";
   for (size_t i = 0; i < c.requests.size(); ++i) {
     const Request& q = c.requests[i];
@@ -158,11 +158,10 @@ std::string replay_summary_markdown(const ReplayResult& r) {
     o << code(f.file.string()) << " is not a case file (" << markdown_escape(f.reason) << "), not replayed.\n\n";
   for (const ReplayItem& i : r.items) {
     if (i.as_expected) continue;
-    o << "### " << code(i.file.string()) << ": expected " << i.expected << ", got "
+    o << "### " << code(i.file.string()) << ": expected " << i.expected.text() << ", got "
       << (i.outcome.pass() ? std::string("pass") : "fail:" + i.outcome.first_kind()) << "\n\n";
     findings_list(o, i.outcome.verdict);
-    o << "\n" << fenced("kvfuzz replay " + i.file.string() + " --target " + r.target + "\nkvfuzz report " + i.file.string() +
-                        " --target " + r.target) << "\n";
+    o << "\n" << fenced(i.replay_command + "\n" + i.report_command) << "\n";
   }
   o << summary_line(r.passed(), r.failed()) << "\n";
   return o.str();

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "arena/finding.h"
+#include "case/case.h"
 #include "gen/genotype.h"
 
 namespace kvf {
@@ -98,8 +99,10 @@ struct CampaignResult {
 // One replayed corpus file.
 struct ReplayItem {
   std::filesystem::path file;
-  std::string recorded;    // the file's `expect`: "pass", "fail" or "fail:<kind>"
-  std::string expected;    // what counts as passing: "pass", or with --expect-saved `recorded`
+  Expectation recorded;    // the file's `expect`
+  Expectation expected;    // what counts as passing: pass, or with --expect-saved `recorded`
+  std::string replay_command;  // Invocation::command("replay", file, target)
+  std::string report_command;  // Invocation::command("report", file, target)
   CaseOutcome outcome;
   bool as_expected = false;  // outcome agrees with the file's expect
 };

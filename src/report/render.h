@@ -40,7 +40,7 @@ std::string render_skipped(const ReplayResult& r);
 std::string render_not_cases(const ReplayResult& r);
 
 // A replayed file whose outcome differs from its expectation.
-std::string render_replay_mismatch(const ReplayItem& item, const std::string& target);
+std::string render_replay_mismatch(const ReplayItem& item);
 
 // JSON summaries (schema "kvfuzz-summary", version 1). Seeds are strings.
 nlohmann::json campaign_json(const CampaignResult& r, const std::string& command_line);

@@ -279,7 +279,7 @@ class Signals(unittest.TestCase):
             reports = list(out.glob("*.report"))
             self.assertGreaterEqual(len(files), 2)
             self.assertLess(len(reports), len(files), "every report was written: the signal came too late")
-            self.assertIn("interrupted; `kvfuzz report", stderr)
+            self.assertIn(f"interrupted; `{BIN} report", stderr)
             self.assert_whole(out)
 
     def test_sigint_while_writing_reports(self):

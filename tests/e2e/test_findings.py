@@ -8,6 +8,8 @@ import json
 import os
 import pathlib
 import re
+import shlex
+import signal
 import subprocess
 import tempfile
 import unittest
@@ -43,7 +45,8 @@ class ReproduceMeansFail(unittest.TestCase):
             p = run(MUTANT, "run", "--cases", 500, "--seed", 3, "--corpus-out", out)
             self.assertEqual(p.returncode, 1, p.stdout + p.stderr)
             line = next(l for l in p.stdout.splitlines() if l.strip().startswith("reproduce:"))
-            argv = line.split("reproduce:", 1)[1].split()
+            argv = shlex.split(line.split("reproduce:", 1)[1])
+            self.assertEqual(argv[0], MUTANT)  # the binary as invoked, not whatever kvfuzz is on PATH
             case = argv[2]
             bug = run(MUTANT, *argv[1:])            # the reproduction, on the buggy kernel
             self.assertEqual(bug.returncode, 1, bug.stdout)
@@ -184,6 +187,27 @@ class Stats(unittest.TestCase):
                 self.assertEqual(sum(v for k, v in stats.items() if k.startswith(group + "=")), n, group)
 
 
+class PartialProfiles(unittest.TestCase):
+    def test_a_partial_profile_changes_only_its_keys(self):
+        with tempfile.TemporaryDirectory() as d:
+            d = pathlib.Path(d)
+            (d / "hnd.json").write_text(json.dumps({
+                "schema": "kvfuzz-config", "version": 1, "extends": "default",
+                "layouts": {"values": ["paged_hnd"], "weights": [1]},
+                "cache_dtypes": {"values": ["bf16", "fp8_e4m3"], "weights": [1, 1]}}))
+            p = run(BIN, "run", "--config", d / "hnd.json", "--cases", 150, "--seed", 2, "--stats", "--json", d / "s.json")
+            self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+            stats = json.loads((d / "s.json").read_text())["stats"]
+            self.assertEqual({k: v for k, v in stats.items() if k.startswith("layout=")}, {"layout=paged_hnd": 150})
+            self.assertLessEqual({k for k in stats if k.startswith("cache_dtype=")},
+                                 {"cache_dtype=" + t for t in ("f16", "bf16", "f32", "fp8_e4m3")})
+            self.assertIn("cache_dtype=fp8_e4m3", stats)  # the default's quant_percent still applies
+            (d / "loop.json").write_text(json.dumps({"schema": "kvfuzz-config", "version": 1, "extends": "loop.json"}))
+            bad = run(BIN, "run", "--config", d / "loop.json", "--cases", 1)
+            self.assertEqual(bad.returncode, 2)
+            self.assertIn("makes a cycle", bad.stderr)
+
+
 class CompareHonoursCapabilities(unittest.TestCase):
     def test_neither_side_of_compare_gets_a_case_outside_its_capabilities(self):
         # The plugin declares paged HND with i32 slots only and logs every call outside that.
@@ -201,7 +225,94 @@ class CompareHonoursCapabilities(unittest.TestCase):
                     self.assertIn("kvfuzz: skipped", p.stdout)
 
 
+class ReproductionLines(unittest.TestCase):
+    def test_every_reproduction_line_is_quoted_carries_its_options_and_runs_as_printed(self):
+        with tempfile.TemporaryDirectory() as d:
+            out = pathlib.Path(d) / "it's a $dir" / "found"   # a path the shell would mangle unquoted
+            summary = pathlib.Path(d) / "s.json"
+            p = run(MUTANT, "run", "--cases", 500, "--seed", 3, "--corpus-out", out, "--timeout", 7.5,
+                    "--tolerance", "exact", "--json", summary)
+            self.assertEqual(p.returncode, 1, p.stdout + p.stderr)
+            case = cases_in(out)[0]
+            expected = [MUTANT, "replay", str(case), "--target", "cuda-emu", "--timeout", "7.5", "--tolerance", "exact"]
+            line = next(l for l in p.stdout.splitlines() if l.strip().startswith("reproduce:")).split("reproduce:", 1)[1]
+            self.assertEqual(shlex.split(line), expected)
+            # The same line in the JSON summary, the report and the JUnit of a replay.
+            self.assertEqual(shlex.split(json.loads(summary.read_text())["failures"][0]["replay"]), expected)
+            report = json.loads((out / (case.stem + ".report") / "report.json").read_text())
+            self.assertEqual(shlex.split(report["reproduce"]["replay"]), expected)
+            self.assertEqual(shlex.split(report["reproduce"]["report"]), [MUTANT, "report"] + expected[2:])
+            # Pasted into a shell as printed, it fails while the bug is there.
+            shell = subprocess.run(["sh", "-c", line], capture_output=True, text=True, timeout=600, env=ENV)
+            self.assertEqual(shell.returncode, 1, shell.stdout + shell.stderr)
+            self.assertEqual(last_line(shell.stdout), "kvfuzz: 0 passed, 1 failed")
+            # A replay's mismatch prints the replay's own line, with the replay's options.
+            again = run(MUTANT, "replay", case, "--timeout", 9, "--max-case-mib", 512)
+            line = next(l for l in again.stdout.splitlines() if l.strip().startswith("reproduce:")).split("reproduce:", 1)[1]
+            self.assertEqual(shlex.split(line),
+                             [MUTANT, "replay", str(case), "--target", "cuda-emu", "--timeout", "9", "--max-case-mib", "512"])
+
+
+class InterruptDuringABurstOfFailures(unittest.TestCase):
+    def test_sigint_while_every_case_fails_still_writes_the_summaries(self):
+        # Every case with 4+ heads is refused: failures arrive back to back, each confirmed and
+        # shrunk. ^C must stop at the next case boundary, keep what was saved and write the summaries.
+        target = f"plugin:{PLUGINS / 'broken-refuses-two.so'}"
+        with tempfile.TemporaryDirectory() as d:
+            d = pathlib.Path(d)
+            proc = subprocess.Popen([BIN, "run", "--target", target, "--cases", "0", "--seed", "5", "--keep-going",
+                                     "--corpus-out", str(d / "found"), "--json", str(d / "s.json"),
+                                     "--junit", str(d / "j.xml")],
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
+            failures = 0
+            for line in proc.stderr:
+                failures += "NEW-FAIL" in line or "DUPLICATE" in line
+                if failures >= 5:
+                    break
+            proc.send_signal(signal.SIGINT)
+            stdout, stderr = proc.communicate(timeout=300)
+            self.assertEqual(proc.returncode, 1, stdout + stderr)  # findings outrank the interruption (docs/exit-codes.md)
+            self.assertRegex(last_line(stdout), r"^kvfuzz: \d+ passed, [1-9]\d* failed$")
+            s = json.loads((d / "s.json").read_text())
+            self.assertTrue(s["interrupted"])
+            self.assertGreaterEqual(s["failed"], 1)
+            self.assertEqual(int(last_line(stdout).split()[3]), s["failed"])
+            import xml.etree.ElementTree as ET
+            suite = ET.parse(d / "j.xml").getroot().find("testsuite")
+            self.assertEqual(int(suite.get("failures")) + int(suite.get("errors")), 1)  # refusals are errors
+            for f in cases_in(d / "found"):
+                self.assertEqual(json.loads(f.read_text())["schema"], "kvfuzz-case")  # each whole
+
+
 class Merge(unittest.TestCase):
+    def test_coverage_keeps_a_smaller_corpus_with_every_feature_bucket(self):
+        n = 200
+        with tempfile.TemporaryDirectory() as d:
+            d = pathlib.Path(d)
+            run(BIN, "generate", "--seed", 11, "--cases", n, "-o", d / "g")
+            p = run(BIN, "run", "--cases", n, "--seed", 11, "--stats", "--json", d / "s.json")
+            self.assertEqual(p.returncode, 0, p.stderr)
+            buckets = {k for k, v in json.loads((d / "s.json").read_text())["stats"].items() if v > 0}
+            before = snapshot(d / "g")
+            m = run(BIN, "merge", d / "m", d / "g", "--coverage")
+            self.assertEqual(m.returncode, 0, m.stdout + m.stderr)
+            got = re.search(r"(\d+) copied.*; (\d+) passing cases not copied \(no new feature bucket\), (\d+) buckets covered",
+                            m.stdout)
+            copied, dropped, covered = map(int, got.groups())
+            self.assertEqual(copied + dropped, n)
+            self.assertEqual(len(cases_in(d / "m")), copied)
+            self.assertLess(copied, n // 2)
+            self.assertEqual(covered, len(buckets))  # every bucket the whole corpus hits
+            self.assertEqual(snapshot(d / "g"), before)  # inputs only read
+            # The kept cases alone cover the same buckets: a campaign over them sees them all.
+            again = run(BIN, "merge", d / "m2", d / "m", "--coverage")
+            self.assertIn(f" 0 passing cases not copied (no new feature bucket), {covered} buckets covered", again.stdout)
+            # Merging the corpus again adds nothing.
+            third = run(BIN, "merge", d / "m", d / "g", "--coverage")
+            self.assertIn(" 0 copied", third.stdout)
+            self.assertIn(f"{covered} buckets covered", third.stdout)
+
+
     def test_merge_keeps_one_case_per_signature_and_reads_its_inputs_only(self):
         with tempfile.TemporaryDirectory() as d:
             d = pathlib.Path(d)

@@ -49,15 +49,15 @@ TEST(Junit, replayHasATestcasePerFileAndACrashIsAnError) {
   r.target = "cuda-emu";
   ReplayItem ok;
   ok.file = "corpus/a.json";
-  ok.expected = "pass";
+  ok.expected = Expectation{};
   ok.as_expected = true;
   ReplayItem crash;
   crash.file = "corpus/b.json";
-  crash.expected = "pass";
+  crash.expected = Expectation{};
   crash.outcome.verdict.findings = {finding(FindingKind::crash, "the kernel crashed: signal 11")};
   ReplayItem leak;
   leak.file = "corpus/c.json";
-  leak.expected = "pass";
+  leak.expected = Expectation{};
   leak.outcome.verdict.findings = {finding(FindingKind::padding_leak, "padding row 1 leaked")};
   r.items = {ok, crash, leak};
   const std::string x = replay_junit(r, "kvfuzz replay corpus");
@@ -89,7 +89,7 @@ TEST(Junit, replayListsFilesOutsideTheCapabilitiesAsSkippedTestcases) {
   r.target = "plugin:./naive.so";
   ReplayItem ok;
   ok.file = "corpus/a.json";
-  ok.expected = "pass";
+  ok.expected = Expectation{};
   ok.as_expected = true;
   r.items = {ok};
   r.skipped = 1;
