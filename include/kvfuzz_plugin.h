@@ -8,7 +8,7 @@
  * compares the whole arena with its golden model. A plugin that crashes, faults the GPU or hangs
  * is a finding; the worker is replaced and the campaign goes on.
  *
- * The contract the kernel must implement is kvfuzz's (DESIGN.md §1, README "The append contract"):
+ * The contract the kernel must implement is kvfuzz's (docs/contract.md, "The append contract"):
  * for every entry t of slot_mapping with 0 <= slot < num_blocks * block_size, rows key[t] and
  * value[t] ([num_heads, head_dim]) are written to the cache slot, converted to the cache dtype;
  * slot < 0 is padding and is skipped; slot >= capacity is never written and, when invalid_slots

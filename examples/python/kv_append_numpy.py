@@ -8,7 +8,7 @@ Triton's CPU interpreter through HostPtr shims. With torch, the same kernel is f
 torch API: --target python:kvfuzz_triton.api:kv_append (CPU, interpreter) or
 python-cuda:kvfuzz_triton.api:kv_append (GPU).
 
-The numpy convention (README "Fuzz your own kernel"): the torch convention of
+The numpy convention (docs/targets.md): the torch convention of
 kvfuzz_triton.api.kv_append, with numpy arrays instead of tensors and the dtypes spelled out, as
 numpy has no bf16 or fp8:
 

@@ -8,7 +8,7 @@ kv_append_capabilities() in this module returning the same dict works too; one o
 the kernel only cases inside it. A drawn case outside is counted by its reason in the run summary
 ("kvfuzz: skipped N cases outside the target's capabilities (layout paged_hnd: 12, input dtype bf16:
 9, ...)") and replaced by a case drawn inside; shrinking and replay stay inside too. The keys mirror
-the plugin ABI's kvfz_capabilities (README "Fuzz your own kernel", src/gen/capabilities.h); a missing
+the plugin ABI's kvfz_capabilities (docs/targets.md, src/gen/capabilities.h); a missing
 key restricts nothing, and a bad value stops kvfuzz with exit code 2 naming the key.
 
 The convention is python-numpy's (examples/python/kv_append_numpy.py). "features" leaves out

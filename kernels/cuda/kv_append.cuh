@@ -1,6 +1,6 @@
 // kv_append.cuh — the CUDA KV-cache append kernel: parameters, per-thread body, dtype dispatch.
 //
-// Contract (DESIGN.md §1): for every slot entry t in [0, num_slots) with 0 <= slot_mapping[t] <
+// Contract (docs/contract.md): for every slot entry t in [0, num_slots) with 0 <= slot_mapping[t] <
 // capacity, the rows key[t, :, :] and value[t, :, :] are written to the cache slot converted to the
 // cache dtype: a bit copy when the dtypes are equal, round-to-nearest-even between float dtypes,
 // and convert(x / scale) for fp8/int8 caches (ScaleKind below; per_token_head also writes the scale
@@ -39,7 +39,7 @@ namespace kvf {
 // (fp8_e4m3, fp8_e5m2, int8), which requires a ScaleKind other than none.
 enum class DType : uint8_t { f16, bf16, f32, fp8_e4m3, fp8_e5m2, int8 };
 
-// Where the scales of a quantised cache come from (DESIGN.md §1). Stored value = convert(x / scale)
+// Where the scales of a quantised cache come from (docs/contract.md). Stored value = convert(x / scale)
 // with IEEE fp32 division; fp8 rounds to nearest even and saturates to ±max finite (NaN -> 0x7F);
 // int8 rounds half to even, saturates to [-128, 127], NaN -> 0.
 enum class ScaleKind : uint8_t {

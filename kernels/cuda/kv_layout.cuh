@@ -1,4 +1,4 @@
-// kv_layout.cuh — the one cache addressing formula of kvfuzz (DESIGN.md §1).
+// kv_layout.cuh — the one cache addressing formula of kvfuzz (docs/contract.md).
 //
 // Element (block b, offset o, head h, dim d) of a KV cache lives at
 //     base + b*stride_block + o*stride_pos + h*stride_head + d

@@ -24,7 +24,7 @@ namespace kvf {
 
 // How the values of expected writes are judged (locations are always checked exactly). The
 // project's own kernels are held to `exact`; the others exist for external kernels that follow
-// another rounding or scale convention (README "Quantisation"), and for targets that cannot
+// another rounding or scale convention (docs/contract.md "Quantisation"), and for targets that cannot
 // produce some stored format faithfully (a target's default, TargetInfo::default_tolerance).
 struct TolerancePolicy {
   enum class Kind : uint8_t {

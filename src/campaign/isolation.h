@@ -19,7 +19,7 @@
 // (reports/gpu/2026-12-01-h200-cold-start). Test binaries, which have no worker mode, and targets
 // constructed directly still fork without exec.
 //
-// What is a finding and what is not (README "What kvfuzz guarantees", docs/exit-codes.md):
+// What is a finding and what is not (docs/contract.md "What kvfuzz guarantees", docs/exit-codes.md):
 //   - A fresh worker first runs Target::start() (device context, modules, dlopen, interpreter) and
 //     says it is ready; the parent waits for that at most start_timeout_s. The per-launch timeout
 //     runs from the worker's "launching" mark, sent after it has read the case, to its answer: it

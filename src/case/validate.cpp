@@ -152,7 +152,7 @@ class Checker {
     return false;
   }
 
-  // Inputs are f16, bf16 or f32; the quantised dtypes exist only in caches (DESIGN.md §1).
+  // Inputs are f16, bf16 or f32; the quantised dtypes exist only in caches (docs/contract.md).
   bool float_input(const std::string& path, DType t) {
     if (!is_quantized(t)) return true;
     add(path, std::string("expected \"f16\", \"bf16\" or \"f32\", got \"") + std::string(to_string(t)) +

@@ -286,7 +286,7 @@ struct CommonOptions {
   bool no_fork = false;             // --no-fork: run launches in-process (debugging only)
   int64_t max_case_mib = 1024;      // --max-case-mib: largest buffer a case may declare
   int device = 0;                   // --device: CUDA device index for GPU targets
-  std::string tolerance;            // --tolerance: value policy for expected writes (README "Quantisation"); empty: the target's default
+  std::string tolerance;            // --tolerance: value policy for expected writes (docs/contract.md "Quantisation"); empty: the target's default
   std::string python;               // --python: interpreter of the Python targets (triton-interp, python:...)
   int64_t windowed_above_mib = 256;  // --windowed-above-mib: larger caches are checked windowed (arena/windows.h)
   double worker_start_timeout_s = 120;  // --worker-start-timeout: a worker's start-up and reading of a case, at most
@@ -388,7 +388,7 @@ int cmd_targets() {
               << "  needs a GPU: " << (t.needs_gpu ? "yes" : "no") << "\n";
   }
   for (const std::string& usage : kvf::prefix_target_usages())
-    std::cout << usage << "\n  your kernel (README \"Fuzz your own kernel\"); what it supports comes from the kernel\n";
+    std::cout << usage << "\n  your kernel (docs/targets.md); what it supports comes from the kernel\n";
   return kClean;
 }
 

@@ -87,9 +87,10 @@ struct Profile {
   int32_t max_extra_input_rows = 3;    // T_in - T
   int32_t max_spare_blocks = 4;        // free blocks
   // Three independent features of a case's memory layout, each drawn with its own share:
-  int irregular_percent = 50;          // odd padding (-2, -capacity, INT_MIN, -2^32 + s) and invalid
-                                       // (2^31 + s, 2^32 + s, INT_MAX) slot values; the cache's last
-                                       // block in a request's table
+  int irregular_percent = 50;          // odd padding values (-2, -capacity, INT_MIN, -2^32 + s) instead
+                                       // of -1; an i64 case's first invalid slot is 2^32 + s (invalid
+                                       // values such as 2^31 + s or INT_MAX are drawn in every case);
+                                       // the cache's last block in a request's table
   int gapped_strides_percent = 50;     // gaps of 0..3 elements between the dims of cache, scale cache
                                        // and input tensors, between K and V and after the buffers
   int misaligned_bases_percent = 50;   // odd element offsets of the K cache, scale cache and input

@@ -24,7 +24,7 @@ uint16_t f32_to_bf16_rne(float f);
 // Bits of 16-bit types live in the low half of the result.
 uint32_t convert_bits(uint32_t bits, DType from, DType to);
 
-// Quantised formats (DESIGN.md §1). fp8: round to nearest even, saturate to ±max finite (±Inf too),
+// Quantised formats (docs/contract.md). fp8: round to nearest even, saturate to ±max finite (±Inf too),
 // every NaN -> 0x7F (what CUDA's __nv_cvt_float_to_fp8 with __NV_SATFINITE returns). int8: round
 // half to even, saturate to [-128, 127], NaN -> 0 (cvt.rni.sat.s8.f32).
 uint8_t f32_to_fp8_e4m3(float f);

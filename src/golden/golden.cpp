@@ -1,4 +1,4 @@
-// golden.cpp — the golden model of the append contract (DESIGN.md §1).
+// golden.cpp — the golden model of the append contract (docs/contract.md).
 //
 // golden_append() is boring on purpose (STYLE.md rule 3): plain loops over (row, head, tensor,
 // dim), one element at a time, no vectorisation and no shortcuts. It consumes the same bytes a

@@ -1,4 +1,4 @@
-"""An independent numpy model of the append contract (DESIGN.md §1), for the Triton tests.
+"""An independent numpy model of the append contract (docs/contract.md), for the Triton tests.
 
 Written from the contract, not from the kernel: plain loops over slots and heads, numpy fp32
 division, numpy's float16 rounding, and fp8/bf16/int8 rounding by nearest-neighbour search over

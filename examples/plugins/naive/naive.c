@@ -1,7 +1,7 @@
 /* naive.c — the least a kvfuzz plugin has to be: a plain C, single-threaded append of f16, bf16 or
  * f32 rows into caches of the same dtype, paged NHD or HND. Start your own adapter from this file.
  *
- * Build and fuzz it (README "Fuzz your own kernel"):
+ * Build and fuzz it (docs/targets.md):
  *   cc -std=c99 -O2 -shared -fPIC -Iinclude examples/plugins/naive/naive.c -o naive.so
  *   kvfuzz run --target plugin:./naive.so --cases 1000
  *

@@ -1,4 +1,4 @@
-"""kvfuzz's Triton KV-cache append kernels (the contract of DESIGN.md §1, bit-exact with the CUDA kernel).
+"""kvfuzz's Triton KV-cache append kernels (the contract of docs/contract.md, bit-exact with the CUDA kernel).
 
 torch API (CUDA tensors on a GPU; CPU tensors under TRITON_INTERPRET=1):
 

@@ -1,4 +1,4 @@
-"""Triton kernels of the kvfuzz append contract (DESIGN.md §1), bit for bit the CUDA kernel's.
+"""Triton kernels of the kvfuzz append contract (docs/contract.md), bit for bit the CUDA kernel's.
 
 One @triton.jit kernel, `kv_append_kernel`, covers the whole contract. Only the dtypes and the tile
 are constexpr; the scale kind, the counter and the variant are runtime integers, and the kernel

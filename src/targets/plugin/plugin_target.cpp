@@ -485,7 +485,7 @@ std::unique_ptr<Target> make_plugin_target(const std::string& argument, const Ta
   const std::filesystem::path path(argument);
   if (!std::filesystem::exists(path, ec))
     throw InputError(argument, "", "no such file; --target plugin:PATH expects the path of a plugin shared object "
-                                   "(see include/kvfuzz_plugin.h and README \"Fuzz your own kernel\")");
+                                   "(see include/kvfuzz_plugin.h and docs/targets.md)");
   if (!std::filesystem::is_regular_file(path, ec))
     throw InputError(argument, "", "is not a regular file; --target plugin:PATH expects the path of a plugin shared object");
   return std::make_unique<PluginTarget>(argument, options);

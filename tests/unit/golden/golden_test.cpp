@@ -2,7 +2,7 @@
 //
 //   ctest --test-dir build -R 'Golden\.' --output-on-failure
 //
-// Every expectation below is worked out by hand from the contract (DESIGN.md §1), not computed by
+// Every expectation below is worked out by hand from the contract (docs/contract.md), not computed by
 // the code under test: which cache elements change, and the exact bits they receive. The arena is
 // built directly from a hand-written ArenaLayout (only Arena's constructor and accessors are used)
 // and pre-filled with a 0xA5 pattern, so any write outside the expected cells is visible.
