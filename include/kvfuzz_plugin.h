@@ -86,7 +86,8 @@ typedef enum kvfz_layout {
   KVFZ_LAYOUT_PAGED_HND = 1,       /* [num_blocks, H, block_size, D] */
   KVFZ_LAYOUT_CONTIGUOUS_BSHD = 2, /* [B, S, H, D]: block = sequence */
   KVFZ_LAYOUT_CONTIGUOUS_BHSD = 3, /* [B, H, S, D] */
-  KVFZ_LAYOUT_PACKED_KV_NHD = 4    /* [num_blocks, 2, block_size, H, D]: K and V of a block adjacent */
+  KVFZ_LAYOUT_PACKED_KV_NHD = 4,   /* [num_blocks, 2, block_size, H, D]: K and V of a block adjacent */
+  KVFZ_LAYOUT_PACKED_CONTENT_HND = 5 /* [num_blocks, H, block_size, 2*D]: K the first D of a row, V the last D */
 } kvfz_layout;
 
 /* Where the pointers of an append call live. */

@@ -30,12 +30,13 @@ constexpr NameTable<IndexType, 2> kIndexTypeNames{{
     {IndexType::i64, "i64"},
 }};
 
-constexpr NameTable<Layout, 5> kLayoutNames{{
+constexpr NameTable<Layout, 6> kLayoutNames{{
     {Layout::paged_nhd, "paged_nhd"},
     {Layout::paged_hnd, "paged_hnd"},
     {Layout::contiguous_bshd, "contiguous_bshd"},
     {Layout::contiguous_bhsd, "contiguous_bhsd"},
     {Layout::packed_kv_nhd, "packed_kv_nhd"},
+    {Layout::packed_content_hnd, "packed_content_hnd"},
 }};
 
 constexpr NameTable<ValueDist, 4> kValueDistNames{{

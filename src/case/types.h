@@ -18,6 +18,7 @@ enum class Layout : uint8_t {
   contiguous_bshd,  // [B, S, H, D]: block = sequence, block_size = S
   contiguous_bhsd,  // [B, H, S, D]
   packed_kv_nhd,    // [nb, 2, bs, H, D]: K and V of one block adjacent in one tensor
+  packed_content_hnd,  // [nb, H, bs, 2D]: K the first D of each row, V the last D (vLLM's default)
 };
 
 // Distribution of the payload values written into key/value rows (golden/payload.h).

@@ -22,9 +22,12 @@ bool has(uint32_t bits, E value) {
 bool nhd_like(Layout l) { return l == Layout::paged_nhd || l == Layout::contiguous_bshd || l == Layout::packed_kv_nhd; }
 
 // The strides of a cache with no gaps: [nb, bs, H, D] (NHD-like; packed K/V doubles the block),
-// [nb, H, bs, D] (HND-like). `dim` is 1 for scale caches (one fp32 per (block, pos, head)).
+// [nb, H, bs, D] (HND-like; content-packed K/V doubles the row). `dim` is 1 for scale caches (one
+// fp32 per (block, pos, head)), which are never packed.
 bool dense(const CacheGeometry& g, Layout layout, int64_t heads, int64_t dim, bool packed_kv) {
   const int64_t bs = g.block_size;
+  if (layout == Layout::packed_content_hnd && packed_kv)
+    return g.stride_pos == 2 * dim && g.stride_head == bs * 2 * dim && g.stride_block == heads * bs * 2 * dim;
   if (nhd_like(layout))
     return g.stride_head == dim && g.stride_pos == heads * dim && g.stride_block == (packed_kv ? 2 : 1) * bs * heads * dim;
   return g.stride_pos == dim && g.stride_head == bs * dim && g.stride_block == heads * bs * dim;
@@ -69,7 +72,7 @@ std::string outside_reason(const Case& c, const Capabilities& k) {
   const int64_t dense_row = fused ? (int64_t{c.num_q_heads} + 2 * H) * D : H * D;
   for (const InputView* v : {&c.key, &c.value})
     if (!k.strided_input && (v->stride_head != D || v->stride_token != dense_row)) return "strided input";
-  const bool packed = c.layout == Layout::packed_kv_nhd;
+  const bool packed = c.layout == Layout::packed_kv_nhd || c.layout == Layout::packed_content_hnd;
   if (!k.padded_cache && !dense(c.cache, c.layout, H, D, packed)) return "padded cache strides";
   if (!k.padded_cache && c.scale_kind == ScaleKind::per_token_head && !dense(c.scale_cache, c.layout, H, 1, false))
     return "padded scale cache strides";
@@ -129,7 +132,8 @@ std::string limits_text(int32_t lo, int32_t hi, int32_t multiple) {
 }
 
 constexpr std::initializer_list<Layout> kLayouts = {Layout::paged_nhd, Layout::paged_hnd, Layout::contiguous_bshd,
-                                                    Layout::contiguous_bhsd, Layout::packed_kv_nhd};
+                                                    Layout::contiguous_bhsd, Layout::packed_kv_nhd,
+                                                    Layout::packed_content_hnd};
 constexpr std::initializer_list<DType> kDTypes = {DType::f16, DType::bf16, DType::f32,
                                                   DType::fp8_e4m3, DType::fp8_e5m2, DType::int8};
 constexpr std::initializer_list<ScaleKind> kScaleKinds = {ScaleKind::none, ScaleKind::per_tensor, ScaleKind::per_head,

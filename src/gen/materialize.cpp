@@ -100,11 +100,19 @@ void lay_out_cache(const Genotype& g, Case& c) {
       geo.stride_pos = H * D;
       geo.stride_block = 2 * bs * geo.stride_pos + gap();
       break;
+    case Layout::packed_content_hnd:  // [nb, H, bs, 2D], K the first D of each row, V the last D
+      geo.stride_pos = 2 * D + gap();
+      geo.stride_head = bs * geo.stride_pos + gap();
+      geo.stride_block = H * geo.stride_head + gap();
+      break;
   }
   c.cache_k_offset = g.misaligned_bases ? 1 + 2 * static_cast<int64_t>(rng.below(4)) : 0;  // odd: misaligned base
   int64_t end = 0;
   if (g.layout == Layout::packed_kv_nhd) {
     c.cache_v_offset = c.cache_k_offset + bs * geo.stride_pos;
+    end = c.cache_k_offset + nb * geo.stride_block;
+  } else if (g.layout == Layout::packed_content_hnd) {
+    c.cache_v_offset = c.cache_k_offset + D;
     end = c.cache_k_offset + nb * geo.stride_block;
   } else {
     c.cache_v_offset = c.cache_k_offset + nb * geo.stride_block + gap();
@@ -137,7 +145,8 @@ void lay_out_scales(const Genotype& g, Case& c) {
       geo.stride_block = bs * geo.stride_pos + gap();
       break;
     case Layout::paged_hnd:
-    case Layout::contiguous_bhsd:  // [nb, H, bs]
+    case Layout::contiguous_bhsd:
+    case Layout::packed_content_hnd:  // [nb, H, bs]
       geo.stride_pos = 1 + gap();
       geo.stride_head = bs * geo.stride_pos + gap();
       geo.stride_block = H * geo.stride_head + gap();

@@ -297,7 +297,8 @@ nlohmann::json call_json(const Case& c, const ArenaLayout& layout, std::byte* im
     if (ptr == nullptr) return nullptr;
     return static_cast<int64_t>(static_cast<const std::byte*>(ptr) - image);
   };
-  const bool hnd = c.layout == Layout::paged_hnd || c.layout == Layout::contiguous_bhsd;
+  const bool hnd = c.layout == Layout::paged_hnd || c.layout == Layout::contiguous_bhsd ||
+                   c.layout == Layout::packed_content_hnd;
   return {
       {"input_dtype", std::string(to_string(c.input_dtype))},
       {"cache_dtype", std::string(to_string(c.cache_dtype))},

@@ -103,5 +103,28 @@ class LayoutFeatures(unittest.TestCase):
             self.assertIn("value_head_major", p.stderr)
 
 
+
+class Formats(unittest.TestCase):
+    def test_the_formats_profile_draws_every_layout_and_the_kernel_passes_it(self):
+        # configs/formats.json: a partial profile over the default with every layout family,
+        # K/V packed in the content dim included; the summary counts the cases of each.
+        with tempfile.TemporaryDirectory() as d:
+            summary = pathlib.Path(d) / "s.json"
+            p = kvfuzz("run", "--config", SRC / "configs" / "formats.json", "--cases", 400, "--seed", 7, "--stats",
+                       "--json", summary)
+            self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+            stats = json.loads(summary.read_text())["stats"]
+            layouts = {k.split("=", 1)[1] for k, v in stats.items() if k.startswith("layout=") and v > 0}
+            self.assertEqual(layouts, {"paged_nhd", "paged_hnd", "contiguous_bshd", "contiguous_bhsd", "packed_kv_nhd",
+                                       "packed_content_hnd"})
+            cases = generated(pathlib.Path(d) / "g", "--config", SRC / "configs" / "formats.json", "--seed", 7,
+                              "--cases", 400)
+            packed = [c for c in cases if c["cache"]["layout"] == "packed_content_hnd"]
+            self.assertGreater(len(packed), 0)
+            for c in packed:  # V the second half of K's rows: offset D, rows 2D (plus gaps) apart
+                D = c["shape"]["head_dim"]
+                self.assertEqual(c["cache"]["v_offset"] - c["cache"]["k_offset"], D)
+                self.assertGreaterEqual(c["cache"]["stride_pos"], 2 * D)
+
 if __name__ == "__main__":
     unittest.main()

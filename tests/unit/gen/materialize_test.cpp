@@ -66,6 +66,24 @@ TEST(Materialize, packedKvPutsVRightAfterKInEachBlock) {
   EXPECT_EQ(problems(c), "");
 }
 
+// [nb, H, bs, 2D]: K the first D elements of each row, V the last D, the addresses of the one
+// tensor written out (H 3, D 5, block_size 4, as base_genotype draws them).
+TEST(Materialize, packedContentPutsVInTheSecondHalfOfEveryRow) {
+  const Case c = materialize(base_genotype(Layout::packed_content_hnd));
+  const int64_t H = 3, D = 5, bs = 4;
+  EXPECT_EQ(c.cache_v_offset - c.cache_k_offset, D);
+  EXPECT_EQ(c.cache_buffer_elems, c.cache.num_blocks * H * bs * 2 * D);
+  for (int64_t b = 0; b < c.cache.num_blocks; ++b)
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t p = 0; p < bs; ++p)
+        for (int64_t d = 0; d < D; ++d) {
+          const int64_t row = ((b * H + h) * bs + p) * 2 * D;
+          ASSERT_EQ(c.cache_k_offset + cache_elem_offset(c.cache, b, p, h, d), c.cache_k_offset + row + d);
+          ASSERT_EQ(c.cache_v_offset + cache_elem_offset(c.cache, b, p, h, d), c.cache_k_offset + row + D + d);
+        }
+  EXPECT_EQ(problems(c), "");
+}
+
 TEST(Materialize, contiguousLayoutsUseOneSequencePerRequest) {
   for (Layout l : {Layout::contiguous_bshd, Layout::contiguous_bhsd}) {
     const Case c = materialize(base_genotype(l));
@@ -325,7 +343,7 @@ TEST(Materialize, nhdLikeLayoutsGetAnNhdScaleCache) {
 }
 
 TEST(Materialize, hndLikeLayoutsGetAnHndScaleCache) {
-  for (Layout l : {Layout::paged_hnd, Layout::contiguous_bhsd}) {
+  for (Layout l : {Layout::paged_hnd, Layout::contiguous_bhsd, Layout::packed_content_hnd}) {
     SCOPED_TRACE(std::string(to_string(l)));
     const Case c = materialize(quant_genotype(l, ScaleKind::per_token_head));
     const int64_t H = 3, bs = c.cache.block_size, nb = c.cache.num_blocks;
