@@ -89,6 +89,8 @@ struct LaunchConfig {
   int block = 0;      // threads per block
 };
 
+inline namespace KVF_KERNEL_NS {  // the kernel's functions (kv_layout.cuh)
+
 // Threads per block: 128, or 64 for caches quantised with a static scale, whose per-element
 // division and conversion make the fixed per-thread work worth sharing between two work items
 // (H_kv 8 x D 128: 154 -> 132 us at T = 65536 on the H200; bf16 copies are faster with 128 and
@@ -492,4 +494,5 @@ bool dispatch_kv_append(const KvAppendParams& p, Fn fn) {
   }
 }
 
+}  // namespace KVF_KERNEL_NS
 }  // namespace kvf

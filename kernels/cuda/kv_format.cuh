@@ -51,6 +51,8 @@ struct FieldLayout {
   Mode mode[kAxes];    // indexed by Axis
 };
 
+inline namespace KVF_KERNEL_NS {  // (kv_layout.cuh)
+
 // A rank-1 mode.
 KVF_HD Mode flat_mode(int64_t extent, int64_t stride) {
   Mode m;
@@ -168,4 +170,5 @@ struct FieldShape {
   }
 };
 
+}  // namespace KVF_KERNEL_NS
 }  // namespace kvf

@@ -16,6 +16,15 @@
 #define KVF_HD inline
 #endif
 
+// The functions of the kernel headers live in the inline namespace kvf::KVF_KERNEL_NS ("shared"
+// for the harness). A kernel library is compiled with KVF_KERNEL_NS=kernel, so its copies have
+// names of their own and the linker never merges them with the harness's: a mutant's rewritten
+// body cannot serve the golden model or the arena (at -O0 it did, and a mutant checked itself
+// with itself). The types stay in kvf, shared by both.
+#if !defined(KVF_KERNEL_NS)
+#define KVF_KERNEL_NS shared
+#endif
+
 namespace kvf {
 
 // Strides and extent of one cache tensor, in elements of the cache dtype.
@@ -26,6 +35,8 @@ struct CacheGeometry {
   int64_t stride_pos = 0;    // elements between consecutive slots of one block
   int64_t stride_head = 0;   // elements between consecutive heads
 };
+
+inline namespace KVF_KERNEL_NS {
 
 // Number of addressable slots; slot_mapping values in [0, capacity) are written.
 KVF_HD int64_t cache_capacity(const CacheGeometry& g) { return g.num_blocks * g.block_size; }
@@ -43,4 +54,5 @@ KVF_HD int64_t input_elem_offset(int64_t stride_token, int64_t stride_head, int6
   return token * stride_token + head * stride_head + dim;
 }
 
+}  // namespace KVF_KERNEL_NS
 }  // namespace kvf
