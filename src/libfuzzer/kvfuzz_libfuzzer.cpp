@@ -72,6 +72,8 @@ Verdict check(const Case& c) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace kvf;
+  static uint64_t inputs = 0;  // inputs run by this process, this one included
+  ++inputs;
   Case c = materialize(genotype_from_bytes(data, size));
   if (!validate(c).empty()) return -1;  // cannot happen for a materialised genotype; never kept in the corpus
   const Verdict v = check(c);
@@ -83,8 +85,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   if (v.pass()) return 0;
   const Signature s = signature_of(c, v);
-  std::fprintf(stderr, "kvfuzz-libfuzzer: FINDING signature %s: %s\n  %s\n", s.id().c_str(), s.text().c_str(),
-               v.findings.front().sentence.c_str());
+  std::fprintf(stderr, "kvfuzz-libfuzzer: FINDING signature %s: %s\n  %s\n  after %llu inputs\n", s.id().c_str(),
+               s.text().c_str(), v.findings.front().sentence.c_str(), static_cast<unsigned long long>(inputs));
   std::fprintf(stderr, "kvfuzz-libfuzzer: KVFUZZ_CASE_OUT=DIR %s <crash file> writes its case; kvfuzz replay DIR runs it\n",
                "kvfuzz-libfuzzer");
   std::abort();

@@ -3,7 +3,8 @@
 LIB_FUZZING_ENGINE, SRC, OUT, WORK) and no CUDA toolkit on any include path; a bounded fuzzing run
 (-seed, -runs) of the clean kernel finds nothing; the same build of a planted mutant (padding rows
 not skipped) is killed, its crash artifact converts to a case JSON that `kvfuzz replay` fails on
-the mutant and passes on the clean kernel. Exit 77 (skipped) without clang and libFuzzer.
+the mutant and passes on the clean kernel; a mutant of an inline helper the golden model shares
+(kv_layout.cuh) is killed too. Exit 77 (skipped) without clang and libFuzzer.
 
     KVFUZZ_BIN=build/kvfuzz KVFUZZ_MUTANT_BIN=build/tests/mutants/kvfuzz-mutant-padding-not-skipped \\
     KVFUZZ_SOURCE_DIR=. python3 test_libfuzzer.py        # from tests/e2e
@@ -57,6 +58,7 @@ class ClusterFuzzLite(unittest.TestCase):
         (t / "work").mkdir()
         cls.build = subprocess.run(["bash", SOURCE / ".clusterfuzzlite/build.sh"], cwd=t / "src", env=env,
                                    capture_output=True, text=True, timeout=900)
+        cls.build_commands = cls.log.read_text() if cls.log.exists() else ""  # before the mutant builds add theirs
 
     @classmethod
     def tearDownClass(cls):
@@ -75,7 +77,7 @@ class ClusterFuzzLite(unittest.TestCase):
         self.assertIn("dict = kvfuzz-libfuzzer.dict", (out / "kvfuzz-libfuzzer.options").read_text())
         with zipfile.ZipFile(out / "kvfuzz-libfuzzer_seed_corpus.zip") as z:
             self.assertGreaterEqual(len(z.namelist()), 4)
-        commands = self.log.read_text()
+        commands = self.build_commands
         self.assertNotIn("cuda/include", commands)           # no toolkit: the host stand-ins instead
         self.assertIn("src/libfuzzer/cuda_host", commands)
         # Coverage only on the kernel: the one compile with -fsanitize=fuzzer-no-link is kv_append_emu.cpp.
@@ -89,24 +91,37 @@ class ClusterFuzzLite(unittest.TestCase):
         self.assertEqual(p.returncode, 0, p.stderr[-3000:])
         self.assertIn("Done 4000 runs", p.stderr)
 
-    def test_the_planted_mutant_is_killed_and_its_crash_replays_as_a_case(self):
-        mutant_src = self.t / "mutant-kernel"
+    def build_mutant(self, name):
+        mutant_src = self.t / f"kernel-{name}"
         subprocess.run([sys.executable, SOURCE / "tests/mutants/apply_mutant.py", SOURCE / "tests/mutants/mutants.json",
-                        SOURCE / "kernels/cuda", "padding-not-skipped", mutant_src], check=True)
-        build = subprocess.run([SOURCE / "scripts/build-libfuzzer.sh", self.t / "out-mutant"],
+                        SOURCE / "kernels/cuda", name, mutant_src], check=True)
+        build = subprocess.run([SOURCE / "scripts/build-libfuzzer.sh", self.t / f"out-{name}"],
                                env=dict(self.env, KVFUZZ_KERNEL_DIR=str(mutant_src)), capture_output=True, text=True, timeout=900)
         self.assertEqual(build.returncode, 0, build.stderr)
+        return self.t / f"out-{name}/kvfuzz-libfuzzer"
+
+    def test_a_mutant_of_an_inline_helper_shared_with_the_golden_model_is_killed(self):
+        # block-stride-ignored rewrites kv_layout.cuh's cache_elem_offset, which the golden model and
+        # the arena use too: the kernel's copy must stay the kernel's (build-libfuzzer.sh renames its
+        # namespace), or the linker keeps one definition for both and the mutant is invisible.
+        binary = self.build_mutant("block-stride-ignored")
+        p = self.fuzz(binary, self.t / "corpus-stride", "-runs=3000", str(SOURCE / "src/libfuzzer/seeds"),
+                      f"-artifact_prefix={self.t}/stride-")
+        self.assertNotEqual(p.returncode, 0, p.stderr[-2000:])
+        self.assertRegex(p.stderr, r"kvfuzz-libfuzzer: FINDING signature [0-9a-f]{16}: v1 ")
+
+    def test_the_planted_mutant_is_killed_and_its_crash_replays_as_a_case(self):
+        binary = self.build_mutant("padding-not-skipped")
         artifacts = self.t / "artifacts"
         artifacts.mkdir()
-        p = self.fuzz(self.t / "out-mutant/kvfuzz-libfuzzer", self.t / "corpus-mutant", "-runs=20000",
-                      f"-artifact_prefix={artifacts}/")
+        p = self.fuzz(binary, self.t / "corpus-mutant", "-runs=20000", f"-artifact_prefix={artifacts}/")
         self.assertNotEqual(p.returncode, 0)
         m = re.search(r"kvfuzz-libfuzzer: FINDING signature ([0-9a-f]{16}): (v1 \S+)", p.stderr)
         self.assertIsNotNone(m, p.stderr[-3000:])
         crashes = list(artifacts.glob("crash-*"))
         self.assertEqual(len(crashes), 1)
         cases = self.t / "cases"
-        conv = subprocess.run([self.t / "out-mutant/kvfuzz-libfuzzer", crashes[0]], capture_output=True, text=True,
+        conv = subprocess.run([binary, crashes[0]], capture_output=True, text=True,
                               env=dict(os.environ, KVFUZZ_CASE_OUT=str(cases), ASAN_OPTIONS="detect_leaks=0"))
         self.assertNotEqual(conv.returncode, 0)  # it still crashes; the case is written first
         self.assertIn(f"FINDING signature {m.group(1)}", conv.stderr)
