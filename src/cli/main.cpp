@@ -735,11 +735,13 @@ int main(int argc, char** argv) {
   kvf::MergeOptions merge_opts;
   std::string merge_out;
   std::vector<std::string> merge_inputs;
-  CLI::App* merge = app.add_subcommand("merge", "Merge findings folders and corpora into OUT: one case per signature, the smallest");
+  CLI::App* merge = app.add_subcommand(
+      "merge", "Merge findings folders and corpora into OUT (one case per signature, the smallest), or the JSON "
+               "summaries of a campaign's shards into OUT.json (docs/scale.md)");
   add_common(merge, common);
   add_case_limits(merge, common);
-  merge->add_option("out", merge_out, "The folder merged into (its signatures.kvfuzz-index is updated)")->required();
-  merge->add_option("inputs", merge_inputs, "Case files and folders to merge (only read)");
+  merge->add_option("out", merge_out, "The folder merged into (its signatures.kvfuzz-index is updated), or the merged summary file")->required();
+  merge->add_option("inputs", merge_inputs, "Case files and folders to merge, or `run --json` summaries (only read)");
   merge->add_flag("--prune", merge_opts.prune, "Delete OUT's cases superseded by a smaller case of their signature");
   merge->add_flag("--coverage", merge_opts.coverage,
                   "Copy a passing case only when it adds a feature bucket of `run --stats` (smallest first): a minimal corpus");
