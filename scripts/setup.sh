@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(cmake g++ make python3 libcli11-dev nlohmann-json3-dev librapidcheck-dev libgtest-dev)
+packages=(cmake g++ make python3 python3-yaml zip libcli11-dev nlohmann-json3-dev librapidcheck-dev libgtest-dev)
 # clang with libFuzzer and the sanitizer runtimes: the parser fuzzers (scripts/fuzz.sh, ctest -L fuzz).
 packages+=(clang libclang-rt-14-dev)
 # Headless Chromium renders report.html in the browser test (ctest -L browser); KVFUZZ_NO_BROWSER=1

@@ -10,6 +10,8 @@
 #include <set>
 #include <thread>
 
+#include <sched.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "case/case_json.h"
@@ -169,6 +171,8 @@ FailureRecord handle_failure(Isolator& isolator, const CampaignOptions& o, const
   Verdict verdict = outcome.verdict;
   rec.flaky = !confirm(isolator, c, identity, o.confirm_runs, o.check.tolerance);
   const Signature first = signature_of(c, outcome.verdict);
+  rec.case_signature = first.text();
+  rec.case_signature_id = first.id();
   // The index holds a case of `s` (no larger than `size`, when given): a duplicate of that case.
   const auto known = [&](const Signature& s, const CaseSize* size) -> bool {
     const std::optional<FindingsIndex::Entry> e = dedup.index.find(s.id());
@@ -228,20 +232,33 @@ FailureRecord handle_failure(Isolator& isolator, const CampaignOptions& o, const
   return rec;
 }
 
-// One campaign thread: takes the next case index until the campaign stops. Each thread has its own
-// target object and worker process.
-void campaign_thread(CampaignState& st, const CampaignOptions& o, const CaseSource& source, Dedup& dedup, Progress& progress,
-                     Clock::time_point start) {
+// One campaign thread: takes the next case index of its shard until the campaign stops. Each
+// thread has its own target object and worker process; with --devices, thread `thread_no` runs on
+// device o.devices[thread_no % size] (its DeviceUse in st.result.devices).
+void campaign_thread(CampaignState& st, const CampaignOptions& campaign, const CaseSource& source, Dedup& dedup,
+                     Progress& progress, Clock::time_point start, int thread_no) {
+  CampaignOptions o = campaign;  // this thread's: its device, and reproduction lines that name it
+  DeviceUse* device_use = nullptr;
+  if (!o.devices.empty()) {
+    const size_t d = static_cast<size_t>(thread_no) % o.devices.size();
+    o.target_options.device = o.devices[d];
+    device_use = &st.result.devices[d];
+    if (o.devices[d] != 0) o.invocation.options.insert(o.invocation.options.end(), {"--device", std::to_string(o.devices[d])});
+  }
   std::unique_ptr<Target> target = make_target(o.target, o.target_options);
   Isolator isolator(*target, o.check.isolation);
+  int64_t checked = 0;  // cases this thread checked (passed or failed)
   struct AddEvents {  // on every way out, also an exception
     CampaignState& st;
     Isolator& isolator;
+    DeviceUse* device_use;
+    const int64_t& checked;
     ~AddEvents() {
       std::lock_guard<std::mutex> lock(st.mutex);
       st.result.workers.add(isolator.events());
+      if (device_use != nullptr) device_use->cases += checked;
     }
-  } add_events{st, isolator};
+  } add_events{st, isolator, device_use, checked};
   for (;;) {
     int64_t i = 0;
     {
@@ -250,9 +267,10 @@ void campaign_thread(CampaignState& st, const CampaignOptions& o, const CaseSour
         st.result.interrupted = true;
         st.stop = true;
       }
-      if (st.stop || (o.cases != 0 && st.next >= o.cases) || (o.seconds > 0 && seconds_since(start) >= o.seconds))
+      i = o.shard.case_at(st.next);  // the shard's next case: index, index + count, ...
+      if (st.stop || (o.cases != 0 && i >= o.cases) || (o.seconds > 0 && seconds_since(start) >= o.seconds))
         return;
-      i = st.next++;
+      ++st.next;
     }
     const DrawnCase drawn = source.draw(o.seed, i);
     if (!drawn.outside.empty()) {
@@ -285,6 +303,7 @@ void campaign_thread(CampaignState& st, const CampaignOptions& o, const CaseSour
         continue;
       }
       if (outcome.pass()) {
+        ++checked;
         ++st.result.cases;
         ++st.result.passed;
         progress.update(st.result.cases, st.result.passed, st.result.failed, "fuzzing");
@@ -296,12 +315,14 @@ void campaign_thread(CampaignState& st, const CampaignOptions& o, const CaseSour
         return;
       }
       if (st.stop) return;  // another thread's failure ended the campaign first
+      ++checked;
       ++st.result.cases;
       if (!o.keep_going) st.stop = true;
     }
     const FailureRecord rec = handle_failure(isolator, o, source, dedup, g, c, outcome, i, seconds_since(start), progress);
     std::lock_guard<std::mutex> lock(st.mutex);
     ++st.result.failed;
+    st.result.failing_cases.push_back(FailingCase{i, rec.case_signature, rec.case_signature_id});
     if (rec.duplicate) {  // a known signature: counted, not saved again
       DuplicateFindings& d = st.result.duplicates[rec.signature_id];
       d.signature = rec.signature;
@@ -314,6 +335,24 @@ void campaign_thread(CampaignState& st, const CampaignOptions& o, const CaseSour
     if (rec.file.empty() || st.saved.insert(rec.file.string()).second) st.result.failures.push_back(rec);
     progress.update(st.result.cases, st.result.passed, st.result.failed, "fuzzing");
   }
+}
+
+// CPU seconds (user + system) of this process and of its waited-for children (the workers).
+double host_cpu_seconds() {
+  const auto seconds = [](const rusage& u) {
+    return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+  };
+  rusage self{}, children{};
+  getrusage(RUSAGE_SELF, &self);
+  getrusage(RUSAGE_CHILDREN, &children);
+  return seconds(self) + seconds(children);
+}
+
+int usable_cores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
+  return CPU_COUNT(&set);
 }
 
 }  // namespace
@@ -332,11 +371,19 @@ CampaignResult run_campaign(const CampaignOptions& o, Progress& progress) {
   st.result.profile = profile.name;
   st.result.seed = std::to_string(o.seed);
   st.result.tolerance = to_string(o.check.tolerance);
+  st.result.shard_index = o.shard.index;
+  st.result.shard_count = o.shard.count;
+  st.result.shard_from = o.shard.from;
+  st.result.case_limit = o.cases;
+  for (const int d : o.devices) st.result.devices.push_back(DeviceUse{d, 0, 0});
+  for (int j = 0; j < std::max(1, o.jobs) && !o.devices.empty(); ++j) ++st.result.devices[static_cast<size_t>(j) % o.devices.size()].workers;
   LockedProgress locked(progress, st.progress_mutex);
 
+  const double cpu_before = host_cpu_seconds();
   const auto start = Clock::now();
+  std::atomic<int> threads{0};
   run_jobs(
-      o.jobs, [&] { campaign_thread(st, o, source, dedup, locked, start); },
+      o.jobs, [&] { campaign_thread(st, o, source, dedup, locked, start, threads++); },
       [&] {
         std::lock_guard<std::mutex> lock(st.mutex);
         st.stop = true;
@@ -344,7 +391,11 @@ CampaignResult run_campaign(const CampaignOptions& o, Progress& progress) {
 
   std::sort(st.result.failures.begin(), st.result.failures.end(),
             [](const FailureRecord& a, const FailureRecord& b) { return a.case_index < b.case_index; });
+  std::sort(st.result.failing_cases.begin(), st.result.failing_cases.end(),
+            [](const FailingCase& a, const FailingCase& b) { return a.case_index < b.case_index; });
   st.result.seconds = seconds_since(start);
+  st.result.host_cpu_seconds = host_cpu_seconds() - cpu_before;  // every worker has been reaped by now
+  st.result.host_cores = usable_cores();
   st.result.stop_signal = st.result.interrupted ? stop_signal() : 0;
   progress.finish();
   return st.result;
@@ -454,7 +505,7 @@ std::vector<std::filesystem::path> find_case_files(const std::vector<std::filesy
 std::vector<std::filesystem::path> generate_cases(const GenerateOptions& o) {
   const Profile profile = profile_for(o.config);
   std::vector<std::filesystem::path> files;
-  for (int64_t i = 0; i < o.cases; ++i) {
+  for (int64_t i = o.shard.index; i < o.cases; i += o.shard.count) {
     Case c = materialize(generate_case(profile, o.seed, i));
     c.provenance = Provenance{std::to_string(o.seed), i, KVFUZZ_VERSION, o.command_line, ""};
     files.push_back(save_case(c, o.out_dir));

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "campaign/check.h"
+#include "campaign/shard.h"
 #include "case/validate.h"
 #include "report/outcome.h"
 #include "report/progress.h"
@@ -28,6 +29,8 @@ struct CampaignOptions : RunOptions {
   int jobs = 1;                            // campaign threads, each with its own worker process
   int64_t max_shrink_tries = 2000;         // shrink candidates evaluated per failure at most
   std::string command_line;                // recorded in saved cases' provenance
+  Shard shard;                             // --shard: only cases k with k mod count == index (of 0..cases-1)
+  std::vector<int> devices;                // --devices: thread j runs on devices[j % size] (empty: --device)
 };
 
 // Runs a campaign. Throws InputError for a bad profile or target, InfraError for I/O failures.
@@ -68,9 +71,10 @@ ShrinkResult shrink_case(const ShrinkOptions& options, Progress& progress);
 struct GenerateOptions {
   std::filesystem::path config;            // profile; empty = built-in default
   uint64_t seed = 0;                       // cases are those `run --seed` would check, in order
-  int64_t cases = 10;                      // how many to write
+  int64_t cases = 10;                      // cases 0..cases-1 of the seed (those of `shard` among them)
   std::filesystem::path out_dir;           // where the cases go (<hash>.json, expect pass)
   std::string command_line;
+  Shard shard;                             // --shard: only cases k with k mod count == index
 };
 
 // Materialises cases 0..cases-1 of a campaign without running them and saves each (a seed corpus

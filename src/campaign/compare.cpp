@@ -172,8 +172,9 @@ void compare_thread(SharedState& st, const CompareOptions& o, const CaseSource& 
         st.result.interrupted = true;
         st.stop = true;
       }
-      if (st.stop || st.next >= o.cases) return;
-      i = st.next++;
+      i = o.shard.case_at(st.next);  // the shard's next case: index, index + count, ...
+      if (st.stop || i >= o.cases) return;
+      ++st.next;
     }
     const DrawnCase drawn = source.draw(o.seed, i);
     std::string outside = drawn.outside.empty() ? "" : o.target + ": " + drawn.outside;

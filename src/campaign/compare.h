@@ -18,6 +18,7 @@
 #include <string>
 
 #include "campaign/check.h"
+#include "campaign/shard.h"
 #include "report/progress.h"
 
 namespace kvf {
@@ -30,6 +31,7 @@ struct CompareOptions : RunOptions {      // target: side A; check.tolerance is 
   int jobs = 1;                           // threads, each with a worker per target
   std::filesystem::path out_dir = "kvfuzz-compare";  // where the first differing case is saved
   std::string command_line;               // recorded in the saved case's provenance
+  Shard shard;                            // --shard: only cases k with k mod count == index
 };
 
 // The first (lowest-index) case on which the two images differ.

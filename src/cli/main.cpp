@@ -8,6 +8,8 @@
 //   kvfuzz generate --seed N [--cases N] [--config FILE] -o DIR
 //   kvfuzz targets
 //   kvfuzz compare --target A --against B [--config FILE] [--cases N] [--seed N] [-j N] [--out-dir DIR]
+//   kvfuzz merge OUT IN... | kvfuzz merge OUT.json SUMMARY.json...
+//   (run, generate, compare: [--shard i/N|slurm|k8s/N]; run: [--devices 0,1,...|all])
 //   kvfuzz selftest [-j N] [--filter NAME] [--target plugin|triton-interp] [--metamorphic] [--json FILE] [--junit FILE] [--list]
 //
 // Exit codes (report/exit_code.h, docs/exit-codes.md): 0 clean, 1 findings, 2 usage or bad input,
@@ -31,15 +33,19 @@
 #include <iostream>
 #include <limits>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "campaign/campaign.h"
 #include "campaign/compare.h"
+#include "campaign/devices.h"
 #include "campaign/isolation.h"
 #include "campaign/merge.h"
 #include "campaign/report_case.h"
 #include "campaign/selftest.h"
+#include "campaign/shard.h"
+#include "campaign/summary_merge.h"
 #include "case/case_json.h"
 #include "case/errors.h"
 #include "report/exit_code.h"
@@ -377,6 +383,37 @@ void add_case_limits(CLI::App* app, CommonOptions& o) {
       ->check(whole_number(1, int64_t{1} << 30));
 }
 
+// --shard i/N | slurm | k8s/N (campaign/shard.h): read after parsing, since two forms read the environment.
+void add_shard(CLI::App* app, std::string& text) {
+  app->add_option("--shard", text,
+                  "Check only shard i of N: the cases k with k mod N == i (0-based); slurm: the Slurm array task's; "
+                  "k8s/N: JOB_COMPLETION_INDEX of N (docs/scale.md)");
+}
+
+kvf::Shard shard_from(const std::string& text) {
+  if (text.empty()) return {};
+  return kvf::parse_shard(text, [](const char* name) { return std::getenv(name); });
+}
+
+// --devices 0,1,... or all: distinct device indices 0..1023. `all` asks the driver, in a child
+// process (campaign/devices.h).
+std::vector<int> devices_from(const std::string& text) {
+  if (text == "all") return kvf::all_cuda_devices();
+  std::vector<int> devices;
+  std::stringstream in(text);
+  for (std::string word; std::getline(in, word, ',');) {
+    int v = -1;
+    const auto [end, ec] = std::from_chars(word.data(), word.data() + word.size(), v);
+    if (word.empty() || ec != std::errc() || end != word.data() + word.size() || v < 0 || v > 1023)
+      throw kvf::InputError("--devices", "", "expected all or a comma-separated list of device indices from 0 to 1023, got \"" + text + "\"");
+    if (std::find(devices.begin(), devices.end(), v) != devices.end())
+      throw kvf::InputError("--devices", "", "device " + word + " is listed twice in \"" + text + "\"");
+    devices.push_back(v);
+  }
+  if (devices.empty()) throw kvf::InputError("--devices", "", "expected all or a comma-separated list of device indices, got \"\"");
+  return devices;
+}
+
 int cmd_targets() {
   for (const kvf::TargetInfo& t : kvf::list_targets()) {
     std::cout << t.name << "\n"
@@ -397,12 +434,15 @@ int cmd_run(kvf::CampaignOptions o, const CommonOptions& common, bool seed_given
   static_cast<kvf::RunOptions&>(o) = common.run();
   if (!seed_given) o.seed = (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
   kvf::open_target(o.target, o.target_options);  // unknown: exit 2; unavailable here: exit 3; before anything runs
+  for (const int d : o.devices) kvf::open_target(o.target, kvf::TargetOptions{d, o.target_options.python});  // every --devices GPU
   std::ostream& out = *g_out.human;
   std::cerr << "kvfuzz: run on " << o.target << ", profile " << (o.config.empty() ? "default" : o.config.string())
             << ", seed " << o.seed << ", "
             << (o.cases ? std::to_string(o.cases) + " cases" : std::string("no case limit"))
             << (o.seconds > 0 ? ", at most " + number_word(o.seconds) + " s" : std::string())
             << (o.jobs > 1 ? ", " + std::to_string(o.jobs) + " jobs" : std::string())
+            << (o.devices.empty() ? std::string() : ", devices " + std::to_string(o.devices.size()))
+            << (o.shard.sharded() ? ", shard " + o.shard.text() + (o.cases ? " (" + std::to_string(o.shard.cases_of(o.cases)) + " of the cases)" : std::string()) : std::string())
             << ", values checked " << kvf::to_string(o.check.tolerance) << "\n";
   kvf::install_stop_handlers();
   kvf::TerminalProgress progress;
@@ -420,6 +460,7 @@ int cmd_run(kvf::CampaignOptions o, const CommonOptions& common, bool seed_given
   out << kvf::render_skipped(r);  // cases outside a plugin's capabilities, by reason
   out << kvf::render_stats(r);
   out << kvf::render_duplicates(r);
+  out << kvf::render_devices(r);
   out << kvf::render_workers(r.workers);
   out << "kvfuzz: " << r.cases << " cases in " << r.seconds << " s (" << static_cast<int64_t>(r.cases_per_second())
       << " cases/s), seed " << r.seed << (r.interrupted ? ", interrupted" : "") << "\n";
@@ -493,6 +534,36 @@ int cmd_report(const std::string& file, std::string out_dir, const CommonOptions
   return r.verdict.pass() ? kClean : kFindings;
 }
 
+// `kvfuzz merge OUT.json SUMMARY.json...`: the shards' JSON summaries as one (campaign/summary_merge.h).
+int cmd_merge_summaries(const std::string& out_file, const std::vector<std::string>& inputs) {
+  refuse_bad_outputs({{"merge's OUT", out_file}}, inputs);
+  std::error_code ec;
+  if (std::filesystem::is_directory(out_file, ec))
+    throw kvf::InputError(out_file, "", "is a folder; merging JSON summaries writes one summary file: name a file such as merged.json");
+  if (out_file == "-") g_out.take_stdout_for_machine_output();
+  else kvf::check_output_file(out_file, "merge's OUT");
+  std::vector<std::filesystem::path> files(inputs.begin(), inputs.end());
+  const kvf::SummaryMerge m = kvf::merge_summaries(files);
+  std::ostream& out = *g_out.human;
+  const nlohmann::json& j = m.merged;
+  out << "kvfuzz: merged " << m.present.size() << " of " << m.shard_count << " shard summaries of seed " << j["seed"].get<std::string>()
+      << ", profile " << j["profile"].get<std::string>() << " on " << j["target"].get<std::string>() << ": " << m.cases << " cases, "
+      << j["failing_cases_by_signature"].size() << " signatures among the failing cases\n";
+  for (const nlohmann::json& s : j["failing_cases_by_signature"])
+    out << "kvfuzz: signature " << s["signature_id"].get<std::string>() << ": " << s["failing_cases"] << " failing cases: "
+        << s["signature"].get<std::string>() << "\n";
+  for (const nlohmann::json& f : j["failures"])
+    out << "kvfuzz: saved by shard " << f["shard"] << ": " << f.value("file", std::string()) << "\n  reproduce: " << f.value("replay", std::string()) << "\n";
+  if (!m.missing.empty()) {
+    std::string list;
+    for (const int64_t i : m.missing) list += (list.empty() ? "" : ", ") + std::to_string(i);
+    out << "kvfuzz: missing shards (no summary): " << list << " of 0.." << m.shard_count - 1 << "; the result is incomplete (exit 3)\n";
+  }
+  write_json(out_file, j);
+  out << kvf::summary_line(m.passed, m.failed) << std::endl;
+  return m.exit_code;
+}
+
 // `kvfuzz merge OUT IN...`: one case per signature in OUT (campaign/merge.h).
 int cmd_merge(kvf::MergeOptions o, const CommonOptions& common) {
   static_cast<kvf::RunOptions&>(o) = common.run();
@@ -516,7 +587,9 @@ int cmd_compare(kvf::CompareOptions o, const CommonOptions& common, bool seed_gi
   if (!seed_given) o.seed = (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
   std::cerr << "kvfuzz: compare " << o.target << " against " << o.against << ", profile "
             << (o.config.empty() ? "default" : o.config.string()) << ", seed " << o.seed << ", " << o.cases << " cases"
-            << (o.jobs > 1 ? ", " + std::to_string(o.jobs) + " jobs" : std::string()) << "\n";
+            << (o.jobs > 1 ? ", " + std::to_string(o.jobs) + " jobs" : std::string())
+            << (o.shard.sharded() ? ", shard " + o.shard.text() + " (" + std::to_string(o.shard.cases_of(o.cases)) + " of them)" : std::string())
+            << "\n";
   kvf::install_stop_handlers();
   kvf::TerminalProgress progress;
   const kvf::CompareResult r = kvf::compare_targets(o, progress);
@@ -608,6 +681,12 @@ int main(int argc, char** argv) {
       ->check(whole_number(1, 1000));
   run->add_option("--max-shrink-tries", run_opts.max_shrink_tries, "Shrink candidates to evaluate at most")
       ->check(whole_number(0, kNoUpperBound));
+  std::string run_shard, run_devices;
+  add_shard(run, run_shard);
+  CLI::Option* devices_opt = run->add_option(
+      "--devices", run_devices,
+      "Spread the -j workers over these GPUs (0,1,... or all; thread j on the (j mod count)-th); the summary "
+      "reports cases/s per device and the host's CPU use");
 
   kvf::ReplayOptions replay_opts;
   std::vector<std::string> replay_paths;
@@ -641,6 +720,8 @@ int main(int argc, char** argv) {
   generate->add_option("--seed", gen_opts.seed, "Campaign seed")->required()->check(seed_number());
   generate->add_option("--cases", gen_opts.cases, "Number of cases")->check(whole_number(1, kNoUpperBound));
   generate->add_option("-o,--out-dir", gen_opts.out_dir, "Directory for the case files")->required();
+  std::string generate_shard;
+  add_shard(generate, generate_shard);
 
   std::string report_file, report_dir;
   CLI::App* report = app.add_subcommand("report", "Re-run a case and write report.json, report.md and report.html");
@@ -654,11 +735,13 @@ int main(int argc, char** argv) {
   kvf::MergeOptions merge_opts;
   std::string merge_out;
   std::vector<std::string> merge_inputs;
-  CLI::App* merge = app.add_subcommand("merge", "Merge findings folders and corpora into OUT: one case per signature, the smallest");
+  CLI::App* merge = app.add_subcommand(
+      "merge", "Merge findings folders and corpora into OUT (one case per signature, the smallest), or the JSON "
+               "summaries of a campaign's shards into OUT.json (docs/scale.md)");
   add_common(merge, common);
   add_case_limits(merge, common);
-  merge->add_option("out", merge_out, "The folder merged into (its signatures.kvfuzz-index is updated)")->required();
-  merge->add_option("inputs", merge_inputs, "Case files and folders to merge (only read)");
+  merge->add_option("out", merge_out, "The folder merged into (its signatures.kvfuzz-index is updated), or the merged summary file")->required();
+  merge->add_option("inputs", merge_inputs, "Case files and folders to merge, or `run --json` summaries (only read)");
   merge->add_flag("--prune", merge_opts.prune, "Delete OUT's cases superseded by a smaller case of their signature");
   merge->add_flag("--coverage", merge_opts.coverage,
                   "Copy a passing case only when it adds a feature bucket of `run --stats` (smallest first): a minimal corpus");
@@ -675,6 +758,8 @@ int main(int argc, char** argv) {
       compare->add_option("--seed", compare_opts.seed, "Campaign seed (default: random, printed)")->check(seed_number());
   compare->add_option("-j,--jobs", compare_opts.jobs, "Cases compared in parallel")->check(whole_number(1, 256));
   compare->add_option("-o,--out-dir", compare_opts.out_dir, "Directory for the first differing case (default: kvfuzz-compare)");
+  std::string compare_shard;
+  add_shard(compare, compare_shard);
 
   kvf::SelftestOptions selftest_opts;
   std::string selftest_json_file, selftest_junit_file;
@@ -724,6 +809,30 @@ int main(int argc, char** argv) {
 
   try {
     if (*targets) return cmd_targets();
+    if (*run) run_opts.shard = shard_from(run_shard);
+    if (*generate) gen_opts.shard = shard_from(generate_shard);
+    if (*compare) compare_opts.shard = shard_from(compare_shard);
+    if ((*run && run_opts.shard.sharded() && seed_opt->count() == 0) || (*compare && compare_opts.shard.sharded() && compare_seed->count() == 0))
+      throw kvf::InputError("--shard", "", "needs --seed: every shard must check the cases of one seed (without it each "
+                                           "process would draw its own, and the shards would not add up to one campaign)");
+    if (*run && devices_opt->count() > 0) {
+      const std::string device_option = "--device";
+      if (run->get_option(device_option)->count() > 0)
+        throw kvf::InputError("--devices", "", "--device and --devices both given: --device N runs every worker on N, --devices spreads them; give one");
+      if (!kvf::make_target(common.target, common.target_options())->info().needs_gpu)
+        throw kvf::InputError("--devices", "", "target " + common.target + " runs on no GPU (kvfuzz targets: needs a GPU: no)");
+      run_opts.devices = devices_from(run_devices);
+    }
+    if (*merge && !merge_inputs.empty() &&
+        std::any_of(merge_inputs.begin(), merge_inputs.end(), [](const std::string& f) { return kvf::is_summary_file(f); })) {
+      for (const std::string& f : merge_inputs)
+        if (!kvf::is_summary_file(f))
+          throw kvf::InputError(f, "", "is not a JSON summary (schema kvfuzz-summary), but other inputs are; merge takes either "
+                                       "case files and folders, or the summaries of a campaign's shards, not both");
+      if (merge_opts.prune || merge_opts.coverage)
+        throw kvf::InputError("merge", "", "--prune and --coverage apply to case folders, not to summaries");
+      return cmd_merge_summaries(merge_out, merge_inputs);
+    }
     if (*merge) {
       merge_opts.out = merge_out;
       for (const std::string& p : merge_inputs) merge_opts.inputs.emplace_back(p);

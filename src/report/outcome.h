@@ -58,6 +58,9 @@ struct FailureRecord {
   std::string replay_command;   // copy-pastable command that reproduces it
   std::string signature;        // campaign/signature.h: Signature::text() of the minimal case
   std::string signature_id;     // its 16-hex-digit id
+  std::string case_signature;   // Signature::text() of the failing case as drawn (before shrinking):
+                                // a function of the case alone, whatever ran before it (shards, -j)
+  std::string case_signature_id;
   bool duplicate = false;       // its signature was known (this run or the folder's index): not saved again;
                                 // `file` is then the known case
 };
@@ -67,6 +70,21 @@ struct DuplicateFindings {
   std::string signature;        // Signature::text()
   std::filesystem::path file;   // the case the index holds for it (empty if only this run's failing case)
   int64_t count = 0;
+};
+
+// A failing case of a campaign, by index (shrunk and saved or not): what `--shard` runs and
+// `merge` of their summaries compare with a single run (docs/scale.md).
+struct FailingCase {
+  int64_t case_index = -1;
+  std::string signature;     // FailureRecord::case_signature
+  std::string signature_id;
+};
+
+// The cases one device's campaign threads checked (`run --devices`).
+struct DeviceUse {
+  int device = 0;
+  int workers = 0;           // campaign threads (each with its worker process) on this device
+  int64_t cases = 0;         // cases they checked (passed and failed)
 };
 
 struct CampaignResult {
@@ -94,6 +112,13 @@ struct CampaignResult {
   int64_t replaced = 0;                           // skipped cases replaced (skipped - replaced were not run)
   std::map<std::string, int64_t> skip_reasons;    // skipped cases by reason ("layout packed_kv_nhd")
   double cases_per_second() const { return seconds > 0 ? cases / seconds : 0; }
+  int64_t shard_index = 0, shard_count = 1;  // --shard (count 1: the whole campaign)
+  std::string shard_from;                    // "i/N", "slurm", "k8s"; "" without --shard
+  int64_t case_limit = 0;                    // --cases (0: none): the campaign's cases, all shards together
+  std::vector<FailingCase> failing_cases;    // every failing case, by case index
+  std::vector<DeviceUse> devices;            // --devices: per device; empty without it
+  double host_cpu_seconds = 0;               // CPU time of kvfuzz and its workers during the campaign
+  int host_cores = 0;                        // cores this process may use (sched_getaffinity)
 };
 
 // One replayed corpus file.

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <map>
+#include <iomanip>
 #include <sstream>
 #include <utility>
 #include <vector>
@@ -72,6 +73,19 @@ std::string render_duplicates(const CampaignResult& r) {
     if (!d.file.empty()) s << ": " << d.file.string();
     s << "\n";
   }
+  return s.str();
+}
+
+std::string render_devices(const CampaignResult& r) {
+  if (r.devices.empty()) return "";
+  std::ostringstream s;
+  s << std::fixed << std::setprecision(1);
+  for (const DeviceUse& d : r.devices)
+    s << "kvfuzz: device " << d.device << ": " << d.workers << (d.workers == 1 ? " worker, " : " workers, ") << d.cases
+      << " cases, " << (r.seconds > 0 ? d.cases / r.seconds : 0.0) << " cases/s\n";
+  s << "kvfuzz: host CPU: " << (r.seconds > 0 ? r.host_cpu_seconds / r.seconds : 0.0) << " of " << r.host_cores
+    << " cores busy (" << r.host_cpu_seconds << " CPU-s in " << r.seconds
+    << " s); near the core count, the host, not the GPUs, bounds the rate\n";
   return s.str();
 }
 
@@ -189,12 +203,24 @@ nlohmann::json campaign_json(const CampaignResult& r, const std::string& command
     for (const Finding& x : f.verdict.findings) fs.push_back(finding_json(x));
     failures.push_back({{"file", f.file.string()}, {"save_error", f.save_error}, {"flaky", f.flaky}, {"case_index", f.case_index},
                         {"signature", f.signature}, {"signature_id", f.signature_id},
+                        {"case_signature", f.case_signature}, {"case_signature_id", f.case_signature_id},
                         {"seconds_to_find", f.seconds_to_find}, {"shrink_tries", f.shrink_tries},
                         {"shrink_steps", f.shrink_accepted}, {"shrink_skipped", f.shrink_skips},
                         {"size", {{"requests", f.requests}, {"slots", f.tokens}, {"heads", f.heads}, {"head_dim", f.head_dim}}},
                         {"findings", fs}, {"replay", f.replay_command}});
   }
+  nlohmann::json failing_cases = nlohmann::json::array();
+  for (const FailingCase& f : r.failing_cases)
+    failing_cases.push_back({{"case_index", f.case_index}, {"signature_id", f.signature_id}, {"signature", f.signature}});
+  nlohmann::json devices = nlohmann::json::array();
+  for (const DeviceUse& d : r.devices)
+    devices.push_back({{"device", d.device}, {"workers", d.workers}, {"cases", d.cases},
+                       {"cases_per_second", r.seconds > 0 ? d.cases / r.seconds : 0.0}});
   return {{"schema", "kvfuzz-summary"}, {"version", 1}, {"tool_version", KVFUZZ_VERSION},
+          {"shard", {{"index", r.shard_index}, {"count", r.shard_count}, {"from", r.shard_from}}},
+          {"case_limit", r.case_limit}, {"failing_cases", failing_cases}, {"devices", devices},
+          {"host", {{"cpu_seconds", r.host_cpu_seconds}, {"cores", r.host_cores},
+                    {"cores_busy", r.seconds > 0 ? r.host_cpu_seconds / r.seconds : 0.0}}},
           {"command", "run"}, {"command_line", command_line}, {"target", r.target}, {"profile", r.profile},
           {"seed", r.seed}, {"tolerance", r.tolerance}, {"cases", r.cases}, {"passed", r.passed}, {"failed", r.failed},
           {"seconds", r.seconds}, {"cases_per_second", r.cases_per_second()}, {"interrupted", r.interrupted},

@@ -25,6 +25,8 @@ std::string render_skipped(const CampaignResult& r);
 
 // One line of infrastructure events (worker retries, slow starts, recycling); "" when there were none.
 std::string render_workers(const WorkerEvents& w);
+// --devices: one line per device (workers, cases, cases/s), then the host's CPU use; "" without it.
+std::string render_devices(const CampaignResult& r);
 // --stats: the feature buckets with their counts and shares; "" without --stats.
 std::string render_stats(const CampaignResult& r);
 // One line per known signature whose failures were not saved again; "" when there were none.
