@@ -34,8 +34,7 @@ read -r -a kernel_flags <<<"$flags"
 common=(-std=c++20 -DKVFUZZ_VERSION="\"$version\"" -isystem "$src/src/libfuzzer/cuda_host" -I "$src/src")
 
 harness=(case/case_json case/types case/validate gen/materialize golden/convert golden/golden golden/payload
-         arena/arena arena/decode arena/diff arena/finding arena/windows campaign/signature libfuzzer/kvfuzz_libfuzzer
-         libfuzzer/kernel_entry)
+         arena/arena arena/decode arena/diff arena/finding arena/windows campaign/signature libfuzzer/kvfuzz_libfuzzer)
 mkdir -p "$work/harness" "$work/kernel"
 objects=()
 jobs_max="$(nproc 2>/dev/null || echo 2)"
@@ -55,11 +54,11 @@ done
 compile "$work/harness/targets_cuda_emu.o" "$src/src/targets/cuda_emu.cpp" "${harness_flags[@]}" -I "$src/kernels/cuda"
 # The kernel from KVFUZZ_KERNEL_DIR (rebuilt every time: one file), the only code with coverage.
 rm -f "$work/kernel/"*.o
-# Its namespace is renamed (-Dkvf=kvf_kernel): the kernel's copies of inline functions such as
-# kv_layout.cuh's cache_elem_offset must not be merged with the harness's, since a mutant rewrites
-# them and the linker keeps one weak definition for both (the golden model would run the mutant's,
-# or the kernel the clean one). src/libfuzzer/kernel_entry.cpp forwards kvf::kv_append_emu to it.
-compile "$work/kernel/kv_append_emu.o" "$kernel/kv_append_emu.cpp" "${kernel_flags[@]}" -Dkvf=kvf_kernel -I "$kernel"
+# As in the CMake kernel libraries, its functions get names of their own (KVF_KERNEL_NS=kernel,
+# kv_layout.cuh): the kernel's copies of inline functions such as cache_elem_offset must not be
+# merged with the harness's, since a mutant rewrites them and the linker keeps one weak definition
+# for both (the golden model would run the mutant's, or the kernel the clean one).
+compile "$work/kernel/kv_append_emu.o" "$kernel/kv_append_emu.cpp" "${kernel_flags[@]}" -DKVF_KERNEL_NS=kernel -I "$kernel"
 wait
 for o in "${objects[@]}"; do
   if [ -f "$o.rc" ] && [ "$(cat "$o.rc")" != 0 ] || [ ! -f "$o" ]; then echo "build-libfuzzer: compiling ${o##*/} failed" >&2; exit 1; fi
