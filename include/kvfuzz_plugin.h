@@ -87,7 +87,11 @@ typedef enum kvfz_layout {
   KVFZ_LAYOUT_CONTIGUOUS_BSHD = 2, /* [B, S, H, D]: block = sequence */
   KVFZ_LAYOUT_CONTIGUOUS_BHSD = 3, /* [B, H, S, D] */
   KVFZ_LAYOUT_PACKED_KV_NHD = 4,   /* [num_blocks, 2, block_size, H, D]: K and V of a block adjacent */
-  KVFZ_LAYOUT_PACKED_CONTENT_HND = 5 /* [num_blocks, H, block_size, 2*D]: K the first D of a row, V the last D */
+  KVFZ_LAYOUT_PACKED_CONTENT_HND = 5, /* [num_blocks, H, block_size, 2*D]: K the first D of a row, V the last D */
+  KVFZ_LAYOUT_VLLM_LEGACY = 6      /* vLLM's legacy caches: K [num_blocks, H, D/x, block_size, x] with x = 16 bytes of
+                                    * cache elements, V [num_blocks, H, D, block_size]. cache.stride_block and
+                                    * cache.stride_head are both tensors' (in elements); within a head K is dense
+                                    * [D/x, block_size, x] and V dense [D, block_size]; cache.stride_pos is x. */
 } kvfz_layout;
 
 /* Where the pointers of an append call live. */

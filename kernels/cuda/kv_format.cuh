@@ -98,6 +98,32 @@ KVF_HD FieldLayout geometry_layout(const CacheGeometry& g, int64_t offset, int64
   return f;
 }
 
+// vLLM's legacy caches, x elements to 16 bytes: K [nb, H, D/x, bs, x] and V [nb, H, D, bs], each
+// from its own base, with the geometry's stride_block and stride_head (stride_pos unused: K's pos
+// stride is x, V's 1). head_dim must be a multiple of x.
+KVF_HD FieldLayout xpacked_key_layout(const CacheGeometry& g, int64_t offset, int64_t num_heads, int64_t head_dim, int64_t x) {
+  FieldLayout f;
+  f.offset = offset;
+  f.mode[0] = flat_mode(g.num_blocks, g.stride_block);
+  f.mode[1] = flat_mode(g.block_size, x);
+  f.mode[2] = flat_mode(num_heads, g.stride_head);
+  f.mode[3].rank = 2;
+  f.mode[3].extent[0] = x;
+  f.mode[3].stride[0] = 1;
+  f.mode[3].extent[1] = head_dim / x;
+  f.mode[3].stride[1] = g.block_size * x;
+  return f;
+}
+KVF_HD FieldLayout transposed_value_layout(const CacheGeometry& g, int64_t offset, int64_t num_heads, int64_t head_dim) {
+  FieldLayout f;
+  f.offset = offset;
+  f.mode[0] = flat_mode(g.num_blocks, g.stride_block);
+  f.mode[1] = flat_mode(g.block_size, 1);
+  f.mode[2] = flat_mode(num_heads, g.stride_head);
+  f.mode[3] = flat_mode(head_dim, g.block_size);
+  return f;
+}
+
 // True when the layout is one of the v1 geometry: every axis flat and dim stride 1 (or extent 1).
 KVF_HD bool is_geometry_layout(const FieldLayout& f) {
   for (int a = 0; a < kAxes; ++a)

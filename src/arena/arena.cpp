@@ -181,14 +181,14 @@ void store_elem(std::byte* base, int64_t index, int size, uint64_t bits) {
 // ---------------------------------------------------------------------------------------------
 // Cache cell location
 
-CacheLocator::CacheLocator(const Case& c) : CacheLocator(c, c.cache, c.cache_k_offset, c.cache_v_offset, c.head_dim) {}
+CacheLocator::CacheLocator(const Case& c) : CacheLocator(c, c.cache, CacheShape(c.cache, c.cache_field(false), c.cache_field(true))) {}
 
 CacheLocator CacheLocator::scale_cache(const Case& c) {
-  return CacheLocator(c, c.scale_cache, c.scale_k_offset, c.scale_v_offset, 1);
+  return CacheLocator(c, c.scale_cache, CacheShape(c.scale_cache, c.scale_k_offset, c.scale_v_offset, c.num_heads, 1));
 }
 
-CacheLocator::CacheLocator(const Case& c, const CacheGeometry& g, int64_t k_offset, int64_t v_offset, int64_t head_dim)
-    : c_(c), shape_(g, k_offset, v_offset, c.num_heads, head_dim), owners_(static_cast<size_t>(std::max<int64_t>(g.num_blocks, 0))) {
+CacheLocator::CacheLocator(const Case& c, const CacheGeometry& g, const CacheShape& shape)
+    : c_(c), shape_(shape), owners_(static_cast<size_t>(std::max<int64_t>(g.num_blocks, 0))) {
   for (size_t r = 0; r < c.requests.size(); ++r) {
     const auto& blocks = c.requests[r].blocks;
     for (size_t li = 0; li < blocks.size(); ++li) {
@@ -246,7 +246,7 @@ void fill_block(const Case& c, const CacheLocator& loc, Arena& a, int64_t b) {
   const uint32_t tail = golden::canary_bits(c.cache_dtype, Canary::block_tail);
   for (const Tensor t : {Tensor::key, Tensor::value}) {
     const bool is_value = t == Tensor::value;
-    const int64_t base = is_value ? c.cache_v_offset : c.cache_k_offset;
+    const FieldLayout field = c.cache_field(is_value);
     for (int64_t p = 0; p < c.cache.block_size; ++p) {
       const CacheCell role = loc.cell(is_value, b, p, 0, 0);
       for (int64_t h = 0; h < c.num_heads; ++h) {
@@ -257,7 +257,7 @@ void fill_block(const Case& c, const CacheLocator& loc, Arena& a, int64_t b) {
             case CacheCell::Role::free_block: bits = free_block; break;
             default: bits = tail; break;  // new-token cells (not yet written) and block tails
           }
-          store_elem(a.cache(), base + cache_elem_offset(c.cache, b, p, h, d), cache_size, bits);
+          store_elem(a.cache(), field_offset(field, b, p, h, d), cache_size, bits);
         }
       }
     }

@@ -158,7 +158,7 @@ class CacheLocator {
   const CacheShape& shape() const { return shape_; }
 
  private:
-  CacheLocator(const Case& c, const CacheGeometry& g, int64_t k_offset, int64_t v_offset, int64_t head_dim);
+  CacheLocator(const Case& c, const CacheGeometry& g, const CacheShape& shape);
   const Case& c_;
   CacheShape shape_;            // geometry of the located buffer's K and V tensors, prepared for inversion
   std::vector<Owner> owners_;   // [num_blocks] owner of each physical block

@@ -37,9 +37,11 @@ struct CacheShape {
   // Host only. `num_heads` and `head_dim` are the extents of the head and dim dimensions (head_dim
   // 1 for a scale cache).
   CacheShape(const CacheGeometry& geometry, int64_t k_off, int64_t v_off, int64_t num_heads, int64_t head_dim)
-      : g(geometry),
-        tensor{FieldShape(geometry_layout(geometry, k_off, num_heads, head_dim)),
-               FieldShape(geometry_layout(geometry, v_off, num_heads, head_dim))} {}
+      : CacheShape(geometry, geometry_layout(geometry, k_off, num_heads, head_dim),
+                   geometry_layout(geometry, v_off, num_heads, head_dim)) {}
+  // Host only: K's and V's fields of any format (Case::cache_field), with the blocks of `geometry`.
+  CacheShape(const CacheGeometry& geometry, const FieldLayout& k, const FieldLayout& v)
+      : g(geometry), tensor{FieldShape(k), FieldShape(v)} {}
 
   KVF_HD CellIndex locate(int64_t elem) const {
     CellIndex out;

@@ -80,7 +80,7 @@ Genotype shrink_failure(Isolator& isolator, const Genotype& g, const CaseSource&
       [&](const Genotype& candidate) {
         if (stop_requested()) return false;
         const Case c = materialize(candidate);
-        if (!source.outside_reason(c).empty()) return false;
+        if (!validate(c).empty() || !source.outside_reason(c).empty()) return false;  // e.g. a head_dim x-packing cannot take
         const CaseOutcome o = check_case(isolator, c, tolerance);
         if (!o.skipped.empty()) {
           ++skips[o.skipped];

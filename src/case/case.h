@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "../../kernels/cuda/kv_append.cuh"  // DType, IndexType, CacheGeometry
+#include "../../kernels/cuda/kv_format.cuh"  // FieldLayout
 #include "../gen/genotype.h"
 #include "types.h"
 
@@ -112,6 +113,19 @@ struct Case {
 
   int64_t num_slots() const { return static_cast<int64_t>(slot_mapping.size()); }
   int64_t capacity() const { return cache_capacity(cache); }
+
+  // Elements of the cache dtype in 16 bytes: the x of vLLM's x-packed K.
+  int64_t xpack() const { return 16 / dtype_size(cache_dtype); }
+  // Where K (is_value false) or V keeps each (block, pos, head, dim) in the cache buffer
+  // (kv_format.cuh): the geometry from its offset for every layout but vllm_legacy, whose K is
+  // x-packed and V transposed. The golden model, the arena and the report map address the cache
+  // through this alone.
+  FieldLayout cache_field(bool is_value) const {
+    const int64_t offset = is_value ? cache_v_offset : cache_k_offset;
+    if (layout != Layout::vllm_legacy) return geometry_layout(cache, offset, num_heads, head_dim);
+    return is_value ? transposed_value_layout(cache, offset, num_heads, head_dim)
+                    : xpacked_key_layout(cache, offset, num_heads, head_dim, xpack());
+  }
 };
 
 }  // namespace kvf

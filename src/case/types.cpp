@@ -30,13 +30,14 @@ constexpr NameTable<IndexType, 2> kIndexTypeNames{{
     {IndexType::i64, "i64"},
 }};
 
-constexpr NameTable<Layout, 6> kLayoutNames{{
+constexpr NameTable<Layout, 7> kLayoutNames{{
     {Layout::paged_nhd, "paged_nhd"},
     {Layout::paged_hnd, "paged_hnd"},
     {Layout::contiguous_bshd, "contiguous_bshd"},
     {Layout::contiguous_bhsd, "contiguous_bhsd"},
     {Layout::packed_kv_nhd, "packed_kv_nhd"},
     {Layout::packed_content_hnd, "packed_content_hnd"},
+    {Layout::vllm_legacy, "vllm_legacy"},
 }};
 
 constexpr NameTable<ValueDist, 4> kValueDistNames{{

@@ -19,6 +19,8 @@ enum class Layout : uint8_t {
   contiguous_bhsd,  // [B, H, S, D]
   packed_kv_nhd,    // [nb, 2, bs, H, D]: K and V of one block adjacent in one tensor
   packed_content_hnd,  // [nb, H, bs, 2D]: K the first D of each row, V the last D (vLLM's default)
+  vllm_legacy,      // K [nb, H, D/x, bs, x] (x = 16 bytes of elements), V [nb, H, D, bs]: not a
+                    // geometry; the fields come from kv_format.cuh's xpacked_fields()
 };
 
 // Distribution of the payload values written into key/value rows (golden/payload.h).

@@ -233,15 +233,36 @@ bool check_cache(const Case& c, bool shape_ok, Checker& ck) {
     return false;
   }
   if (!ok || !shape_ok) return false;
+  const bool legacy = c.layout == Layout::vllm_legacy;
+  if (legacy && to_string(c.cache_dtype) != "?") {  // K [nb, H, D/x, bs, x], V [nb, H, D, bs]
+    const int64_t x = c.xpack();
+    if (c.head_dim % x != 0) {
+      ck.add("/shape/head_dim", "vllm_legacy packs K in groups of x = " + std::to_string(x) + " " +
+                                    std::string(to_string(c.cache_dtype)) + " elements (16 bytes): expected a multiple of " +
+                                    std::to_string(x) + ", got " + std::to_string(c.head_dim));
+      return false;
+    }
+    if (g.stride_pos != x) {
+      ck.add("/cache/stride_pos", "vllm_legacy: expected stride_pos = x = " + std::to_string(x) +
+                                      " (K's slot stride; V's is 1), got " + std::to_string(g.stride_pos));
+      return false;
+    }
+  }
   if (g.num_blocks == 0) return true;  // an empty cache: no cells, nothing to overlap
 
-  const std::vector<Dim> dims = {
-      {"dim", "/shape/head_dim", 1, c.head_dim},
-      {"stride_head", "/cache/stride_head", g.stride_head, c.num_heads},
-      {"stride_pos", "/cache/stride_pos", g.stride_pos, g.block_size},
-      {"stride_block", "/cache/stride_block", g.stride_block, g.num_blocks},
-      {"v_offset - k_offset", "/cache/v_offset", c.cache_v_offset - c.cache_k_offset, 2},
-  };
+  // vllm_legacy: within a head, K's [D/x, bs, x] and V's [D, bs] are dense, D*bs elements each.
+  const std::vector<Dim> dims =
+      legacy ? std::vector<Dim>{{"one head's dims and slots", "/cache/block_size", 1, c.head_dim * g.block_size},
+                                {"stride_head", "/cache/stride_head", g.stride_head, c.num_heads},
+                                {"stride_block", "/cache/stride_block", g.stride_block, g.num_blocks},
+                                {"v_offset - k_offset", "/cache/v_offset", c.cache_v_offset - c.cache_k_offset, 2}}
+             : std::vector<Dim>{
+                   {"dim", "/shape/head_dim", 1, c.head_dim},
+                   {"stride_head", "/cache/stride_head", g.stride_head, c.num_heads},
+                   {"stride_pos", "/cache/stride_pos", g.stride_pos, g.block_size},
+                   {"stride_block", "/cache/stride_block", g.stride_block, g.num_blocks},
+                   {"v_offset - k_offset", "/cache/v_offset", c.cache_v_offset - c.cache_k_offset, 2},
+               };
   const NestResult nest = check_nested(dims);
   if (nest.bad != nullptr) {
     ck.add(nest.bad->path, nest_message("K/V cache", nest));

@@ -26,6 +26,8 @@ bool nhd_like(Layout l) { return l == Layout::paged_nhd || l == Layout::contiguo
 // fp32 per (block, pos, head)), which are never packed.
 bool dense(const CacheGeometry& g, Layout layout, int64_t heads, int64_t dim, bool packed_kv) {
   const int64_t bs = g.block_size;
+  if (layout == Layout::vllm_legacy && dim > 1)  // K [nb, H, D/x, bs, x], V [nb, H, D, bs]: D*bs per head
+    return g.stride_head == dim * bs && g.stride_block == heads * dim * bs;
   if (layout == Layout::packed_content_hnd && packed_kv)
     return g.stride_pos == 2 * dim && g.stride_head == bs * 2 * dim && g.stride_block == heads * bs * 2 * dim;
   if (nhd_like(layout))
@@ -133,7 +135,7 @@ std::string limits_text(int32_t lo, int32_t hi, int32_t multiple) {
 
 constexpr std::initializer_list<Layout> kLayouts = {Layout::paged_nhd, Layout::paged_hnd, Layout::contiguous_bshd,
                                                     Layout::contiguous_bhsd, Layout::packed_kv_nhd,
-                                                    Layout::packed_content_hnd};
+                                                    Layout::packed_content_hnd, Layout::vllm_legacy};
 constexpr std::initializer_list<DType> kDTypes = {DType::f16, DType::bf16, DType::f32,
                                                   DType::fp8_e4m3, DType::fp8_e5m2, DType::int8};
 constexpr std::initializer_list<ScaleKind> kScaleKinds = {ScaleKind::none, ScaleKind::per_tensor, ScaleKind::per_head,

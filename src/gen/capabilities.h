@@ -52,6 +52,15 @@ struct Capabilities {
   bool block_size_pow2_only = false;
 };
 
+// What kvfuzz's own kernels (cuda, cuda-emu, triton, triton-interp) and an undeclared Python
+// function take: every case but the vllm_legacy layout (x-packed K, transposed V), which only a
+// plugin declaring KVFZ_LAYOUT_VLLM_LEGACY (or a Python function listing it) receives.
+inline Capabilities builtin_capabilities() {
+  Capabilities c;
+  c.layouts &= ~(1u << static_cast<unsigned>(Layout::vllm_legacy));
+  return c;
+}
+
 // Capabilities from a Python target's declaration, a JSON object whose keys are all optional (a
 // missing key: no restriction) and mirror kvfz_capabilities:
 //   layouts, input_dtypes, cache_dtypes, scale_kinds, slot_dtypes   lists of names ("paged_nhd",

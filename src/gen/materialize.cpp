@@ -105,6 +105,11 @@ void lay_out_cache(const Genotype& g, Case& c) {
       geo.stride_head = bs * geo.stride_pos + gap();
       geo.stride_block = H * geo.stride_head + gap();
       break;
+    case Layout::vllm_legacy:  // K [nb, H, D/x, bs, x], V [nb, H, D, bs]: dense within a head
+      geo.stride_pos = c.xpack();
+      geo.stride_head = D * bs + gap();
+      geo.stride_block = H * geo.stride_head + gap();
+      break;
   }
   c.cache_k_offset = g.misaligned_bases ? 1 + 2 * static_cast<int64_t>(rng.below(4)) : 0;  // odd: misaligned base
   int64_t end = 0;
@@ -146,7 +151,8 @@ void lay_out_scales(const Genotype& g, Case& c) {
       break;
     case Layout::paged_hnd:
     case Layout::contiguous_bhsd:
-    case Layout::packed_content_hnd:  // [nb, H, bs]
+    case Layout::packed_content_hnd:
+    case Layout::vllm_legacy:  // [nb, H, bs]
       geo.stride_pos = 1 + gap();
       geo.stride_head = bs * geo.stride_pos + gap();
       geo.stride_block = H * geo.stride_head + gap();

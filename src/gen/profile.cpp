@@ -191,7 +191,7 @@ Profile profile_from_json(const json& j, const ProfileReader& r) {
   for (const std::string& key : profile_keys())
     if (!j.contains(key)) r.fail("", "missing key \"" + key + "\"; see configs/default.json for the full form");
 
-  const std::string layouts = "paged_nhd, paged_hnd, contiguous_bshd, contiguous_bhsd, packed_kv_nhd, packed_content_hnd";
+  const std::string layouts = "paged_nhd, paged_hnd, contiguous_bshd, contiguous_bhsd, packed_kv_nhd, packed_content_hnd, vllm_legacy";
   const std::string float_dtypes = "f16, bf16, f32";
   const std::string dtypes = "f16, bf16, f32, fp8_e4m3, fp8_e5m2, int8";
   const std::string scale_kinds = "per_tensor, per_head, per_block, per_token_head";

@@ -3,8 +3,8 @@
 // golden_append() is boring on purpose (STYLE.md rule 3): plain loops over (row, head, tensor,
 // dim), one element at a time, no vectorisation and no shortcuts. It consumes the same bytes a
 // kernel does — slot_mapping, key/value elements and static scales are read from the arena image,
-// not from the Case — and addresses the cache and the scale cache only through kv_layout.cuh's
-// cache_elem_offset(). Applied to the initial arena it produces the expected arena that diff.h
+// not from the Case — and addresses the cache only through Case::cache_field() (kv_format.cuh's
+// field_offset) and the scale cache through kv_layout.cuh's cache_elem_offset(). Applied to the initial arena it produces the expected arena that diff.h
 // compares a target's result with.
 //
 // Float caches: convert_bits (bit copy for equal dtypes, else RNE, NaN -> canonical NaN).
@@ -48,6 +48,7 @@ void golden_append(const Case& c, std::byte* image, const ArenaLayout& layout) {
   const int64_t capacity = c.capacity();
   const bool quantized = is_quantized(c.cache_dtype);
   const int64_t scale_count = static_scale_count(c.scale_kind, c.num_heads, c.cache.num_blocks);
+  const FieldLayout k_field = c.cache_field(false), v_field = c.cache_field(true);
 
   unsigned long long invalid = 0;
   for (int64_t row = 0; row < c.num_slots(); ++row) {  // rows >= T (graph padding) are never read
@@ -63,12 +64,13 @@ void golden_append(const Case& c, std::byte* image, const ArenaLayout& layout) {
       for (const bool is_value : {false, true}) {
         const InputView& view = is_value ? c.value : c.key;
         const int64_t in_row = view.offset + input_elem_offset(view.stride_token, view.stride_head, row, head, 0);
-        const int64_t cache_row = (is_value ? c.cache_v_offset : c.cache_k_offset) + cache_elem_offset(c.cache, block, pos, head, 0);
+        const FieldLayout& field = is_value ? v_field : k_field;
+        auto cache_elem = [&](int64_t dim) { return field_offset(field, block, pos, head, dim); };
 
         if (!quantized) {
           for (int64_t dim = 0; dim < c.head_dim; ++dim) {
             const uint32_t x = load_elem(input, c.input_dtype, in_row + dim);
-            store_elem(cache, c.cache_dtype, cache_row + dim, convert_bits(x, c.input_dtype, c.cache_dtype));
+            store_elem(cache, c.cache_dtype, cache_elem(dim), convert_bits(x, c.input_dtype, c.cache_dtype));
           }
           continue;
         }
@@ -95,7 +97,7 @@ void golden_append(const Case& c, std::byte* image, const ArenaLayout& layout) {
         }
         for (int64_t dim = 0; dim < c.head_dim; ++dim) {
           const float x = bits_to_f32(load_elem(input, c.input_dtype, in_row + dim), c.input_dtype);
-          store_elem(cache, c.cache_dtype, cache_row + dim, quantize_bits(x, scale, c.cache_dtype));
+          store_elem(cache, c.cache_dtype, cache_elem(dim), quantize_bits(x, scale, c.cache_dtype));
         }
       }
     }

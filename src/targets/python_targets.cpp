@@ -48,10 +48,13 @@ class PythonTarget final : public Target {
   }
 
   // What the function declares (FUNCTION.kvfuzz_capabilities or FUNCTION_capabilities()), from the
-  // same probe; the triton-interp targets declare nothing (every case).
+  // same probe; the triton-interp targets and undeclared functions take builtin_capabilities().
   std::optional<Capabilities> capabilities() const override {
     const PythonHello hello = probe_python_worker(spec_);
-    return hello.kind == PythonHello::Kind::ready ? hello.capabilities : std::nullopt;
+    // No Python calling convention for vllm_legacy yet: a function never receives it.
+    Capabilities caps = hello.kind == PythonHello::Kind::ready && hello.capabilities ? *hello.capabilities : Capabilities{};
+    caps.layouts &= builtin_capabilities().layouts;
+    return caps;
   }
 
  private:
@@ -66,7 +69,7 @@ class PythonTarget final : public Target {
 constexpr double kInterpreterTimeout = 600;
 
 const char* const kTritonSupports =
-    "what kvfuzz_triton implements: all layouts (any strides), f16/bf16/f32 inputs, f16/bf16/f32/fp8_e4m3/fp8_e5m2/int8 "
+    "what kvfuzz_triton implements: every layout but vllm_legacy (any strides), f16/bf16/f32 inputs, f16/bf16/f32/fp8_e4m3/fp8_e5m2/int8 "
     "caches with per-tensor, per-head, per-block and per-token-head scales, i32/i64 slots, any H and D; slow (the "
     "interpreter loops over the grid in Python)";
 

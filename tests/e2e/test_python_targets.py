@@ -184,7 +184,7 @@ class PythonTargets(unittest.TestCase):
         run = ("run", "--cases", "1", "--corpus-out", os.path.join(self.tmp, "x"))
         self.assert_refused(self.kvfuzz(*run, "--target", f"python-numpy:{DECLARED}:bad_layout"), 2,
                             'bad_layout.kvfuzz_capabilities: at /layouts/0: "nhd" is not one of a list of layout names '
-                            "(paged_nhd, paged_hnd, contiguous_bshd, contiguous_bhsd, packed_kv_nhd, packed_content_hnd)")
+                            "(paged_nhd, paged_hnd, contiguous_bshd, contiguous_bhsd, packed_kv_nhd, packed_content_hnd, vllm_legacy)")
         self.assert_refused(self.kvfuzz(*run, "--target", f"python-numpy:{DECLARED}:bad_head_dims"), 2,
                             'bad_head_dims.kvfuzz_capabilities: at /head_dims/1: "128" is not in a non-empty list of head dims')
         self.assert_refused(self.kvfuzz(*run, "--target", f"python-numpy:{DECLARED}:not_a_dict"), 2,

@@ -56,7 +56,8 @@ static_assert(KVFZ_LAYOUT_PAGED_NHD == static_cast<int>(Layout::paged_nhd) &&
               KVFZ_LAYOUT_CONTIGUOUS_BSHD == static_cast<int>(Layout::contiguous_bshd) &&
               KVFZ_LAYOUT_CONTIGUOUS_BHSD == static_cast<int>(Layout::contiguous_bhsd) &&
               KVFZ_LAYOUT_PACKED_KV_NHD == static_cast<int>(Layout::packed_kv_nhd) &&
-              KVFZ_LAYOUT_PACKED_CONTENT_HND == static_cast<int>(Layout::packed_content_hnd));
+              KVFZ_LAYOUT_PACKED_CONTENT_HND == static_cast<int>(Layout::packed_content_hnd) &&
+              KVFZ_LAYOUT_VLLM_LEGACY == static_cast<int>(Layout::vllm_legacy));
 
 namespace {
 
@@ -285,7 +286,7 @@ std::string bit_list(uint32_t bits, std::initializer_list<E> all) {
 std::string supports_text(const kvfz_capabilities& k) {
   std::string s = "layouts " + bit_list(k.layouts, {Layout::paged_nhd, Layout::paged_hnd, Layout::contiguous_bshd,
                                                     Layout::contiguous_bhsd, Layout::packed_kv_nhd,
-                                                    Layout::packed_content_hnd});
+                                                    Layout::packed_content_hnd, Layout::vllm_legacy});
   s += "; inputs " + bit_list(k.input_dtypes, {DType::f16, DType::bf16, DType::f32});
   s += "; caches " + bit_list(k.cache_dtypes, {DType::f16, DType::bf16, DType::f32, DType::fp8_e4m3, DType::fp8_e5m2, DType::int8});
   if (k.same_input_cache_dtype) s += " (float caches of the input's dtype only)";

@@ -144,7 +144,7 @@ class TritonTarget final : public Target {
           if (find_kernel(m, in, cache, slot) == nullptr)
             combos += std::string(combos.empty() ? "" : ", ") + std::string(to_string(in)) + "->" +
                       std::string(to_string(cache)) + "/" + std::string(to_string(slot));
-    return "all layouts (any strides), f16/bf16/f32 inputs, f16/bf16/f32/fp8_e4m3/fp8_e5m2/int8 caches with "
+    return "every layout but vllm_legacy (any strides), f16/bf16/f32 inputs, f16/bf16/f32/fp8_e4m3/fp8_e5m2/int8 caches with "
            "per-tensor, per-head, per-block and per-token-head scales, i32/i64 slots, any H and D (one " +
            std::to_string(m.block_h) + "x" + std::to_string(m.block_d) + " tile looped over heads and dims)" +
            (combos.empty() ? std::string() : "; missing from " + m.origin + ": " + combos);

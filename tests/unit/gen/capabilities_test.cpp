@@ -271,7 +271,7 @@ TEST(Capabilities, aBadPythonDeclarationNamesTheKeyAndTheExpectedForm) {
   };
   EXPECT_EQ(error({{"layouts", {"paged_nhd", "nhd"}}}),
             "k.py:fn.kvfuzz_capabilities: at /layouts/1: \"nhd\" is not one of a list of layout names (paged_nhd, "
-            "paged_hnd, contiguous_bshd, contiguous_bhsd, packed_kv_nhd, packed_content_hnd)");
+            "paged_hnd, contiguous_bshd, contiguous_bhsd, packed_kv_nhd, packed_content_hnd, vllm_legacy)");
   EXPECT_NE(error({{"layouts", "paged_nhd"}}).find("at /layouts: expected a list of layout names"), std::string::npos);
   EXPECT_NE(error({{"input_dtypes", {"int8"}}}).find("at /input_dtypes/0: \"int8\" is not one of a list of input dtype names (f16, bf16, f32)"),
             std::string::npos);
