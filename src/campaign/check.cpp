@@ -34,10 +34,11 @@ CaseOutcome check_case(Target& target, const Case& c, const CheckOptions& option
 
 CaseRun run_case(Isolator& isolator, const Case& c, const TolerancePolicy& tolerance) {
   // A large cache runs windowed (arena/windows.h): the host holds the windows, the target checks
-  // the rest of the cache.
+  // the rest of the cache. The windows are planned from the geometry, so a layout the geometry
+  // cannot express (vllm_legacy) is always checked whole.
   const ArenaLayout layout = plan_arena(c);
-  Arena initial = layout.cache_bytes > isolator.options().windowed_above_bytes ? make_initial_arena(c, plan_windows(c, layout))
-                                                                                : make_initial_arena(c);
+  const bool windowed = layout.cache_bytes > isolator.options().windowed_above_bytes && c.layout != Layout::vllm_legacy;
+  Arena initial = windowed ? make_initial_arena(c, plan_windows(c, layout)) : make_initial_arena(c);
   Arena expected = initial;
   golden::golden_append(c, expected);
   Arena actual = initial;
