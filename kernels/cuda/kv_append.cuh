@@ -23,6 +23,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "kv_format.cuh"
 #include "kv_layout.cuh"
 
 // Full unrolling of a loop with a compile-time trip count (keeps small arrays in registers); the
@@ -81,6 +82,10 @@ struct KvAppendParams {
   float* k_scale_cache = nullptr;   // per_token_head: K scale of (block, pos, head) at
   float* v_scale_cache = nullptr;   //   cache_elem_offset(scale_cache, block, pos, head, 0)
   CacheGeometry scale_cache;        // strides of the scale caches (in fp32 elements; no dim)
+
+  // vLLM's legacy caches (kv_format.cuh): K x-packed [nb, H, D/x, bs, x], x = 16 / sizeof(cache
+  // element), V transposed [nb, H, D, bs]; `cache` gives stride_block and stride_head of both.
+  bool vllm_legacy = false;
 };
 
 // Grid shape shared by the GPU launcher and the emulator: one thread block per slot entry.
@@ -264,6 +269,12 @@ KVF_HD Int8 quantize<Int8>(float x, float scale) {
   return Int8{static_cast<int8_t>(clamped)};
 }
 
+// The per_token_head scale of a row whose largest magnitude is amax (NaN ignored before this).
+template <typename CacheT>
+KVF_HD float dynamic_scale(float amax) {
+  return fmaxf(amax, 1e-6f) / QuantTraits<CacheT>::kMax;
+}
+
 // Static scale of (tensor, block, head) for per_tensor / per_head / per_block; `block` is the
 // slot's physical block.
 KVF_HD float static_scale(const KvAppendParams& p, bool is_value, int64_t block, int64_t head) {
@@ -289,8 +300,12 @@ KVF_HD const InT* input_row(const KvAppendParams& p, bool is_value, int64_t toke
                   : static_cast<const InT*>(p.key) + input_elem_offset(p.key_stride_token, p.key_stride_head, token, head, 0);
 }
 template <typename CacheT>
+KVF_HD CacheT* cache_base(const KvAppendParams& p, bool is_value) {
+  return static_cast<CacheT*>(is_value ? p.v_cache : p.k_cache);
+}
+template <typename CacheT>
 KVF_HD CacheT* cache_row(const KvAppendParams& p, bool is_value, int64_t block, int64_t pos, int64_t head) {
-  return static_cast<CacheT*>(is_value ? p.v_cache : p.k_cache) + cache_elem_offset(p.cache, block, pos, head, 0);
+  return cache_base<CacheT>(p, is_value) + cache_elem_offset(p.cache, block, pos, head, 0);
 }
 KVF_HD float* scale_cell(const KvAppendParams& p, bool is_value, int64_t block, int64_t pos, int64_t head) {
   return (is_value ? p.v_scale_cache : p.k_scale_cache) + cache_elem_offset(p.scale_cache, block, pos, head, 0);
@@ -382,6 +397,39 @@ KVF_HD void append_chunk(const KvAppendParams& p, int64_t token, int64_t block, 
   }
 }
 
+// vLLM's legacy layout: no dim of it is contiguous in both K and V, so each work item is one whole
+// (K or V, head) row, stored element by element through the format model's field_offset(). Values
+// follow the same rules as the geometry path (bit copy, conversion, static or per-token-head scale).
+template <typename InT, typename CacheT>
+KVF_HD void append_legacy_rows(const KvAppendParams& p, int64_t token, int64_t block, int64_t pos, int thread, int threads) {
+  const int64_t x = 16 / static_cast<int64_t>(sizeof(CacheT));
+  const FieldLayout k_field = xpacked_key_layout(p.cache, 0, p.num_heads, p.head_dim, x);
+  const FieldLayout v_field = transposed_value_layout(p.cache, 0, p.num_heads, p.head_dim);
+  for (int64_t work = thread; work < 2 * int64_t{p.num_heads}; work += threads) {
+    const bool is_value = work >= p.num_heads;
+    const int64_t head = work % p.num_heads;
+    const InT* src = input_row<InT>(p, is_value, token, head);
+    CacheT* dst = cache_base<CacheT>(p, is_value);
+    const FieldLayout& field = is_value ? v_field : k_field;
+    if constexpr (kIsQuantized<CacheT>) {
+      float scale = 0.0f;
+      if (p.scale_kind == ScaleKind::per_token_head) {
+        float amax = 0.0f;
+        for (int64_t d = 0; d < p.head_dim; ++d) amax = fmaxf(amax, fabsf(to_float(src[d])));  // NaN ignored
+        scale = dynamic_scale<CacheT>(amax);
+        *scale_cell(p, is_value, block, pos, head) = scale;
+      } else {
+        scale = static_scale(p, is_value, block, head);
+      }
+      for (int64_t d = 0; d < p.head_dim; ++d) dst[field_offset(field, block, pos, head, d)] = quantize<CacheT>(to_float(src[d]), scale);
+    } else if constexpr (std::is_same_v<InT, CacheT>) {
+      for (int64_t d = 0; d < p.head_dim; ++d) dst[field_offset(field, block, pos, head, d)] = src[d];
+    } else {
+      for (int64_t d = 0; d < p.head_dim; ++d) dst[field_offset(field, block, pos, head, d)] = from_float<CacheT>(to_float(src[d]));
+    }
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Per-thread body. Thread block `cta` handles slot entry `cta`; its threads stride over
 // heads x 16-byte chunks of head_dim, each work item covering that chunk of the K row and of the V
@@ -399,6 +447,10 @@ KVF_HD void kv_append_thread(const KvAppendParams& p, int64_t cta, int thread, i
   }
   const int64_t block = slot / p.cache.block_size;
   const int64_t pos = slot % p.cache.block_size;
+  if (p.vllm_legacy) {
+    append_legacy_rows<InT, CacheT>(p, token, block, pos, thread, threads);
+    return;
+  }
   const int64_t head_dim = p.head_dim;
   constexpr int64_t kVec = 16 / sizeof(InT);  // elements per chunk
 
@@ -415,7 +467,7 @@ KVF_HD void kv_append_thread(const KvAppendParams& p, int64_t cta, int thread, i
           KVF_UNROLL
           for (int i = 0; i < kVec; ++i) amax = fmaxf(amax, fabsf(to_float(vec_elem<InT>(x, i))));  // NaN ignored
         }
-        const float scale = fmaxf(amax, 1e-6f) / QuantTraits<CacheT>::kMax;
+        const float scale = dynamic_scale<CacheT>(amax);
         *scale_cell(p, is_value, block, pos, head) = scale;
         for (int64_t lo = 0; lo < head_dim; lo += kVec) {
           const int64_t hi = lo + kVec < head_dim ? lo + kVec : head_dim;

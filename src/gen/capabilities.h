@@ -52,9 +52,10 @@ struct Capabilities {
   bool block_size_pow2_only = false;
 };
 
-// What kvfuzz's own kernels (cuda, cuda-emu, triton, triton-interp) and an undeclared Python
-// function take: every case but the vllm_legacy layout (x-packed K, transposed V), which only a
-// plugin declaring KVFZ_LAYOUT_VLLM_LEGACY (or a Python function listing it) receives.
+// What the Triton kernels (triton, triton-interp) and Python functions take: every case but the
+// vllm_legacy layout (x-packed K, transposed V), which they do not implement yet (nor has Python a
+// calling convention for it). The CUDA kernel (cuda, cuda-emu) and plugins declaring
+// KVFZ_LAYOUT_VLLM_LEGACY receive it.
 inline Capabilities builtin_capabilities() {
   Capabilities c;
   c.layouts &= ~(1u << static_cast<unsigned>(Layout::vllm_legacy));

@@ -322,7 +322,7 @@ constexpr int kMaxExtendsDepth = 16;
 // the keys it gives replace the base's, the rest come from the base (followed down the chain).
 // `chain` holds the files being read, to refuse a cycle; `origin` gets the file of every key that
 // is not `file`'s own.
-json resolve_extends(const json& j, const std::string& file, std::vector<std::string>& chain,
+json resolve_extends(const json& j, const std::string& file, bool files, std::vector<std::string>& chain,
                      std::map<std::string, std::string>& origin) {
   const ProfileReader r(file);
   check_schema(j, r);
@@ -336,7 +336,8 @@ json resolve_extends(const json& j, const std::string& file, std::vector<std::st
   std::string base_file;
   if (base_name == "default") {
     base = profile_to_json(default_profile());
-    base_file = "the built-in default profile";
+  } else if (!files) {
+    r.fail("/extends", "a profile given as text (not read from a file) can extend only \"default\"");
   } else {
     const std::filesystem::path p = std::filesystem::path(file).parent_path() / base_name;
     base_file = p.lexically_normal().string();
@@ -347,13 +348,19 @@ json resolve_extends(const json& j, const std::string& file, std::vector<std::st
       if (f == key) r.fail("/extends", "\"" + base_name + "\" makes a cycle: " + base_file + " is already being read");
     if (chain.size() >= kMaxExtendsDepth) r.fail("/extends", "more than 16 profiles extend one another");
     chain.push_back(key);
-    base = resolve_extends(parse_profile_text(read_profile_text(p), base_file), base_file, chain, base_origin);
+    base = resolve_extends(parse_profile_text(read_profile_text(p), base_file), base_file, files, chain, base_origin);
     chain.pop_back();
   }
+  // A key taken from a base file is blamed on that file; one from the built-in default on `file`,
+  // the profile the user can change.
   for (const auto& [key, _] : base.items()) {
     if (j.contains(key)) continue;
     const auto it = base_origin.find(key);
-    origin[key] = it != base_origin.end() ? it->second : base_file;
+    if (it != base_origin.end()) {
+      origin[key] = it->second;
+    } else if (!base_file.empty()) {
+      origin[key] = base_file;
+    }
   }
   json merged = base;
   merged.erase("name");  // a partial profile without a name is named after its file
@@ -364,12 +371,12 @@ json resolve_extends(const json& j, const std::string& file, std::vector<std::st
   return merged;
 }
 
-Profile profile_from_document(const json& j, const std::string& file) {
+Profile profile_from_document(const json& j, const std::string& file, bool files) {
   std::vector<std::string> chain{file};
   std::error_code ec;
   if (const auto c = std::filesystem::weakly_canonical(file, ec); !ec) chain.front() = c.string();
   std::map<std::string, std::string> origin;
-  const json merged = resolve_extends(j, file, chain, origin);
+  const json merged = resolve_extends(j, file, files, chain, origin);
   return profile_from_json(merged, ProfileReader(file, std::move(origin)));
 }
 
@@ -422,9 +429,11 @@ json profile_to_json(const Profile& p) {
   return j;
 }
 
-Profile profile_from_text(std::string_view text, const std::string& file) {
+namespace {
+
+Profile profile_text(std::string_view text, const std::string& file, bool files) {
   try {
-    return profile_from_document(parse_profile_text(text, file), file);
+    return profile_from_document(parse_profile_text(text, file), file, files);
   } catch (const InputError&) {
     throw;
   } catch (const std::bad_alloc&) {
@@ -434,9 +443,11 @@ Profile profile_from_text(std::string_view text, const std::string& file) {
   }
 }
 
-Profile load_profile(const std::filesystem::path& file) {
-  return profile_from_text(read_profile_text(file), file.string());
-}
+}  // namespace
+
+Profile profile_from_text(std::string_view text, const std::string& file) { return profile_text(text, file, false); }
+
+Profile load_profile(const std::filesystem::path& file) { return profile_text(read_profile_text(file), file.string(), true); }
 
 Profile default_profile() {
   Profile p;

@@ -117,7 +117,8 @@ struct Profile {
 // Reads and validates a profile file (at most 1 MiB). Throws InputError (case/errors.h) on any problem.
 Profile load_profile(const std::filesystem::path& file);
 
-// The same reader on in-memory text (the fuzzing entry point, tests/fuzz/fuzz_profile_reader.cpp):
+// The same reader on in-memory text (the fuzzing entry point, tests/fuzz/fuzz_profile_reader.cpp),
+// which reads no file: "extends" may name only "default" there:
 // strict JSON (parse_json_strict: duplicate keys, nesting depth, invalid UTF-8 refused), then every
 // key, type and range. `file` is used in error messages only. Throws only InputError.
 Profile profile_from_text(std::string_view text, const std::string& file);

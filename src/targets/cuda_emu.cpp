@@ -29,6 +29,7 @@ KvAppendParams append_params(const Case& c, std::byte* image, const ArenaLayout&
   p.k_cache = cache + c.cache_k_offset * cache_size;
   p.v_cache = cache + c.cache_v_offset * cache_size;
   p.cache = c.cache;
+  p.vllm_legacy = c.layout == Layout::vllm_legacy;
   p.num_heads = c.num_heads;
   p.head_dim = c.head_dim;
   p.input_dtype = c.input_dtype;
@@ -81,7 +82,7 @@ class CudaEmuTarget final : public Target {
   TargetInfo info_{
       "cuda-emu",
       "kernels/cuda/kv_append.cuh compiled for the host and run by a CPU grid emulator",
-      "every layout but vllm_legacy (any strides), f16/bf16/f32 inputs, f16/bf16/f32/fp8_e4m3/fp8_e5m2/int8 caches with "
+      "all layouts (any strides; vllm_legacy element by element), f16/bf16/f32 inputs, f16/bf16/f32/fp8_e4m3/fp8_e5m2/int8 caches with "
       "per-tensor, per-head, per-block and per-token-head scales, i32/i64 slots, any H and D",
       "exact",
       false,

@@ -13,7 +13,6 @@ namespace {
 class GoldenTarget final : public Target {
  public:
   const TargetInfo& info() const override { return info_; }
-  std::optional<Capabilities> capabilities() const override { return std::nullopt; }  // the model: every case
 
   RunResult run(const Case& c, std::byte* image, const ArenaLayout& layout) override {
     golden::golden_append(c, image, layout);

@@ -91,10 +91,10 @@ class Target {
   // InputError when probing shows the target's argument to be wrong (python:MODULE:FUNCTION with
   // no such module).
   virtual std::string unavailable_reason() const { return ""; }
-  // What the kernel supports (std::nullopt: every case the generator makes, the golden target).
-  // kvfuzz's own kernels: builtin_capabilities(), every layout but the formats they do not
-  // implement yet. Campaigns send only cases inside it and count the others (gen/capabilities.h).
-  virtual std::optional<Capabilities> capabilities() const { return builtin_capabilities(); }
+  // What the kernel supports; std::nullopt: every case the generator makes (golden, cuda, cuda-emu).
+  // The Triton targets take builtin_capabilities(). Campaigns send only cases inside it and count
+  // the others (gen/capabilities.h).
+  virtual std::optional<Capabilities> capabilities() const { return std::nullopt; }
 
  private:
   std::optional<TargetSpec> spec_;

@@ -106,8 +106,9 @@ class LayoutFeatures(unittest.TestCase):
 
 class Formats(unittest.TestCase):
     def test_the_formats_profile_draws_every_layout_and_the_kernel_passes_it(self):
-        # configs/formats.json: a partial profile over the default with every layout family,
-        # K/V packed in the content dim included; the summary counts the cases of each.
+        # configs/formats.json: a partial profile over the default with every layout family, K/V
+        # packed in the content dim and vLLM's x-packed legacy pair included; the summary counts
+        # the cases of each.
         with tempfile.TemporaryDirectory() as d:
             summary = pathlib.Path(d) / "s.json"
             p = kvfuzz("run", "--config", SRC / "configs" / "formats.json", "--cases", 400, "--seed", 7, "--stats",
@@ -116,7 +117,7 @@ class Formats(unittest.TestCase):
             stats = json.loads(summary.read_text())["stats"]
             layouts = {k.split("=", 1)[1] for k, v in stats.items() if k.startswith("layout=") and v > 0}
             self.assertEqual(layouts, {"paged_nhd", "paged_hnd", "contiguous_bshd", "contiguous_bhsd", "packed_kv_nhd",
-                                       "packed_content_hnd"})
+                                       "packed_content_hnd", "vllm_legacy"})
             cases = generated(pathlib.Path(d) / "g", "--config", SRC / "configs" / "formats.json", "--seed", 7,
                               "--cases", 400)
             packed = [c for c in cases if c["cache"]["layout"] == "packed_content_hnd"]

@@ -79,6 +79,7 @@ kvf::KvAppendParams params(const kvfz_append_args& a) {
   p.k_cache = a.k_cache;
   p.v_cache = a.v_cache;
   p.cache = geometry(a.cache);
+  p.vllm_legacy = a.layout == KVFZ_LAYOUT_VLLM_LEGACY;  // x-packed K, transposed V (kv_format.cuh)
   p.num_heads = a.num_heads;
   p.head_dim = a.head_dim;
   p.input_dtype = static_cast<DType>(a.input_dtype);
@@ -115,7 +116,8 @@ int kvfuzz_plugin_query(kvfz_capabilities* caps, int device, char* error, size_t
   caps->name = kName;
   caps->description = kDescription;
   caps->layouts = (1u << KVFZ_LAYOUT_PAGED_NHD) | (1u << KVFZ_LAYOUT_PAGED_HND) | (1u << KVFZ_LAYOUT_CONTIGUOUS_BSHD) |
-                  (1u << KVFZ_LAYOUT_CONTIGUOUS_BHSD) | (1u << KVFZ_LAYOUT_PACKED_KV_NHD);
+                  (1u << KVFZ_LAYOUT_CONTIGUOUS_BHSD) | (1u << KVFZ_LAYOUT_PACKED_KV_NHD) |
+                  (1u << KVFZ_LAYOUT_PACKED_CONTENT_HND) | (1u << KVFZ_LAYOUT_VLLM_LEGACY);
   caps->input_dtypes = (1u << KVFZ_F16) | (1u << KVFZ_BF16) | (1u << KVFZ_F32);
   caps->cache_dtypes = caps->input_dtypes | (1u << KVFZ_FP8_E4M3) | (1u << KVFZ_FP8_E5M2) | (1u << KVFZ_INT8);
   caps->scale_kinds = (1u << KVFZ_SCALE_NONE) | (1u << KVFZ_SCALE_PER_TENSOR) | (1u << KVFZ_SCALE_PER_HEAD) |
