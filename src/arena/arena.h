@@ -164,8 +164,8 @@ class CacheLocator {
   std::vector<Owner> owners_;   // [num_blocks] owner of each physical block
 };
 
-// Locates cache element `elem` (index into the cache buffer) by inverting the stride formula;
-// verified with cache_elem_offset(). Builds a CacheLocator, so O(num_blocks): callers locating
+// Locates cache element `elem` (index into the cache buffer) by inverting K's and V's layouts
+// (Case::cache_field); verified with field_offset(). Builds a CacheLocator, so O(num_blocks): callers locating
 // many elements should build one CacheLocator and reuse it.
 CacheCell locate_cache_elem(const Case& c, int64_t elem);
 

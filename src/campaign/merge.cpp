@@ -59,26 +59,28 @@ MergeResult merge_cases(const MergeOptions& o) {
     if (!in_out(files[i])) ++r.copied;
     index.offer(signature[i], std::filesystem::relative(saved, o.out).string(), size_of(cases[i]));
   }
-  // Coverage so far: every case that stays in OUT (its own files and the failing cases kept).
+  // With coverage, the buckets covered so far: every case that stays in OUT (its own files and
+  // the failing cases kept).
   std::set<std::string> covered;
   const auto cover = [&](const Case& c) {
     bool adds = false;
     for (std::string& b : feature_buckets(c)) adds = covered.insert(std::move(b)).second || adds;
     return adds;
   };
-  std::vector<size_t> candidates;  // passing cases from the inputs, smallest first
+  std::vector<std::pair<size_t, const std::string*>> candidates;  // (case, its hash): passing inputs, smallest first
   for (const auto& [hash, i] : passing) {
-    if (in_out(files[i])) {
+    if (!in_out(files[i])) {
+      candidates.emplace_back(i, &hash);
+    } else if (o.coverage) {
       cover(cases[i]);
-    } else {
-      candidates.push_back(i);
     }
   }
-  for (const auto& [id, i] : signatures) cover(cases[i]);
+  if (o.coverage)
+    for (const auto& [id, i] : signatures) cover(cases[i]);
   std::stable_sort(candidates.begin(), candidates.end(),
-                   [&](size_t a, size_t b) { return size_of(cases[a]) < size_of(cases[b]); });
-  for (const size_t i : candidates) {
-    if (std::filesystem::exists(o.out / (case_hash(cases[i]) + ".json"), ec)) {
+                   [&](const auto& a, const auto& b) { return size_of(cases[a.first]) < size_of(cases[b.first]); });
+  for (const auto& [i, hash] : candidates) {
+    if (std::filesystem::exists(o.out / (*hash + ".json"), ec)) {
       ++r.kept_out;
       continue;
     }

@@ -115,7 +115,7 @@ struct Case {
   int64_t capacity() const { return cache_capacity(cache); }
 
   // Elements of the cache dtype in 16 bytes: the x of vLLM's x-packed K.
-  int64_t xpack() const { return 16 / dtype_size(cache_dtype); }
+  int64_t xpack() const { return xpack_elems(cache_dtype); }
   // Where K (is_value false) or V keeps each (block, pos, head, dim) in the cache buffer
   // (kv_format.cuh): the geometry from its offset for every layout but vllm_legacy, whose K is
   // x-packed and V transposed. The golden model, the arena and the report map address the cache

@@ -78,6 +78,8 @@ int64_t static_scale_count(ScaleKind k, int64_t num_heads, int64_t num_blocks);
 
 // Size in bytes of one element.
 int dtype_size(DType t);
+// Elements of `t` in 16 bytes: the x of vLLM's x-packed K cache (kv_format.cuh).
+inline int64_t xpack_elems(DType t) { return 16 / dtype_size(t); }
 int index_type_size(IndexType t);
 
 }  // namespace kvf

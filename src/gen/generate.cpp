@@ -168,7 +168,7 @@ rc::Gen<Shape> gen_shape(const ProfilePtr& pp) {
                      s.gapped_strides, s.misaligned_bases, s.kv_views) = t;
             // vLLM's legacy K packs x = 16 bytes of cache elements: a head_dim it cannot pack
             // gets the closest geometry instead (HND, no random draw, so the stream is unchanged).
-            if (s.layout == Layout::vllm_legacy && d % (16 / dtype_size(s.dtypes.cache)) != 0) s.layout = Layout::paged_hnd;
+            if (s.layout == Layout::vllm_legacy && d % xpack_elems(s.dtypes.cache) != 0) s.layout = Layout::paged_hnd;
             return s;
           });
     });

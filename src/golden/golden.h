@@ -2,7 +2,7 @@
 //
 // Boring on purpose (STYLE.md rule 3): no vectorisation, no shortcuts. It reads the key/value rows
 // and slot_mapping from the arena's input sections and writes converted values into the arena's
-// cache section at cache_elem_offset() (kernels/cuda/kv_layout.cuh), and the number of invalid
+// cache section at Case::cache_field()'s offsets (kernels/cuda/kv_format.cuh), and the number of invalid
 // slots into the arena's counter. Applied to an initial arena it yields the expected arena.
 #pragma once
 
