@@ -16,8 +16,11 @@
  * of a cache tensor is at  base + b*stride_block + o*stride_pos + h*stride_head + d  (elements,
  * 64-bit arithmetic). Input row t, head h, dim d is at  base + t*stride_token + h*stride_head + d.
  *
- * Versioning: KVFUZZ_PLUGIN_ABI_VERSION changes whenever a struct below changes incompatibly;
- * kvfuzz refuses a plugin whose kvfuzz_plugin_abi_version() differs from its own. Structs carry
+ * Versioning: KVFUZZ_PLUGIN_ABI_VERSION changes whenever the ABI gains what a kernel must know;
+ * kvfuzz loads plugins of version 1 and 2 and refuses others. Version 2 is version 1 with the format
+ * families appended (kvfz_family, kvfz_capabilities.families, the kvfz_append_args fields from
+ * `family` on); a version 1 plugin, or one whose families are 0, is sent family KV only, which is
+ * every case version 1 could describe. Structs carry
  * their size in struct_size so that fields can be appended within a version: kvfuzz zero-fills the
  * structs it passes and sets struct_size to the size it was compiled with, so a field a plugin does
  * not know stays 0 (which always means "as before"), and a plugin writes an appended field only when
@@ -36,7 +39,7 @@
 extern "C" {
 #endif
 
-#define KVFUZZ_PLUGIN_ABI_VERSION 1u
+#define KVFUZZ_PLUGIN_ABI_VERSION 2u
 
 /* Nonzero when the struct at `s` (which has a struct_size field) is large enough to hold `field` of
  * struct `type`: use it before writing a field appended after the struct's first version. */
@@ -52,6 +55,17 @@ extern "C" {
 
 /* Entries of kvfz_capabilities.head_dims. */
 #define KVFZ_MAX_HEAD_DIMS 16
+
+/* Which fields the cache stores (ABI v2). KV: K and V [.., H, D] of one geometry (v1). KV_SPLIT: V
+ * [.., H, value_head_dim] with its own strides (value_cache). K_ONLY: no V (value, v_cache NULL).
+ * MLA: one latent entry per slot, H = 1, head_dim = kv_c's dims + rope_dim: dims [0, head_dim -
+ * rope_dim) from key (kv_c), the last rope_dim from rope (k_pe); no V. */
+typedef enum kvfz_family {
+  KVFZ_FAMILY_KV = 0,
+  KVFZ_FAMILY_KV_SPLIT = 1,
+  KVFZ_FAMILY_K_ONLY = 2,
+  KVFZ_FAMILY_MLA = 3
+} kvfz_family;
 
 /* Element types. Inputs are F16/BF16/F32; caches may also be FP8_E4M3, FP8_E5M2 or INT8
  * (quantised: scale_kind != KVFZ_SCALE_NONE). */
@@ -159,6 +173,14 @@ typedef struct kvfz_append_args {
   float* k_scale_cache;     /* per_token_head: base of the K / V scale caches; NULL otherwise */
   float* v_scale_cache;
   kvfz_cache_geometry scale_cache;
+
+  /* Appended in v2 (zero for family KV): the format family and what it adds. */
+  int32_t family;                  /* kvfz_family */
+  int32_t value_head_dim;          /* KV_SPLIT: V's head dim (else 0: head_dim) */
+  kvfz_cache_geometry value_cache; /* KV_SPLIT: V's geometry (num_blocks, block_size as cache's) */
+  const void* rope;                /* MLA: k_pe, a [num_input_rows, 1, rope_dim] view; else NULL */
+  int64_t rope_stride_token, rope_stride_head;
+  int32_t rope_dim;                /* MLA: k_pe's dims, the entry's last */
 } kvfz_append_args;
 
 /* What the kernel supports. kvfuzz zero-fills the struct and sets struct_size before the query. */
@@ -185,6 +207,9 @@ typedef struct kvfz_capabilities {
    * (within min/max_head_dim and head_dim_multiple, which still apply). kvfuzz generates, shrinks to
    * and replays only these. */
   int32_t head_dims[KVFZ_MAX_HEAD_DIMS];
+  /* Appended in v2 (write only if KVFZ_HAS_FIELD(caps, kvfz_capabilities, families)): bits 1u <<
+   * kvfz_family of the families the kernel writes; 0 = KV only. */
+  uint32_t families;
 } kvfz_capabilities;
 
 /* Exported by every plugin (visibility default, C linkage). The declarations carry

@@ -86,7 +86,20 @@ struct KvAppendParams {
   // vLLM's legacy caches (kv_format.cuh): K x-packed [nb, H, D/x, bs, x], x = 16 / sizeof(cache
   // element), V transposed [nb, H, D, bs]; `cache` gives stride_block and stride_head of both.
   bool vllm_legacy = false;
+
+  // Format families (docs/formats.md). kv_split: V [T_in, H, value_head_dim] into a V cache with its
+  // own strides `value_cache` (num_blocks and block_size are K's). k_only and mla: no V (value,
+  // v_cache unused). mla: K's entry of head_dim dims is key's first head_dim - rope_dim dims (kv_c)
+  // followed by rope's rope_dim dims (k_pe), num_heads 1.
+  bool has_value = true;
+  int32_t value_head_dim = 0;       // 0: head_dim
+  CacheGeometry value_cache;        // num_blocks 0: `cache`
+  const void* rope = nullptr;       // [T_in, H, rope_dim] view, last dim contiguous
+  int64_t rope_stride_token = 0;
+  int64_t rope_stride_head = 0;
+  int32_t rope_dim = 0;
 };
+
 
 // Grid shape shared by the GPU launcher and the emulator: one thread block per slot entry.
 struct LaunchConfig {
@@ -95,6 +108,10 @@ struct LaunchConfig {
 };
 
 inline namespace KVF_KERNEL_NS {  // the kernel's functions (kv_layout.cuh)
+
+// V's head dim and geometry (K's unless kv_split).
+KVF_HD int64_t value_dim(const KvAppendParams& p) { return p.value_head_dim > 0 ? p.value_head_dim : p.head_dim; }
+KVF_HD const CacheGeometry& value_geometry(const KvAppendParams& p) { return p.value_cache.num_blocks > 0 ? p.value_cache : p.cache; }
 
 // Threads per block: 128, or 64 for caches quantised with a static scale, whose per-element
 // division and conversion make the fixed per-thread work worth sharing between two work items
@@ -305,7 +322,7 @@ KVF_HD CacheT* cache_base(const KvAppendParams& p, bool is_value) {
 }
 template <typename CacheT>
 KVF_HD CacheT* cache_row(const KvAppendParams& p, bool is_value, int64_t block, int64_t pos, int64_t head) {
-  return cache_base<CacheT>(p, is_value) + cache_elem_offset(p.cache, block, pos, head, 0);
+  return cache_base<CacheT>(p, is_value) + cache_elem_offset(is_value ? value_geometry(p) : p.cache, block, pos, head, 0);
 }
 KVF_HD float* scale_cell(const KvAppendParams& p, bool is_value, int64_t block, int64_t pos, int64_t head) {
   return (is_value ? p.v_scale_cache : p.k_scale_cache) + cache_elem_offset(p.scale_cache, block, pos, head, 0);
@@ -368,33 +385,86 @@ KVF_HD void store_quantized(const Vec16& x, CacheT* dst, int64_t lo, int64_t hi,
     if (lo + i < hi) dst[lo + i] = vec_elem<CacheT>(codes, i);
 }
 
-// Appends elements [lo, hi) of head `head` of the K row and of the V row of `token`. Both loads are
-// issued before either store (the compiler cannot reorder them: it must assume inputs and caches alias).
+// One contiguous part of a (K or V, head) row: `len` input elements from src stored at dst. A row
+// is one part, except an MLA entry: kv_c's dims, then k_pe's.
 template <typename InT, typename CacheT>
-KVF_HD void append_chunk(const KvAppendParams& p, int64_t token, int64_t block, int64_t pos, int64_t head,
-                         int64_t lo, int64_t hi) {
-  const InT* k_src = input_row<InT>(p, false, token, head);
-  const InT* v_src = input_row<InT>(p, true, token, head);
-  CacheT* k_dst = cache_row<CacheT>(p, false, block, pos, head);
-  CacheT* v_dst = cache_row<CacheT>(p, true, block, pos, head);
-  if constexpr (std::is_same_v<InT, CacheT>) {
-    const Vec16 k = load_chunk(k_src, lo, hi);
-    const Vec16 v = load_chunk(v_src, lo, hi);
-    store_chunk(k, k_dst, lo, hi);
-    store_chunk(v, v_dst, lo, hi);
-  } else if constexpr (kIsQuantized<CacheT>) {
-    const Vec16 k = load_chunk(k_src, lo, hi);
-    const Vec16 v = load_chunk(v_src, lo, hi);
-    for (int kv = 0; kv < 2; ++kv) {
-      const bool is_value = kv == 1;
-      const float scale = static_scale(p, is_value, block, head);
-      store_quantized<InT, CacheT>(is_value ? v : k, is_value ? v_dst : k_dst, lo, hi, scale);
+struct RowPart {
+  const InT* src = nullptr;
+  CacheT* dst = nullptr;
+  int64_t len = 0;
+};
+
+// The parts of tensor is_value's row of (token, head) stored at (block, pos, head); returns their count.
+template <typename InT, typename CacheT>
+KVF_HD int row_parts(const KvAppendParams& p, bool is_value, int64_t token, int64_t block, int64_t pos, int64_t head,
+                     RowPart<InT, CacheT> (&out)[2]) {
+  CacheT* dst = cache_row<CacheT>(p, is_value, block, pos, head);
+  const InT* src = input_row<InT>(p, is_value, token, head);
+  if (is_value) {
+    out[0] = {src, dst, value_dim(p)};
+    return 1;
+  }
+  const int64_t key_dims = p.head_dim - p.rope_dim;
+  out[0] = {src, dst, key_dims};
+  if (p.rope_dim <= 0) return 1;
+  out[1] = {static_cast<const InT*>(p.rope) + input_elem_offset(p.rope_stride_token, p.rope_stride_head, token, head, 0), dst + key_dims,
+            p.rope_dim};
+  return 2;
+}
+
+// Chunk `chunk` (16 bytes of input) of a row's parts: the part holding it and its [lo, hi); false past the row.
+template <typename InT, typename CacheT>
+KVF_HD bool row_chunk(const RowPart<InT, CacheT> (&parts)[2], int num_parts, int64_t chunk, RowPart<InT, CacheT>& part, int64_t& lo,
+                      int64_t& hi) {
+  constexpr int64_t kVec = 16 / sizeof(InT);
+  for (int i = 0; i < num_parts; ++i) {
+    const int64_t chunks = (parts[i].len + kVec - 1) / kVec;
+    if (chunk < chunks) {
+      part = parts[i];
+      lo = chunk * kVec;
+      hi = lo + kVec < part.len ? lo + kVec : part.len;
+      return true;
     }
+    chunk -= chunks;
+  }
+  return false;
+}
+
+// Appends chunk [k_lo, k_hi) of K's part k and [v_lo, v_hi) of V's part v (either may be absent:
+// has_k / has_v). Both loads are issued before either store (the compiler cannot reorder them: it
+// must assume inputs and caches alias).
+template <typename InT, typename CacheT>
+KVF_HD void append_chunk(const KvAppendParams& p, int64_t block, int64_t head, bool has_k, const RowPart<InT, CacheT>& k, int64_t k_lo,
+                         int64_t k_hi, bool has_v, const RowPart<InT, CacheT>& v, int64_t v_lo, int64_t v_hi) {
+  if constexpr (std::is_same_v<InT, CacheT>) {
+    Vec16 kx{}, vx{};
+    if (has_k) kx = load_chunk(k.src, k_lo, k_hi);
+    if (has_v) vx = load_chunk(v.src, v_lo, v_hi);
+    if (has_k) store_chunk(kx, k.dst, k_lo, k_hi);
+    if (has_v) store_chunk(vx, v.dst, v_lo, v_hi);
+  } else if constexpr (kIsQuantized<CacheT>) {
+    Vec16 kx{}, vx{};
+    if (has_k) kx = load_chunk(k.src, k_lo, k_hi);
+    if (has_v) vx = load_chunk(v.src, v_lo, v_hi);
+    if (has_k) store_quantized<InT, CacheT>(kx, k.dst, k_lo, k_hi, static_scale(p, false, block, head));
+    if (has_v) store_quantized<InT, CacheT>(vx, v.dst, v_lo, v_hi, static_scale(p, true, block, head));
   } else {
     constexpr int64_t kVec = 16 / sizeof(InT);
-    copy_chunk<InT, CacheT>(k_src, k_dst, lo, hi, kVec);
-    copy_chunk<InT, CacheT>(v_src, v_dst, lo, hi, kVec);
+    if (has_k) copy_chunk<InT, CacheT>(k.src, k.dst, k_lo, k_hi, kVec);
+    if (has_v) copy_chunk<InT, CacheT>(v.src, v.dst, v_lo, v_hi, kVec);
   }
+}
+
+// Work item (head, chunk) of row `token`, stored at (block, pos): the chunk of the K row (or MLA
+// entry) and of the V row.
+template <typename InT, typename CacheT>
+KVF_HD void append_item(const KvAppendParams& p, int64_t token, int64_t block, int64_t pos, int64_t head, int64_t chunk) {
+  RowPart<InT, CacheT> k_parts[2], v_parts[2], k, v;
+  int64_t k_lo = 0, k_hi = 0, v_lo = 0, v_hi = 0;
+  const bool has_k = row_chunk(k_parts, row_parts<InT, CacheT>(p, false, token, block, pos, head, k_parts), chunk, k, k_lo, k_hi);
+  const bool has_v =
+      p.has_value && row_chunk(v_parts, row_parts<InT, CacheT>(p, true, token, block, pos, head, v_parts), chunk, v, v_lo, v_hi);
+  append_chunk<InT, CacheT>(p, block, head, has_k, k, k_lo, k_hi, has_v, v, v_lo, v_hi);
 }
 
 // vLLM's legacy layout: no dim of it is contiguous in both K and V, so each work item is one whole
@@ -451,36 +521,44 @@ KVF_HD void kv_append_thread(const KvAppendParams& p, int64_t cta, int thread, i
     append_legacy_rows<InT, CacheT>(p, token, block, pos, thread, threads);
     return;
   }
-  const int64_t head_dim = p.head_dim;
   constexpr int64_t kVec = 16 / sizeof(InT);  // elements per chunk
+  const int num_tensors = p.has_value ? 2 : 1;
 
   if constexpr (kIsQuantized<CacheT>) {
     if (p.scale_kind == ScaleKind::per_token_head) {
-      for (int64_t work = thread; work < 2 * int64_t{p.num_heads}; work += threads) {
+      for (int64_t work = thread; work < num_tensors * int64_t{p.num_heads}; work += threads) {
         const bool is_value = work >= p.num_heads;
         const int64_t head = work % p.num_heads;
-        const InT* src = input_row<InT>(p, is_value, token, head);
-        CacheT* dst = cache_row<CacheT>(p, is_value, block, pos, head);
+        RowPart<InT, CacheT> parts[2];
+        const int num_parts = row_parts<InT, CacheT>(p, is_value, token, block, pos, head, parts);
         float amax = 0.0f;
-        for (int64_t lo = 0; lo < head_dim; lo += kVec) {  // chunks read whole; zeros past head_dim
-          const Vec16 x = load_chunk(src, lo, lo + kVec < head_dim ? lo + kVec : head_dim);
-          KVF_UNROLL
-          for (int i = 0; i < kVec; ++i) amax = fmaxf(amax, fabsf(to_float(vec_elem<InT>(x, i))));  // NaN ignored
+        for (int i = 0; i < num_parts; ++i) {
+          for (int64_t lo = 0; lo < parts[i].len; lo += kVec) {  // chunks read whole; zeros past the part
+            const Vec16 x = load_chunk(parts[i].src, lo, lo + kVec < parts[i].len ? lo + kVec : parts[i].len);
+            KVF_UNROLL
+            for (int e = 0; e < kVec; ++e) amax = fmaxf(amax, fabsf(to_float(vec_elem<InT>(x, e))));  // NaN ignored
+          }
         }
         const float scale = dynamic_scale<CacheT>(amax);
         *scale_cell(p, is_value, block, pos, head) = scale;
-        for (int64_t lo = 0; lo < head_dim; lo += kVec) {
-          const int64_t hi = lo + kVec < head_dim ? lo + kVec : head_dim;
-          store_quantized<InT, CacheT>(load_chunk(src, lo, hi), dst, lo, hi, scale);
+        for (int i = 0; i < num_parts; ++i) {
+          for (int64_t lo = 0; lo < parts[i].len; lo += kVec) {
+            const int64_t hi = lo + kVec < parts[i].len ? lo + kVec : parts[i].len;
+            store_quantized<InT, CacheT>(load_chunk(parts[i].src, lo, hi), parts[i].dst, lo, hi, scale);
+          }
         }
       }
       return;
     }
   }
 
-  // Work item = one chunk (16 bytes of input) of one head, of the K row and of the V row. The
-  // item's head and chunk advance by `threads` items per iteration, without a division.
-  const int chunks = static_cast<int>((head_dim + kVec - 1) / kVec);
+  // Work item = one chunk (16 bytes of input) of one head, of the K row and of the V row (rows of
+  // unequal length: the shorter one's item past its end does nothing). The item's head and chunk
+  // advance by `threads` items per iteration, without a division.
+  const int64_t key_dims = p.head_dim - p.rope_dim;
+  const int k_chunks = static_cast<int>((key_dims + kVec - 1) / kVec + (p.rope_dim + kVec - 1) / kVec);
+  const int v_chunks = p.has_value ? static_cast<int>((value_dim(p) + kVec - 1) / kVec) : 0;
+  const int chunks = k_chunks > v_chunks ? k_chunks : v_chunks;
   if (chunks == 0) return;
   const int64_t per_tensor = static_cast<int64_t>(p.num_heads) * chunks;
   int item_head = thread / chunks;
@@ -490,9 +568,7 @@ KVF_HD void kv_append_thread(const KvAppendParams& p, int64_t cta, int thread, i
 
   for (int64_t work = thread; work < per_tensor; work += threads) {
     const int64_t head = item_head;
-    const int64_t lo = int64_t{item_chunk} * kVec;
-    const int64_t hi = lo + kVec < head_dim ? lo + kVec : head_dim;
-    append_chunk<InT, CacheT>(p, token, block, pos, head, lo, hi);
+    append_item<InT, CacheT>(p, token, block, pos, head, item_chunk);
     item_head += head_step;
     item_chunk += chunk_step;
     if (item_chunk >= chunks) {

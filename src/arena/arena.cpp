@@ -61,7 +61,8 @@ ArenaLayout plan_arena(const Case& c) {
   l.slots_bytes = checked_mul(c.num_slots(), slot_size, "slot_mapping");
   l.cache_bytes = checked_mul(require_non_negative(c.cache_buffer_elems, "cache_buffer_elems"), cache_size, "cache buffer");
   const int64_t scale_count = static_scale_count(c.scale_kind, c.num_heads, c.cache.num_blocks);
-  l.scales_bytes = checked_mul(checked_mul(require_non_negative(scale_count, "static scale count"), 2, "static scales"), 4, "static scales");
+  l.scales_bytes = checked_mul(checked_mul(require_non_negative(scale_count, "static scale count"), c.num_fields(), "static scales"), 4,
+                               "static scales");
   l.scale_cache_bytes = checked_mul(require_non_negative(c.scale_cache_elems, "scale_cache_elems"), 4, "scale cache buffer");
   constexpr int64_t counter_bytes = sizeof(unsigned long long);
 
@@ -181,9 +182,11 @@ void store_elem(std::byte* base, int64_t index, int size, uint64_t bits) {
 // ---------------------------------------------------------------------------------------------
 // Cache cell location
 
-CacheLocator::CacheLocator(const Case& c) : CacheLocator(c, c.cache, CacheShape(c.cache, c.cache_field(false), c.cache_field(true))) {}
+CacheLocator::CacheLocator(const Case& c)
+    : CacheLocator(c, c.cache, c.has_value() ? CacheShape(c.cache, c.cache_field(false), c.cache_field(true)) : CacheShape(c.cache, c.cache_field(false))) {}
 
 CacheLocator CacheLocator::scale_cache(const Case& c) {
+  if (!c.has_value()) return CacheLocator(c, c.scale_cache, CacheShape(c.scale_cache, geometry_layout(c.scale_cache, c.scale_k_offset, c.num_heads, 1)));
   return CacheLocator(c, c.scale_cache, CacheShape(c.scale_cache, c.scale_k_offset, c.scale_v_offset, c.num_heads, 1));
 }
 
@@ -244,20 +247,20 @@ void fill_block(const Case& c, const CacheLocator& loc, Arena& a, int64_t b) {
   const int cache_size = dtype_size(c.cache_dtype);
   const uint32_t free_block = golden::canary_bits(c.cache_dtype, Canary::free_block);
   const uint32_t tail = golden::canary_bits(c.cache_dtype, Canary::block_tail);
-  for (const Tensor t : {Tensor::key, Tensor::value}) {
-    const bool is_value = t == Tensor::value;
-    const FieldLayout field = c.cache_field(is_value);
+  for (const CacheField& field : c.fields()) {
+    const bool is_value = field.index == 1;
+    const Tensor t = is_value ? Tensor::value : Tensor::key;
     for (int64_t p = 0; p < c.cache.block_size; ++p) {
       const CacheCell role = loc.cell(is_value, b, p, 0, 0);
-      for (int64_t h = 0; h < c.num_heads; ++h) {
-        for (int64_t d = 0; d < c.head_dim; ++d) {
+      for (int64_t h = 0; h < field.num_heads; ++h) {
+        for (int64_t d = 0; d < field.head_dim; ++d) {
           uint32_t bits;
           switch (role.role) {
             case CacheCell::Role::context: bits = golden::context_bits(c, t, role.request, role.token, h, d); break;
             case CacheCell::Role::free_block: bits = free_block; break;
             default: bits = tail; break;  // new-token cells (not yet written) and block tails
           }
-          store_elem(a.cache(), field_offset(field, b, p, h, d), cache_size, bits);
+          store_elem(a.cache(), field_offset(field.layout, b, p, h, d), cache_size, bits);
         }
       }
     }
@@ -273,19 +276,26 @@ void fill_all_but_cache(const Case& c, Arena& a) {
   for (const ByteRange& r : a.materialized())  // guard bands (and everything, to start)
     std::memset(a.data() + r.begin, 0xFF, static_cast<size_t>(r.size()));
 
-  // Input buffer: input-gap canary everywhere, then the key and value views row by row.
+  // Input buffer: input-gap canary everywhere, then each field's source views row by row. An
+  // element holds the payload of the entry dim it supplies (an MLA k_pe dim d: entry dim D_c + d).
   const int in_size = dtype_size(c.input_dtype);
   const uint32_t input_gap = golden::canary_bits(c.input_dtype, Canary::input_gap);
   for (int64_t e = 0; e < c.input_buffer_elems; ++e) store_elem(a.input(), e, in_size, input_gap);
-  for (const Tensor t : {Tensor::key, Tensor::value}) {
-    const InputView& v = t == Tensor::key ? c.key : c.value;
-    for (int64_t row = 0; row < c.num_input_rows; ++row) {
-      for (int64_t h = 0; h < c.num_heads; ++h) {
-        for (int64_t d = 0; d < c.head_dim; ++d) {
-          const int64_t e = v.offset + input_elem_offset(v.stride_token, v.stride_head, row, h, d);
-          store_elem(a.input(), e, in_size, golden::input_bits(c, t, row, h, d));
+  for (const CacheField& field : c.fields()) {
+    const Tensor t = field.index == 1 ? Tensor::value : Tensor::key;
+    int64_t first = 0;
+    for (int part = 0; part < field.num_parts; ++part) {
+      const CacheField::Part& src = field.parts[part];
+      const InputView& v = src.view;
+      for (int64_t row = 0; row < c.num_input_rows; ++row) {
+        for (int64_t h = 0; h < field.num_heads; ++h) {
+          for (int64_t d = 0; d < src.width; ++d) {
+            const int64_t e = v.offset + input_elem_offset(v.stride_token, v.stride_head, row, h, d);
+            store_elem(a.input(), e, in_size, golden::input_bits(c, t, row, h, first + d));
+          }
         }
       }
+      first += src.width;
     }
   }
 
@@ -306,7 +316,7 @@ void fill_all_but_cache(const Case& c, Arena& a) {
   const int64_t scale_count = static_scale_count(c.scale_kind, c.num_heads, c.cache.num_blocks);
   for (int64_t i = 0; i < scale_count; ++i) {
     store_elem(a.scales(), i, 4, golden::scale_bits(c, Tensor::key, i));
-    store_elem(a.scales(), scale_count + i, 4, golden::scale_bits(c, Tensor::value, i));
+    if (c.has_value()) store_elem(a.scales(), scale_count + i, 4, golden::scale_bits(c, Tensor::value, i));
   }
 
   // Scale cache buffer (per_token_head): fp32 gap canary everywhere, then every (tensor, block, pos,
@@ -318,8 +328,9 @@ void fill_all_but_cache(const Case& c, Arena& a) {
   for (int64_t e = 0; e < c.scale_cache_elems; ++e) store_elem(a.scale_cache(), e, 4, scale_gap);
   if (c.scale_kind == ScaleKind::per_token_head) {
     const CacheLocator scale_loc = CacheLocator::scale_cache(c);
-    for (const Tensor t : {Tensor::key, Tensor::value}) {
-      const bool is_value = t == Tensor::value;
+    for (const CacheField& field : c.fields()) {
+      const bool is_value = field.index == 1;
+      const Tensor t = is_value ? Tensor::value : Tensor::key;
       const int64_t base = is_value ? c.scale_v_offset : c.scale_k_offset;
       for (int64_t b = 0; b < c.scale_cache.num_blocks; ++b) {
         for (int64_t p = 0; p < c.scale_cache.block_size; ++p) {

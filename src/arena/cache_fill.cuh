@@ -30,8 +30,9 @@ struct CellIndex {
 // element is at most one cell; each result is checked against field_offset(), so an invalid case
 // can only make locate() say "gap", never lie.
 struct CacheShape {
-  CacheGeometry g;       // geometry of K and V
+  CacheGeometry g;       // blocks of K and V (V's strides are in its FieldLayout)
   FieldShape tensor[2];  // K, V
+  int num_tensors = 2;   // 1: K (or the MLA latent entry) alone
 
   CacheShape() = default;
   // Host only. `num_heads` and `head_dim` are the extents of the head and dim dimensions (head_dim
@@ -42,10 +43,12 @@ struct CacheShape {
   // Host only: K's and V's fields of any format (Case::cache_field), with the blocks of `geometry`.
   CacheShape(const CacheGeometry& geometry, const FieldLayout& k, const FieldLayout& v)
       : g(geometry), tensor{FieldShape(k), FieldShape(v)} {}
+  // Host only: one field.
+  CacheShape(const CacheGeometry& geometry, const FieldLayout& k) : g(geometry), tensor{FieldShape(k), FieldShape()}, num_tensors(1) {}
 
   KVF_HD CellIndex locate(int64_t elem) const {
     CellIndex out;
-    for (int t = 0; t < 2; ++t) {
+    for (int t = 0; t < num_tensors; ++t) {
       const FieldCoord c = tensor[t].locate(elem);
       if (!c.found) continue;
       out.is_cell = true;

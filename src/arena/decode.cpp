@@ -20,17 +20,22 @@ void ValueDecoder::build() {
   built_ = true;
   const Case& c = c_;
   const int in_size = dtype_size(c.input_dtype);
-  entries_.reserve(static_cast<size_t>(2 * c.num_input_rows * c.num_heads * c.head_dim));
-  for (const bool is_value : {false, true}) {
-    const InputView& v = is_value ? c.value : c.key;
-    for (int64_t row = 0; row < c.num_input_rows; ++row) {
-      for (int64_t h = 0; h < c.num_heads; ++h) {
-        for (int64_t d = 0; d < c.head_dim; ++d) {
-          const int64_t e = v.offset + input_elem_offset(v.stride_token, v.stride_head, row, h, d);
-          const auto bits = static_cast<uint32_t>(load_elem(initial_.input(), e, in_size));
-          entries_.emplace_back(golden::convert_bits(bits, c.input_dtype, c.cache_dtype), id(is_value, row, h, d));
+  entries_.reserve(static_cast<size_t>(c.num_fields() * c.num_input_rows * c.num_heads * c.max_head_dim()));
+  for (const CacheField& field : c.fields()) {  // ids by entry dim: an MLA k_pe dim d is D_c + d
+    const bool is_value = field.index == 1;
+    int64_t first = 0;
+    for (int part = 0; part < field.num_parts; ++part) {
+      const InputView& v = field.parts[part].view;
+      for (int64_t row = 0; row < c.num_input_rows; ++row) {
+        for (int64_t h = 0; h < field.num_heads; ++h) {
+          for (int64_t d = 0; d < field.parts[part].width; ++d) {
+            const int64_t e = v.offset + input_elem_offset(v.stride_token, v.stride_head, row, h, d);
+            const auto bits = static_cast<uint32_t>(load_elem(initial_.input(), e, in_size));
+            entries_.emplace_back(golden::convert_bits(bits, c.input_dtype, c.cache_dtype), id(is_value, row, h, first + d));
+          }
         }
       }
+      first += field.parts[part].width;
     }
   }
   std::sort(entries_.begin(), entries_.end());
@@ -63,7 +68,7 @@ DecodedValue ValueDecoder::decode(uint32_t bits, const CacheCell& cell) {
 
 // Candidate ids sort by (head, dim, tensor, row), so one (bits, head, dim[, tensor]) is a range.
 uint64_t ValueDecoder::id(bool is_value, int64_t row, int64_t head, int64_t dim) const {
-  return ((static_cast<uint64_t>(head) * static_cast<uint64_t>(c_.head_dim) + static_cast<uint64_t>(dim)) * 2 +
+  return ((static_cast<uint64_t>(head) * static_cast<uint64_t>(c_.max_head_dim()) + static_cast<uint64_t>(dim)) * 2 +
           (is_value ? 1 : 0)) * static_cast<uint64_t>(c_.num_input_rows) + static_cast<uint64_t>(row);
 }
 
@@ -82,8 +87,8 @@ DecodedValue ValueDecoder::use(uint64_t candidate) {
   uint64_t rest = candidate / rows;
   d.is_value = rest % 2 == 1;
   rest /= 2;
-  d.dim = static_cast<int64_t>(rest % static_cast<uint64_t>(c_.head_dim));
-  d.head = static_cast<int64_t>(rest / static_cast<uint64_t>(c_.head_dim));
+  d.dim = static_cast<int64_t>(rest % static_cast<uint64_t>(c_.max_head_dim()));
+  d.head = static_cast<int64_t>(rest / static_cast<uint64_t>(c_.max_head_dim()));
   d.source = row_kind(d.row);
   if (d.source == ValueSource::request) {
     const int64_t slot = c_.slot_mapping[static_cast<size_t>(d.row)];

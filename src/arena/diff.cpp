@@ -266,12 +266,12 @@ Writer writer_of(ValueSource s) {
 struct ViewCell {
   int64_t row = -1, head = -1, dim = -1;
 };
-std::optional<ViewCell> locate_in_view(const Case& c, const InputView& v, int64_t e) {
+std::optional<ViewCell> locate_in_view(const Case& c, const InputView& v, int64_t width, int64_t e) {
   struct Dim {
     int64_t stride, extent;
     int which;
   };
-  Dim dims[3] = {{v.stride_token, c.num_input_rows, 0}, {v.stride_head, c.num_heads, 1}, {1, c.head_dim, 2}};
+  Dim dims[3] = {{v.stride_token, c.num_input_rows, 0}, {v.stride_head, c.num_heads, 1}, {1, width, 2}};
   std::sort(dims, dims + 3, [](const Dim& a, const Dim& b) { return a.stride > b.stride; });
   int64_t rest = e - v.offset;
   if (rest < 0) return std::nullopt;
@@ -414,10 +414,16 @@ class Differ {
     const int size = dtype_size(c_.input_dtype);
     Victim part = Victim::input_other;
     std::optional<ViewCell> vc;
-    if ((vc = locate_in_view(c_, c_.key, e))) {
-      part = Victim::key_view;
-    } else if ((vc = locate_in_view(c_, c_.value, e))) {
-      part = Victim::value_view;
+    for (const CacheField& field : c_.fields()) {  // the views of each field's source (MLA: kv_c, k_pe)
+      int64_t first = 0;
+      for (int i = 0; i < field.num_parts && !vc; ++i) {
+        if ((vc = locate_in_view(c_, field.parts[i].view, field.parts[i].width, e))) {
+          part = field.index == 1 ? Victim::value_view : Victim::key_view;
+          vc->dim += first;
+        }
+        first += field.parts[i].width;
+      }
+      if (vc) break;
     }
     Group& g = group(GroupKey{FindingKind::input_modified, part, Writer::kernel, -1, -1}, [&](Group& ng) {
       std::string where = "input element " + num(e);
@@ -827,7 +833,7 @@ class Differ {
       case FindingKind::wrong_value:
       case FindingKind::missing_write: {
         f.where = cache_where(g);
-        const int64_t expected_cells = static_cast<int64_t>(g.victim_tokens.size()) * 2 * c_.num_heads * c_.head_dim;
+        const int64_t expected_cells = static_cast<int64_t>(g.victim_tokens.size()) * c_.num_heads * (c_.head_dim + (c_.has_value() ? c_.value_dim() : 0));
         const bool one = g.victim_tokens.size() == 1;
         if (k.kind == FindingKind::missing_write) {
           f.sentence = victim_tokens_phrase(g) + (one ? " was" : " were") + " not written: " + num(g.cells) + " of " + num(expected_cells) +
@@ -840,7 +846,7 @@ class Differ {
       }
       case FindingKind::scale_mismatch: {
         f.where = cache_where(g);
-        const int64_t expected_cells = static_cast<int64_t>(g.victim_tokens.size()) * 2 * c_.num_heads;
+        const int64_t expected_cells = static_cast<int64_t>(g.victim_tokens.size()) * c_.num_fields() * c_.num_heads;
         f.sentence = victim_tokens_phrase(g) + " got wrong scales in " + num(g.cells) + " of " + num(expected_cells) + " scale cache cells (first: " +
                      g.first_clause + ")";
         break;

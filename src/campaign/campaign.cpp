@@ -302,6 +302,7 @@ void campaign_thread(CampaignState& st, const CampaignOptions& campaign, const C
         ++st.result.skip_reasons[outcome.skipped];
         continue;
       }
+      ++st.result.formats[format_family(c)];
       if (outcome.pass()) {
         ++checked;
         ++st.result.cases;

@@ -13,9 +13,24 @@ bool pow2(int64_t n) { return n > 0 && (n & (n - 1)) == 0; }
 
 }  // namespace
 
+std::string format_family(const Case& c) {
+  if (c.family != Family::kv) return std::string(to_string(c.family));
+  switch (c.layout) {
+    case Layout::vllm_legacy: return "x_packed";
+    case Layout::packed_content_hnd: return "content_packed";
+    case Layout::packed_kv_nhd: return "block_packed";
+    case Layout::contiguous_bshd:
+    case Layout::contiguous_bhsd: return "contiguous";
+    case Layout::paged_nhd:
+    case Layout::paged_hnd: break;
+  }
+  return "paged";
+}
+
 std::vector<std::string> feature_buckets(const Case& c) {
   std::vector<std::string> b;
   const auto add = [&](const std::string& name, const std::string& value) { b.push_back(name + "=" + value); };
+  add("format", format_family(c));
   add("layout", std::string(to_string(c.layout)));
   add("input_dtype", std::string(to_string(c.input_dtype)));
   add("cache_dtype", std::string(to_string(c.cache_dtype)));
@@ -46,7 +61,8 @@ std::vector<std::string> feature_buckets(const Case& c) {
   if (at_capacity > 0) add("slot", "equals_capacity");
   if (c.num_input_rows > c.num_slots()) add("graph_rows", "yes");
   if (c.num_q_heads > 0) add("input", "fused_qkv");
-  if (c.key.stride_token != c.value.stride_token || c.key.stride_head != c.value.stride_head) add("kv_views", "distinct_strides");
+  if (c.has_value() && (c.key.stride_token != c.value.stride_token || c.key.stride_head != c.value.stride_head))
+    add("kv_views", "distinct_strides");
   const int64_t H = c.num_heads, D = c.head_dim;
   const bool dense_nhd = c.cache.stride_head == D && c.cache.stride_pos == H * D;
   const bool dense_hnd = c.cache.stride_pos == D && c.cache.stride_head == c.cache.block_size * D;

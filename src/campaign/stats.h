@@ -18,6 +18,11 @@
 
 namespace kvf {
 
+// The format family a case exercises, as the run summary counts them (docs/formats.md): "mla",
+// "k_only", "kv_split", or for K and V of one shape by layout "x_packed" (vllm_legacy),
+// "content_packed", "block_packed" (packed_kv_nhd), "paged", "contiguous".
+std::string format_family(const Case& c);
+
 // The buckets case `c` hits, each once.
 std::vector<std::string> feature_buckets(const Case& c);
 

@@ -75,6 +75,7 @@ SummaryMerge merge_summaries(const std::vector<std::filesystem::path>& files) {
   std::filesystem::path first_file;
   std::map<int64_t, std::filesystem::path> shard_files;  // shard index -> its file
   std::map<std::string, int64_t> findings_by_kind;
+  std::map<std::string, int64_t> formats;  // checked cases per format family
   std::map<std::string, std::pair<std::string, int64_t>> by_signature;  // case signature id -> (text, failing cases)
   std::map<std::string, json> duplicates;                              // signature id -> merged entry
   json failures = json::array(), failing_cases = json::array(), shard_list = json::array();
@@ -130,6 +131,9 @@ SummaryMerge merge_summaries(const std::vector<std::filesystem::path>& files) {
     if (const auto host = j.find("host"); host != j.end() && host->is_object() && host->contains("cpu_seconds"))
       cpu_seconds += (*host)["cpu_seconds"].get<double>();
     if (const auto sk = j.find("skipped"); sk != j.end() && sk->is_object() && sk->contains("cases")) skipped += (*sk)["cases"].get<int64_t>();
+    if (const auto fm = j.find("formats"); fm != j.end() && fm->is_object())  // absent in summaries of older kvfuzz
+      for (const auto& [family, n] : fm->items())
+        if (n.is_number_integer()) formats[family] += n.get<int64_t>();
     const json& kinds_here = member(j, "findings_by_kind", "/findings_by_kind", file, &json::is_object, "an object");
     for (const auto& [kind, n] : kinds_here.items()) {
       if (!n.is_number_integer()) throw InputError(file.string(), "/findings_by_kind/" + kind, "expected a whole number, got " + n.dump());
@@ -190,7 +194,7 @@ SummaryMerge merge_summaries(const std::vector<std::filesystem::path>& files) {
               {"tolerance", first["tolerance"]}, {"case_limit", first["case_limit"]},
               {"shards", {{"count", r.shard_count}, {"present", r.present}, {"missing", r.missing}, {"summaries", shard_list}}},
               {"cases", r.cases}, {"passed", r.passed}, {"failed", r.failed}, {"flaky", flaky},
-              {"skipped", {{"cases", skipped}}},
+              {"skipped", {{"cases", skipped}}}, {"formats", formats},
               {"seconds", seconds_max}, {"shard_seconds", seconds_sum},
               {"cases_per_second", seconds_sum > 0 ? r.cases / seconds_sum : 0.0},
               {"host", {{"cpu_seconds", cpu_seconds}}},

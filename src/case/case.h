@@ -10,7 +10,10 @@
 //            input_dtype; key/value are [T_in, H, D] views into it with explicit offsets/strides.
 //   slots  — slot_mapping, [T] elements of slot_dtype.
 //   cache  — one buffer holding the K and V cache tensors; elements of cache_dtype; K starts at
-//            cache_k_offset, V at cache_v_offset, both with the geometry `cache`.
+//            cache_k_offset, V at cache_v_offset, both with the geometry `cache` (V with its own
+//            head dim and strides in the kv_split family; no V in k_only and mla).
+// fields() lists what the cache stores and where each field's values come from: the one
+// description the golden model, the arena, the locator and the reports read.
 // Payload values are not stored: they are a pure function of (payload, coordinates), see
 // golden/payload.h, so a case stays small and every stored value is reproducible.
 #pragma once
@@ -32,6 +35,30 @@ struct InputView {
   int64_t offset = 0;        // element offset of [0, 0, 0] from the input buffer start
   int64_t stride_token = 0;  // elements between rows
   int64_t stride_head = 0;   // elements between heads
+};
+
+// One stored field of the cache: its layout (kv_format.cuh), extents, and its source, one input
+// view or two concatenated along dim (an MLA entry: kv_c's dims, then k_pe's).
+struct CacheField {
+  const char* name = "K";  // "K", "V", or "latent" (mla)
+  int index = 0;           // 0 or 1: which tensor's static scales and scale cache it uses (K's or V's)
+  FieldLayout layout;
+  int64_t num_heads = 0;
+  int64_t head_dim = 0;    // dims of the stored entry
+  struct Part {
+    InputView view;
+    int64_t width = 0;     // dims [first, first + width) of the entry come from this view's [0, width)
+  };
+  Part parts[2];
+  int num_parts = 1;
+};
+
+// The fields of a case, K first (at most two).
+struct CacheFields {
+  CacheField field[2];
+  int count = 0;
+  const CacheField* begin() const { return field; }
+  const CacheField* end() const { return field + count; }
 };
 
 // One request of the batch: its earlier context and the tokens appended by this call.
@@ -73,6 +100,13 @@ struct Case {
   DType cache_dtype = DType::f16;
   IndexType slot_dtype = IndexType::i64;
 
+  // format (v2; v1 files are all family kv)
+  Family family = Family::kv;
+  int32_t value_head_dim = 0;             // kv_split: V's head dim (!= head_dim); 0 otherwise
+  std::optional<CacheGeometry> value_cache;  // kv_split: V's strides (num_blocks, block_size = cache's)
+  int32_t rope_dim = 0;                   // mla: the entry's last rope_dim dims come from `rope` (k_pe),
+  InputView rope;                         //   the first head_dim - rope_dim from `key` (kv_c); 0 otherwise
+
   // cache
   Layout layout = Layout::paged_nhd;
   CacheGeometry cache;           // geometry of K and V (elements)
@@ -112,6 +146,13 @@ struct Case {
   std::optional<Genotype> genotype;  // the genotype it was materialised from, if any (enables `shrink`)
 
   int64_t num_slots() const { return static_cast<int64_t>(slot_mapping.size()); }
+  bool has_value() const { return family == Family::kv || family == Family::kv_split; }
+  int64_t num_fields() const { return has_value() ? 2 : 1; }
+  // V's head dim and geometry (K's unless kv_split).
+  int64_t value_dim() const { return family == Family::kv_split ? value_head_dim : head_dim; }
+  const CacheGeometry& value_geometry() const { return value_cache ? *value_cache : cache; }
+  // The larger of K's and V's head dims: the dim extent of payload indices and value ids.
+  int64_t max_head_dim() const { return value_dim() > head_dim ? value_dim() : head_dim; }
   int64_t capacity() const { return cache_capacity(cache); }
 
   // Elements of the cache dtype in 16 bytes: the x of vLLM's x-packed K.
@@ -122,9 +163,38 @@ struct Case {
   // through this alone.
   FieldLayout cache_field(bool is_value) const {
     const int64_t offset = is_value ? cache_v_offset : cache_k_offset;
-    if (layout != Layout::vllm_legacy) return geometry_layout(cache, offset, num_heads, head_dim);
+    if (layout != Layout::vllm_legacy) {
+      return is_value ? geometry_layout(value_geometry(), offset, num_heads, value_dim())
+                      : geometry_layout(cache, offset, num_heads, head_dim);
+    }
     return is_value ? transposed_value_layout(cache, offset, num_heads, head_dim)
                     : xpacked_key_layout(cache, offset, num_heads, head_dim, xpack());
+  }
+
+  // The stored fields: K (or the latent entry) and, when the family has one, V.
+  CacheFields fields() const {
+    CacheFields out;
+    CacheField& k = out.field[out.count++];
+    k.name = family == Family::mla ? "latent" : "K";
+    k.index = 0;
+    k.layout = cache_field(false);
+    k.num_heads = num_heads;
+    k.head_dim = head_dim;
+    k.parts[0] = {key, head_dim - rope_dim};
+    if (rope_dim > 0) {
+      k.parts[1] = {rope, rope_dim};
+      k.num_parts = 2;
+    }
+    if (has_value()) {
+      CacheField& v = out.field[out.count++];
+      v.name = "V";
+      v.index = 1;
+      v.layout = cache_field(true);
+      v.num_heads = num_heads;
+      v.head_dim = value_dim();
+      v.parts[0] = {value, value_dim()};
+    }
+    return out;
   }
 };
 

@@ -395,8 +395,8 @@ void read_schema(const Reader& rd, const json& j) {
   if (version->is_number_unsigned() && version->get<uint64_t>() > static_cast<uint64_t>(kCaseSchemaVersion)) {
     rd.fail("/version", "case schema version " + version->dump() + " was written by a newer kvfuzz; " + reads);
   }
-  if (!version->is_number_integer()) rd.fail("/version", "expected the integer 1, got " + describe(*version));
-  if (version->get<int64_t>() != kCaseSchemaVersion) {
+  if (!version->is_number_integer()) rd.fail("/version", "expected the integer 1 or 2, got " + describe(*version));
+  if (version->get<int64_t>() != 1 && version->get<int64_t>() != 2) {
     rd.fail("/version", "case schema version " + version->dump() + " is not one kvfuzz ever wrote; " + reads);
   }
 }
@@ -429,6 +429,17 @@ void read_cache(const Reader& rd, const json& j, Case& c) {
   c.cache_buffer_elems = rd.int64_field(s, p, "buffer_elems");
 }
 
+CacheGeometry read_strides(const Reader& rd, const json& j, const std::string& path, const char* key) {
+  const std::string p = child(path, key);
+  const json& s = Reader::at(j, key);
+  rd.expect_keys(s, p, {"stride_block", "stride_pos", "stride_head"});
+  CacheGeometry g;
+  g.stride_block = rd.int64_field(s, p, "stride_block");
+  g.stride_pos = rd.int64_field(s, p, "stride_pos");
+  g.stride_head = rd.int64_field(s, p, "stride_head");
+  return g;
+}
+
 InputView read_view(const Reader& rd, const json& j, const std::string& path, const char* key) {
   const std::string p = child(path, key);
   const json& s = Reader::at(j, key);
@@ -448,6 +459,36 @@ void read_input(const Reader& rd, const json& j, Case& c) {
   c.input_buffer_elems = rd.int64_field(s, p, "buffer_elems");
   c.key = read_view(rd, s, p, "key");
   c.value = read_view(rd, s, p, "value");
+}
+
+// v2's "format": the family and what it adds (docs/corpus-format.md); absent: family kv. V's
+// num_blocks and block_size are the cache's, so read_cache() must have run.
+void read_format(const Reader& rd, const json& j, Case& c) {
+  if (!j.contains("format")) return;
+  if (j.at("version") == 1) rd.fail("/format", "\"format\" is a version 2 key; this file says \"version\": 1");
+  const std::string p = "/format";
+  const json& s = Reader::at(j, "format");
+  rd.expect_keys(s, p, {"family"}, {"value_head_dim", "value_cache", "rope_dim", "rope"});
+  c.family = rd.enum_field<Family>(s, p, "family", family_from_string, "format family");
+  auto refuse = [&](const char* key, const char* why) {
+    if (s.contains(key)) rd.fail(child(p, key), std::string("family ") + std::string(to_string(c.family)) + " has no " + key + ": " + why);
+  };
+  if (c.family == Family::kv_split) {
+    c.value_head_dim = rd.int32_field(s, p, "value_head_dim");
+    c.value_cache = read_strides(rd, s, p, "value_cache");
+    c.value_cache->num_blocks = c.cache.num_blocks;
+    c.value_cache->block_size = c.cache.block_size;
+  } else {
+    refuse("value_head_dim", "V has K's head dim");
+    refuse("value_cache", "V has K's strides");
+  }
+  if (c.family == Family::mla) {
+    c.rope_dim = rd.int32_field(s, p, "rope_dim");
+    c.rope = read_view(rd, s, p, "rope");
+  } else {
+    refuse("rope_dim", "only an MLA entry has a k_pe part");
+    refuse("rope", "only an MLA entry has a k_pe part");
+  }
 }
 
 // The scale cache's num_blocks and block_size are not stored: they are the cache's for
@@ -536,7 +577,7 @@ Genotype read_genotype(const Reader& rd, const json& j) {
                         "cache_dtype", "slot_dtype", "requests", "tail_padding", "interleaved_padding",
                         "invalid_slots", "extra_input_rows", "spare_blocks", "irregular", "dist", "scale_kind",
                         "scale_dist", "layout_seed"},
-                 {"gapped_strides", "misaligned_bases", "kv_views"});
+                 {"gapped_strides", "misaligned_bases", "kv_views", "family", "value_head_dim", "rope_dim"});
   Genotype g;
   g.layout = read_layout(rd, s, p, "layout");
   g.block_size = rd.int32_field(s, p, "block_size");
@@ -567,6 +608,9 @@ Genotype read_genotype(const Reader& rd, const json& j) {
   g.misaligned_bases = s.contains("misaligned_bases") ? rd.boolean_field(s, p, "misaligned_bases") : g.irregular;
   g.kv_views = s.contains("kv_views") ? rd.enum_field<KvViews>(s, p, "kv_views", kv_views_from_string, "K/V views kind")
                                       : KvViews::alike;
+  g.family = s.contains("family") ? rd.enum_field<Family>(s, p, "family", family_from_string, "format family") : Family::kv;
+  g.value_head_dim = s.contains("value_head_dim") ? rd.int32_field(s, p, "value_head_dim") : 0;
+  g.rope_dim = s.contains("rope_dim") ? rd.int32_field(s, p, "rope_dim") : 0;
   g.dist = read_dist(rd, s, p, "dist");
   g.scale_kind = read_scale_kind(rd, s, p, "scale_kind");
   g.scale_dist = read_scale_dist(rd, s, p, "scale_dist");
@@ -578,10 +622,11 @@ Case read_case(const Reader& rd, const json& j) {
   read_schema(rd, j);
   rd.expect_keys(j, "", {"schema", "version", "shape", "cache", "quant", "input", "slot_mapping", "requests",
                          "payload", "expect", "provenance"},
-                 {"genotype"});
+                 {"genotype", "format"});
   Case c;
   read_shape(rd, j, c);
   read_cache(rd, j, c);
+  read_format(rd, j, c);
   read_quant(rd, j, c);
   read_input(rd, j, c);
   c.slot_mapping = rd.int64_array(j, "", "slot_mapping");
@@ -632,10 +677,25 @@ json parse_json_strict(std::string_view text, const std::string& file) {
   return std::move(sax.root);
 }
 
+int case_schema_version(const Case& c) { return c.family == Family::kv ? 1 : 2; }
+
 json case_to_json(const Case& c) {
   json j;
   j["schema"] = kSchemaName;
-  j["version"] = kCaseSchemaVersion;
+  j["version"] = case_schema_version(c);
+  if (c.family != Family::kv) {
+    json f = {{"family", to_string(c.family)}};
+    if (c.family == Family::kv_split) {
+      const CacheGeometry& g = c.value_geometry();
+      f["value_head_dim"] = c.value_head_dim;
+      f["value_cache"] = {{"stride_block", g.stride_block}, {"stride_pos", g.stride_pos}, {"stride_head", g.stride_head}};
+    }
+    if (c.family == Family::mla) {
+      f["rope_dim"] = c.rope_dim;
+      f["rope"] = view_to_json(c.rope);
+    }
+    j["format"] = std::move(f);
+  }
   j["shape"] = {{"num_heads", c.num_heads},
                 {"head_dim", c.head_dim},
                 {"num_q_heads", c.num_q_heads},
@@ -710,6 +770,9 @@ json case_to_json(const Case& c) {
     if (g.gapped_strides != g.irregular) j["genotype"]["gapped_strides"] = g.gapped_strides;
     if (g.misaligned_bases != g.irregular) j["genotype"]["misaligned_bases"] = g.misaligned_bases;
     if (g.kv_views != KvViews::alike) j["genotype"]["kv_views"] = to_string(g.kv_views);
+    if (g.family != Family::kv) j["genotype"]["family"] = to_string(g.family);
+    if (g.value_head_dim != 0) j["genotype"]["value_head_dim"] = g.value_head_dim;
+    if (g.rope_dim != 0) j["genotype"]["rope_dim"] = g.rope_dim;
   }
   return j;
 }

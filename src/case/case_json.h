@@ -1,6 +1,6 @@
-// case_json.h — corpus format v1: Case <-> JSON, strict reader, canonical hash, atomic files.
+// case_json.h — corpus format (v1, v2): Case <-> JSON, strict reader, canonical hash, atomic files.
 //
-// File layout (schema "kvfuzz-case", version 1): see docs/corpus-format.md. Seeds and other 64-bit
+// File layout (schema "kvfuzz-case", versions 1 and 2): see docs/corpus-format.md. Seeds and other 64-bit
 // identifiers are decimal strings (jq and JavaScript lose uint64 precision). The reader is strict:
 // unknown keys, missing keys, wrong types, out-of-range numbers, an unknown schema version (with
 // "written by a newer kvfuzz" when it is higher) and semantic inconsistencies (validate.h) are all
@@ -21,7 +21,11 @@
 namespace kvf {
 
 inline constexpr const char* kCaseSchemaName = "kvfuzz-case";
-inline constexpr int kCaseSchemaVersion = 1;
+inline constexpr int kCaseSchemaVersion = 2;  // the newest version this kvfuzz reads and writes
+
+// The version a case is written with: the oldest that expresses it. Every case v1 can express (family
+// kv) is written as version 1, so its file, hash and name stay what they were; v2 adds "format".
+int case_schema_version(const Case& c);
 inline constexpr int64_t kMaxCaseFileBytes = int64_t{64} << 20;  // read_case_file refuses larger files
 inline constexpr int kMaxJsonDepth = 64;                          // deeper nesting is refused
 

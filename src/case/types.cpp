@@ -69,6 +69,13 @@ constexpr NameTable<KvViews, 4> kKvViewsNames{{
     {KvViews::value_head_major, "value_head_major"},
 }};
 
+constexpr NameTable<Family, 4> kFamilyNames{{
+    {Family::kv, "kv"},
+    {Family::kv_split, "kv_split"},
+    {Family::k_only, "k_only"},
+    {Family::mla, "mla"},
+}};
+
 // "?" for a value outside the enumeration (a corrupted or hand-cast value); never crashes.
 template <typename E, size_t N>
 std::string_view name_of(const NameTable<E, N>& table, E value) {
@@ -102,6 +109,7 @@ template <> std::string quoted_names<ValueDist>() { return quote_all(kValueDistN
 template <> std::string quoted_names<ScaleKind>() { return quote_all(kScaleKindNames); }
 template <> std::string quoted_names<ScaleDist>() { return quote_all(kScaleDistNames); }
 template <> std::string quoted_names<KvViews>() { return quote_all(kKvViewsNames); }
+template <> std::string quoted_names<Family>() { return quote_all(kFamilyNames); }
 
 std::string_view to_string(DType t) { return name_of(kDTypeNames, t); }
 std::string_view to_string(IndexType t) { return name_of(kIndexTypeNames, t); }
@@ -110,6 +118,7 @@ std::string_view to_string(ValueDist d) { return name_of(kValueDistNames, d); }
 std::string_view to_string(ScaleKind k) { return name_of(kScaleKindNames, k); }
 std::string_view to_string(ScaleDist d) { return name_of(kScaleDistNames, d); }
 std::string_view to_string(KvViews v) { return name_of(kKvViewsNames, v); }
+std::string_view to_string(Family f) { return name_of(kFamilyNames, f); }
 
 std::optional<DType> dtype_from_string(std::string_view s) { return value_of(kDTypeNames, s); }
 std::optional<IndexType> index_type_from_string(std::string_view s) { return value_of(kIndexTypeNames, s); }
@@ -118,6 +127,7 @@ std::optional<ValueDist> value_dist_from_string(std::string_view s) { return val
 std::optional<ScaleKind> scale_kind_from_string(std::string_view s) { return value_of(kScaleKindNames, s); }
 std::optional<ScaleDist> scale_dist_from_string(std::string_view s) { return value_of(kScaleDistNames, s); }
 std::optional<KvViews> kv_views_from_string(std::string_view s) { return value_of(kKvViewsNames, s); }
+std::optional<Family> family_from_string(std::string_view s) { return value_of(kFamilyNames, s); }
 
 bool is_quantized(DType t) { return t == DType::fp8_e4m3 || t == DType::fp8_e5m2 || t == DType::int8; }
 

@@ -23,6 +23,16 @@ enum class Layout : uint8_t {
                     // geometry; the fields come from kv_format.cuh's xpacked_fields()
 };
 
+// Which fields a cache stores (docs/formats.md, "Families"). Simplest first: the shrinker moves
+// towards `kv`.
+enum class Family : uint8_t {
+  kv,        // K and V, both [.., H, D] with one geometry (every v1 case)
+  kv_split,  // K [.., H, D] and V [.., H, Dv] with V's own head dim and strides (e.g. 192 / 128)
+  k_only,    // K alone: no V input, no V cache
+  mla,       // an MLA latent cache: one entry of D = kv_c's D - rope_dim ++ k_pe's rope_dim dims per
+             // slot, H 1, no V (DeepSeek-style kv_c [T, 512] and k_pe [T, 64] into [nb, bs, 576])
+};
+
 // Distribution of the payload values written into key/value rows (golden/payload.h).
 enum class ValueDist : uint8_t {
   finite,    // finite values of every exponent, both signs
@@ -59,6 +69,7 @@ std::string_view to_string(ValueDist d);
 std::string_view to_string(ScaleKind k);
 std::string_view to_string(ScaleDist d);
 std::string_view to_string(KvViews v);
+std::string_view to_string(Family f);
 std::optional<DType> dtype_from_string(std::string_view s);
 std::optional<IndexType> index_type_from_string(std::string_view s);
 std::optional<Layout> layout_from_string(std::string_view s);
@@ -66,6 +77,7 @@ std::optional<ValueDist> value_dist_from_string(std::string_view s);
 std::optional<ScaleKind> scale_kind_from_string(std::string_view s);
 std::optional<ScaleDist> scale_dist_from_string(std::string_view s);
 std::optional<KvViews> kv_views_from_string(std::string_view s);
+std::optional<Family> family_from_string(std::string_view s);
 // Every name of enumeration E in declaration order, quoted and comma-separated ("\"i32\", \"i64\""),
 // for "expected one of ..." messages; read from the same tables as to_string.
 template <typename E>

@@ -210,6 +210,112 @@ bool check_shape(const Case& c, Checker& ck) {
   return ok;
 }
 
+// The format family against the shape, layout and scale kind (docs/formats.md, "Families"); returns
+// whether the family's own fields are usable by later checks.
+bool check_format(const Case& c, bool shape_ok, Checker& ck) {
+  if (!ck.known("/format/family", c.family, "format family")) return false;
+  const std::string family = std::string(to_string(c.family));
+  bool ok = true;
+  const bool plain_layout = c.layout == Layout::paged_nhd || c.layout == Layout::paged_hnd ||
+                            c.layout == Layout::contiguous_bshd || c.layout == Layout::contiguous_bhsd;
+  if (c.family != Family::kv && to_string(c.layout) != "?" && !plain_layout) {
+    ck.add("/cache/layout", "family " + family + " takes the layouts paged_nhd, paged_hnd, contiguous_bshd and contiguous_bhsd; got " +
+                                std::string(to_string(c.layout)) + " (a layout that pairs K with V)");
+    ok = false;
+  }
+  if (c.family == Family::kv_split) {
+    ok &= ck.in_range("/format/value_head_dim", c.value_head_dim, 1, ck.limits().max_head_dim);
+    if (!c.value_cache) {
+      ck.add("/format/value_cache", "family kv_split needs V's strides (value_cache)");
+      ok = false;
+    } else if (c.value_cache->num_blocks != c.cache.num_blocks || c.value_cache->block_size != c.cache.block_size) {
+      ck.add("/format/value_cache", "an in-memory case whose V geometry has other blocks than K's; expected num_blocks " +
+                                        std::to_string(c.cache.num_blocks) + " and block_size " + std::to_string(c.cache.block_size));
+      ok = false;
+    }
+  } else {
+    if (c.value_head_dim != 0) {
+      ck.add("/format/value_head_dim", "family " + family + " has no value_head_dim (V's head dim is K's, or there is no V)");
+      ok = false;
+    }
+    if (c.value_cache) {
+      ck.add("/format/value_cache", "family " + family + " has no value_cache (V's strides are K's, or there is no V)");
+      ok = false;
+    }
+  }
+  if (c.family == Family::mla) {
+    if (shape_ok && c.num_heads != 1) {
+      ck.add("/shape/num_heads", "an MLA latent cache has one head; got " + std::to_string(c.num_heads));
+      ok = false;
+    }
+    if (shape_ok && !ck.in_range("/format/rope_dim", c.rope_dim, 1, std::max<int64_t>(1, c.head_dim - 1))) ok = false;
+    if (c.scale_kind != ScaleKind::none && c.scale_kind != ScaleKind::per_tensor && to_string(c.scale_kind) != "?") {
+      ck.add("/quant/scale_kind", "an MLA latent cache takes scale_kind \"none\" or \"per_tensor\" (one scale for the whole entry); got \"" +
+                                      std::string(to_string(c.scale_kind)) + "\"");
+      ok = false;
+    }
+  } else if (c.rope_dim != 0) {
+    ck.add("/format/rope_dim", "family " + family + " has no rope_dim: only an MLA entry concatenates kv_c and k_pe");
+    ok = false;
+  }
+  if (!c.has_value()) {  // nothing may describe the V the family does not have
+    const std::pair<const char*, int64_t> zero[] = {{"/cache/v_offset", c.cache_v_offset},
+                                                    {"/input/value/offset", c.value.offset},
+                                                    {"/input/value/stride_token", c.value.stride_token},
+                                                    {"/input/value/stride_head", c.value.stride_head}};
+    for (const auto& [path, v] : zero) {
+      if (v == 0) continue;
+      ck.add(path, "expected 0, got " + std::to_string(v) + ": family " + family + " has no V");
+      ok = false;
+    }
+  }
+  return ok;
+}
+
+// The cache of a family other than kv: K (or the latent entry) nested in itself, V (kv_split) nested
+// in its own strides and entirely after K's last element, both inside the buffer.
+bool check_field_caches(const Case& c, Checker& ck) {
+  const CacheGeometry& g = c.cache;
+  const std::vector<Dim> k_dims = {{"dim", "/shape/head_dim", 1, c.head_dim},
+                                   {"stride_head", "/cache/stride_head", g.stride_head, c.num_heads},
+                                   {"stride_pos", "/cache/stride_pos", g.stride_pos, g.block_size},
+                                   {"stride_block", "/cache/stride_block", g.stride_block, g.num_blocks}};
+  const NestResult k = check_nested(k_dims);
+  if (k.bad != nullptr) {
+    ck.add(k.bad->path, nest_message(c.family == Family::mla ? "latent cache" : "K cache", k));
+    return false;
+  }
+  i128 end = sat_add(c.cache_k_offset, sat_add(k.span, 1));
+  if (c.family == Family::kv_split && c.value_cache) {
+    const CacheGeometry& vg = *c.value_cache;
+    bool ok = ck.at_least("/format/value_cache/stride_block", vg.stride_block, 0);
+    ok &= ck.at_least("/format/value_cache/stride_pos", vg.stride_pos, 0);
+    ok &= ck.at_least("/format/value_cache/stride_head", vg.stride_head, 0);
+    if (!ok || c.value_head_dim < 1) return false;
+    const std::vector<Dim> v_dims = {{"dim", "/format/value_head_dim", 1, c.value_head_dim},
+                                     {"stride_head", "/format/value_cache/stride_head", vg.stride_head, c.num_heads},
+                                     {"stride_pos", "/format/value_cache/stride_pos", vg.stride_pos, g.block_size},
+                                     {"stride_block", "/format/value_cache/stride_block", vg.stride_block, g.num_blocks}};
+    const NestResult v = check_nested(v_dims);
+    if (v.bad != nullptr) {
+      ck.add(v.bad->path, nest_message("V cache", v));
+      return false;
+    }
+    if (c.cache_v_offset < end) {
+      ck.add("/cache/v_offset", "V must start after K's last element (kv_split caches are not interleaved): K ends at element " +
+                                    str(end - 1) + ", v_offset is " + std::to_string(c.cache_v_offset));
+      return false;
+    }
+    end = sat_add(c.cache_v_offset, sat_add(v.span, 1));
+  }
+  if (end > c.cache_buffer_elems) {
+    ck.add("/cache/buffer_elems", std::string(c.has_value() ? "K and V need " : "the cache needs ") + str(end) +
+                                      " elements of the cache buffer, which has " + std::to_string(c.cache_buffer_elems));
+    return false;
+  }
+  return true;
+}
+
 // Returns whether the cache geometry is sound (cells distinct, K and V inside the buffer, capacity
 // representable), i.e. whether capacity() and block arithmetic are safe to use.
 bool check_cache(const Case& c, bool shape_ok, Checker& ck) {
@@ -222,7 +328,7 @@ bool check_cache(const Case& c, bool shape_ok, Checker& ck) {
   ok &= ck.at_least("/cache/stride_head", g.stride_head, 0);
   ok &= ck.at_least("/cache/k_offset", c.cache_k_offset, 0);
   ok &= ck.at_least("/cache/buffer_elems", c.cache_buffer_elems, 0);
-  if (c.cache_v_offset <= c.cache_k_offset) {
+  if (c.has_value() && c.cache_v_offset <= c.cache_k_offset) {
     ck.add("/cache/v_offset", "expected v_offset > k_offset (V after K in the cache buffer), got v_offset " +
                                   std::to_string(c.cache_v_offset) + " and k_offset " +
                                   std::to_string(c.cache_k_offset));
@@ -249,6 +355,7 @@ bool check_cache(const Case& c, bool shape_ok, Checker& ck) {
     }
   }
   if (g.num_blocks == 0) return true;  // an empty cache: no cells, nothing to overlap
+  if (c.family != Family::kv) return check_field_caches(c, ck);
 
   // vllm_legacy: within a head, K's [D/x, bs, x] and V's [D, bs] are dense, D*bs elements each.
   const std::vector<Dim> dims =
@@ -309,7 +416,7 @@ void check_quant(const Case& c, bool shape_ok, Checker& ck) {
       if (c.scale_kind == ScaleKind::per_tensor) count = 1;
       if (c.scale_kind == ScaleKind::per_head) count = c.num_heads;
       if (c.scale_kind == ScaleKind::per_block) count = sat_mul(cache.num_blocks, c.num_heads);
-      ck.buffer_fits("/quant/scale_kind", "the static scale buffer (K and V)", sat_mul(count, 2 * 4));
+      ck.buffer_fits("/quant/scale_kind", "the static scale buffer (K and V)", sat_mul(count, c.num_fields() * 4));
     }
     return;
   }
@@ -325,7 +432,12 @@ void check_quant(const Case& c, bool shape_ok, Checker& ck) {
   ok &= ck.at_least("/quant/scale_cache/stride_head", g.stride_head, 0);
   ok &= ck.at_least("/quant/scale_k_offset", c.scale_k_offset, 0);
   ok &= ck.at_least("/quant/scale_cache_elems", c.scale_cache_elems, 0);
-  if (c.scale_v_offset <= c.scale_k_offset) {
+  if (!c.has_value() && c.scale_v_offset != 0) {
+    ck.add("/quant/scale_v_offset", "expected 0, got " + std::to_string(c.scale_v_offset) + ": family " +
+                                        std::string(to_string(c.family)) + " has no V scale cache");
+    ok = false;
+  }
+  if (c.has_value() && c.scale_v_offset <= c.scale_k_offset) {
     ck.add("/quant/scale_v_offset", "expected scale_v_offset > scale_k_offset (V's scales after K's in the scale "
                                     "cache buffer), got scale_v_offset " + std::to_string(c.scale_v_offset) +
                                         " and scale_k_offset " + std::to_string(c.scale_k_offset));
@@ -338,12 +450,12 @@ void check_quant(const Case& c, bool shape_ok, Checker& ck) {
   if (!ok || !geometry_ok) return;
   if (g.num_blocks == 0) return;  // an empty cache: no scale cells
 
-  const std::vector<Dim> dims = {
+  std::vector<Dim> dims = {
       {"stride_head", "/quant/scale_cache/stride_head", g.stride_head, c.num_heads},
       {"stride_pos", "/quant/scale_cache/stride_pos", g.stride_pos, g.block_size},
       {"stride_block", "/quant/scale_cache/stride_block", g.stride_block, g.num_blocks},
-      {"scale_v_offset - scale_k_offset", "/quant/scale_v_offset", c.scale_v_offset - c.scale_k_offset, 2},
   };
+  if (c.has_value()) dims.push_back({"scale_v_offset - scale_k_offset", "/quant/scale_v_offset", c.scale_v_offset - c.scale_k_offset, 2});
   const NestResult nest = check_nested(dims);
   if (nest.bad != nullptr) {
     ck.add(nest.bad->path, nest_message("K/V scale cache", nest));
@@ -357,6 +469,24 @@ void check_quant(const Case& c, bool shape_ok, Checker& ck) {
   }
 }
 
+// The input views a case's fields read (case.h fields()): key and value, or key alone (k_only), or
+// kv_c as `key` and k_pe as `rope` (mla), each [T_in, H, width].
+struct ViewUse {
+  const InputView* view;
+  const char* name;   // "key", "value", "rope"
+  std::string path;   // "/input/key", "/format/rope"
+  int64_t width;
+  const char* width_path;
+};
+
+std::vector<ViewUse> used_views(const Case& c) {
+  std::vector<ViewUse> out;
+  out.push_back({&c.key, "key", "/input/key", c.head_dim - c.rope_dim, "/shape/head_dim"});
+  if (c.has_value()) out.push_back({&c.value, "value", "/input/value", c.value_dim(), c.family == Family::kv_split ? "/format/value_head_dim" : "/shape/head_dim"});
+  if (c.family == Family::mla) out.push_back({&c.rope, "rope", "/format/rope", c.rope_dim, "/format/rope_dim"});
+  return out;
+}
+
 void check_input(const Case& c, bool shape_ok, Checker& ck) {
   bool ok = ck.at_least("/input/num_rows", c.num_input_rows, 0);
   if (ok && c.num_input_rows < c.num_slots()) {
@@ -365,12 +495,11 @@ void check_input(const Case& c, bool shape_ok, Checker& ck) {
                                   std::to_string(c.num_input_rows));
   }
   ok &= ck.at_least("/input/buffer_elems", c.input_buffer_elems, 0);
-  const std::pair<const InputView*, const char*> views[] = {{&c.key, "key"}, {&c.value, "value"}};
-  for (const auto& [v, name] : views) {
-    const std::string base = std::string("/input/") + name;
-    ok &= ck.at_least(base + "/offset", v->offset, 0);
-    ok &= ck.at_least(base + "/stride_token", v->stride_token, 0);
-    ok &= ck.at_least(base + "/stride_head", v->stride_head, 0);
+  const std::vector<ViewUse> views = used_views(c);
+  for (const ViewUse& u : views) {
+    ok &= ck.at_least(u.path + "/offset", u.view->offset, 0);
+    ok &= ck.at_least(u.path + "/stride_token", u.view->stride_token, 0);
+    ok &= ck.at_least(u.path + "/stride_head", u.view->stride_head, 0);
   }
   if (c.input_buffer_elems >= 0 && to_string(c.input_dtype) != "?" &&
       !ck.buffer_fits("/input/buffer_elems", "input buffer", sat_mul(c.input_buffer_elems, dtype_size(c.input_dtype)))) {
@@ -379,29 +508,28 @@ void check_input(const Case& c, bool shape_ok, Checker& ck) {
   if (!ok || !shape_ok) return;
   if (c.num_input_rows == 0) return;  // no rows: the views address nothing
 
-  auto view_dims = [&](const InputView& v, const std::string& base) {
+  auto view_dims = [&](const ViewUse& u) {
     return std::vector<Dim>{
-        {"dim", "/shape/head_dim", 1, c.head_dim},
-        {"stride_head", base + "/stride_head", v.stride_head, c.num_heads},
-        {"stride_token", base + "/stride_token", v.stride_token, c.num_input_rows},
+        {"dim", u.width_path, 1, u.width},
+        {"stride_head", u.path + "/stride_head", u.view->stride_head, c.num_heads},
+        {"stride_token", u.path + "/stride_token", u.view->stride_token, c.num_input_rows},
     };
   };
-  i128 span[2] = {0, 0};
+  std::vector<i128> span(views.size(), 0);
   bool views_ok = true;
-  for (int i = 0; i < 2; ++i) {
-    const InputView& v = *views[i].first;
-    const std::string base = std::string("/input/") + views[i].second;
-    const std::vector<Dim> dims = view_dims(v, base);  // outlives nest, which points into it
+  for (size_t i = 0; i < views.size(); ++i) {
+    const ViewUse& u = views[i];
+    const std::vector<Dim> dims = view_dims(u);  // outlives nest, which points into it
     const NestResult nest = check_nested(dims);
     if (nest.bad != nullptr) {
-      ck.add(nest.bad->path, nest_message(std::string(views[i].second) + " view", nest));
+      ck.add(nest.bad->path, nest_message(std::string(u.name) + " view", nest));
       views_ok = false;
       continue;
     }
     span[i] = nest.span;
-    const i128 end = sat_add(v.offset, sat_add(nest.span, 1));
+    const i128 end = sat_add(u.view->offset, sat_add(nest.span, 1));
     if (end > c.input_buffer_elems) {
-      ck.add(base + "/offset", std::string("the ") + views[i].second + " view needs " + str(end) +
+      ck.add(u.path + "/offset", std::string("the ") + u.name + " view needs " + str(end) +
                                    " elements of the input buffer (through row " + std::to_string(c.num_input_rows - 1) +
                                    ", its last head and dim), which has " + std::to_string(c.input_buffer_elems));
       views_ok = false;
@@ -409,27 +537,45 @@ void check_input(const Case& c, bool shape_ok, Checker& ck) {
   }
   if (!views_ok) return;
 
-  // Key and value cells must be disjoint. Accepted: (a) the views' element ranges
-  // [offset, offset + span] do not intersect; or (b) both views have the same strides and the
-  // value-key offset distance, taken as one more dimension of extent 2, nests with them (a fused
-  // QKV row, or K and V interleaved per row). Anything else that intersects is refused as
+  // The views' cells must be disjoint, pairwise. Accepted: (a) the views' element ranges
+  // [offset, offset + span] do not intersect; or (b) they share the token stride and are slices of
+  // one row (b1) or interleave per head (b2), below. Anything else that intersects is refused as
   // overlapping, even where a finer argument could prove it disjoint.
-  const i128 k_lo = c.key.offset, k_hi = sat_add(c.key.offset, span[0]);
-  const i128 v_lo = c.value.offset, v_hi = sat_add(c.value.offset, span[1]);
-  if (k_hi < v_lo || v_hi < k_lo) return;
-  if (c.key.stride_token == c.value.stride_token && c.key.stride_head == c.value.stride_head) {
-    std::vector<Dim> dims = view_dims(c.key, "/input/key");
-    const int64_t delta = c.value.offset >= c.key.offset ? c.value.offset - c.key.offset
-                                                         : c.key.offset - c.value.offset;
-    dims.push_back({"value.offset - key.offset", "/input/value/offset", delta, 2});
-    const NestResult nest = check_nested(dims);
-    if (nest.bad != nullptr) ck.add(nest.bad->path, nest_message("key and value", nest));
-    return;
+  for (size_t i = 0; i < views.size(); ++i) {
+    for (size_t j = i + 1; j < views.size(); ++j) {
+      const ViewUse& a = views[i];
+      const ViewUse& b = views[j];
+      const i128 a_lo = a.view->offset, a_hi = sat_add(a.view->offset, span[i]);
+      const i128 b_lo = b.view->offset, b_hi = sat_add(b.view->offset, span[j]);
+      if (a_hi < b_lo || b_hi < a_lo) continue;
+      const std::string pair = std::string(a.name) + " and " + b.name;
+      if (a.view->stride_token == b.view->stride_token) {
+        const bool a_first = a.view->offset <= b.view->offset;
+        const ViewUse& lo = a_first ? a : b;
+        const ViewUse& hi = a_first ? b : a;
+        const int64_t delta = hi.view->offset - lo.view->offset;
+        // (b1) Row slices: each view's elements within a row, [offset, offset + (H-1)*stride_head +
+        // width), one after the other inside one token stride (a fused QKV row of any head dims,
+        // kv_c and k_pe as slices of one projection).
+        const int64_t lo_row = (c.num_heads - 1) * lo.view->stride_head + lo.width;
+        const int64_t hi_row = (c.num_heads - 1) * hi.view->stride_head + hi.width;
+        if (delta >= lo_row && delta + hi_row <= lo.view->stride_token) continue;
+        // (b2) Equal strides and widths whose offset distance nests as one more dimension of extent 2
+        // (K and V interleaved per head).
+        if (lo.view->stride_head == hi.view->stride_head && lo.width == hi.width) {
+          std::vector<Dim> dims = view_dims(lo);
+          dims.push_back({"offset distance", hi.path + "/offset", delta, 2});
+          const NestResult nest = check_nested(dims);
+          if (nest.bad != nullptr) ck.add(nest.bad->path, nest_message(pair, nest));
+          continue;
+        }
+      }
+      ck.add(b.path, pair + " views overlap in the input buffer (" + a.name + " spans elements [" + str(a_lo) + ", " + str(a_hi) +
+                         "], " + b.name + " [" + str(b_lo) + ", " + str(b_hi) +
+                         "]); overlapping views are accepted only as slices of one row (equal token strides, e.g. "
+                         "a fused QKV row) or with equal strides whose offsets interleave per head");
+    }
   }
-  ck.add("/input/value", "key and value views overlap in the input buffer (key spans elements [" + str(k_lo) +
-                             ", " + str(k_hi) + "], value [" + str(v_lo) + ", " + str(v_hi) +
-                             "]) and their strides differ; overlapping views are accepted only with equal "
-                             "strides whose offsets nest (e.g. one fused QKV row)");
 }
 
 // One entry of a block table, for ownership checks and slot lookup.
@@ -616,6 +762,18 @@ void check_genotype(const Genotype& g, Checker& ck) {
   ok &= ck.at_least("/genotype/invalid_slots", g.invalid_slots, 0);
   ok &= ck.at_least("/genotype/extra_input_rows", g.extra_input_rows, 0);
   ok &= ck.at_least("/genotype/spare_blocks", g.spare_blocks, 0);
+  if (ck.known("/genotype/family", g.family, "format family")) {  // the family's own genes (genotype.h)
+    if (g.family == Family::kv_split) {
+      ok &= ck.in_range("/genotype/value_head_dim", g.value_head_dim, 1, lim.max_head_dim);
+    } else if (g.value_head_dim != 0) {
+      ck.add("/genotype/value_head_dim", "expected 0: only family kv_split has a value_head_dim");
+    }
+    if (g.family == Family::mla) {
+      ok &= ck.in_range("/genotype/rope_dim", g.rope_dim, 1, std::max<int64_t>(1, g.head_dim - 1));
+    } else if (g.rope_dim != 0) {
+      ck.add("/genotype/rope_dim", "expected 0: only family mla has a rope_dim");
+    }
+  }
   if (static_cast<int64_t>(g.requests.size()) > lim.max_requests) {
     ck.add("/genotype/requests", std::to_string(g.requests.size()) + " requests; the limit is " +
                                      std::to_string(lim.max_requests));
@@ -656,9 +814,10 @@ void check_genotype(const Genotype& g, Checker& ck) {
 std::vector<ValidationProblem> validate(const Case& c, const Limits& limits) {
   Checker ck(limits);
   const bool shape_ok = check_shape(c, ck);
-  const bool cache_ok = check_cache(c, shape_ok, ck);
+  const bool format_ok = check_format(c, shape_ok, ck);
+  const bool cache_ok = check_cache(c, shape_ok && format_ok, ck);
   check_quant(c, shape_ok, ck);
-  check_input(c, shape_ok, ck);
+  check_input(c, shape_ok && format_ok, ck);
   const RequestsResult requests = check_requests(c, cache_ok, ck);
   check_slots(c, requests, ck);
   check_bookkeeping(c, ck);

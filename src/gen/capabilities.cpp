@@ -51,6 +51,7 @@ std::string set_text(const std::vector<int32_t>& set) {
 }  // namespace
 
 std::string outside_reason(const Case& c, const Capabilities& k) {
+  if (!has(k.families, c.family)) return "family " + str(to_string(c.family));
   if (!has(k.layouts, c.layout)) return "layout " + str(to_string(c.layout));
   if (!has(k.input_dtypes, c.input_dtype)) return "input dtype " + str(to_string(c.input_dtype));
   if (!has(k.cache_dtypes, c.cache_dtype)) return "cache dtype " + str(to_string(c.cache_dtype));
@@ -133,6 +134,7 @@ std::string limits_text(int32_t lo, int32_t hi, int32_t multiple) {
   return out;
 }
 
+constexpr std::initializer_list<Family> kFamilies = {Family::kv, Family::kv_split, Family::k_only, Family::mla};
 constexpr std::initializer_list<Layout> kLayouts = {Layout::paged_nhd, Layout::paged_hnd, Layout::contiguous_bshd,
                                                     Layout::contiguous_bhsd, Layout::packed_kv_nhd,
                                                     Layout::packed_content_hnd, Layout::vllm_legacy};
@@ -184,7 +186,7 @@ constexpr const char* kFeatureNames[] = {"fused_qkv", "strided_input", "padded_c
 }  // namespace
 
 Capabilities capabilities_from_json(const nlohmann::json& j, const std::string& where) {
-  static const char* const keys[] = {"layouts", "input_dtypes", "cache_dtypes", "scale_kinds", "slot_dtypes", "features",
+  static const char* const keys[] = {"layouts", "input_dtypes", "cache_dtypes", "scale_kinds", "slot_dtypes", "families", "features",
                                      "head_dims", "min_head_dim", "max_head_dim", "head_dim_multiple", "max_num_heads",
                                      "max_block_size", "block_size_pow2_only", "same_input_cache_dtype"};
   std::string known;
@@ -201,6 +203,7 @@ Capabilities capabilities_from_json(const nlohmann::json& j, const std::string& 
   c.cache_dtypes = name_bits<DType>(j, "cache_dtypes", dtype_from_string, kDTypes, "cache dtype", where);
   c.scale_kinds = name_bits<ScaleKind>(j, "scale_kinds", scale_kind_from_string, kScaleKinds, "scale kind", where);
   c.slot_dtypes = name_bits<IndexType>(j, "slot_dtypes", index_type_from_string, kIndexTypes, "slot dtype", where);
+  c.families = name_bits<Family>(j, "families", family_from_string, kFamilies, "format family", where);
   if (j.contains("features")) {
     std::string names;
     for (const char* f : kFeatureNames) names += (names.empty() ? "" : ", ") + std::string(f);
@@ -246,6 +249,8 @@ Capabilities capabilities_from_json(const nlohmann::json& j, const std::string& 
 
 Profile restrict_profile(const Profile& p, const Capabilities& k) {
   Profile r = p;
+  r.families = only(p.families, [&](Family f) { return has(k.families, f); });
+  require(p, p.families, r.families, "format family", bit_names(k.families, kFamilies));
   r.layouts = only(p.layouts, [&](Layout l) { return has(k.layouts, l); });
   require(p, p.layouts, r.layouts, "layout", bit_names(k.layouts, kLayouts));
   r.input_dtypes = only(p.input_dtypes, [&](DType t) { return has(k.input_dtypes, t); });

@@ -36,6 +36,7 @@ struct Capabilities {
   uint32_t cache_dtypes = ~0u;  // bits 1 << DType
   uint32_t scale_kinds = ~0u;   // bits 1 << ScaleKind; `none` for float caches
   uint32_t slot_dtypes = ~0u;   // bits 1 << IndexType
+  uint32_t families = ~0u;      // bits 1 << Family (kv, kv_split, k_only, mla)
   bool fused_qkv = true;            // key/value as views into one fused QKV row
   bool strided_input = true;        // input head/row strides other than dense
   bool padded_cache = true;         // cache (and scale cache) strides other than the layout's dense ones
@@ -56,15 +57,17 @@ struct Capabilities {
 // vllm_legacy layout (x-packed K, transposed V), which they do not implement yet (nor has Python a
 // calling convention for it). The CUDA kernel (cuda, cuda-emu) and plugins declaring
 // KVFZ_LAYOUT_VLLM_LEGACY receive it.
+// Nor do they implement the families other than kv (kv_split, k_only, mla) yet.
 inline Capabilities builtin_capabilities() {
   Capabilities c;
   c.layouts &= ~(1u << static_cast<unsigned>(Layout::vllm_legacy));
+  c.families = 1u << static_cast<unsigned>(Family::kv);
   return c;
 }
 
 // Capabilities from a Python target's declaration, a JSON object whose keys are all optional (a
 // missing key: no restriction) and mirror kvfz_capabilities:
-//   layouts, input_dtypes, cache_dtypes, scale_kinds, slot_dtypes   lists of names ("paged_nhd",
+//   layouts, input_dtypes, cache_dtypes, scale_kinds, slot_dtypes, families   lists of names ("paged_nhd",
 //       "f16", "fp8_e4m3", "none" (float caches), "per_tensor", "i32", ...)
 //   features      list of "fused_qkv", "strided_input", "padded_cache", "graph_padding_rows",
 //                 "invalid_slot_counter", "unaligned" (given: exactly these; missing: all)

@@ -175,6 +175,39 @@ rc::Gen<Shape> gen_shape(const ProfilePtr& pp) {
   });
 }
 
+// A weighted pick with a SplitMix64 draw (no RapidCheck randomness: see apply_family).
+template <typename T>
+T pick_weighted(const Weighted<T>& w, SplitMix64& rng) {
+  int64_t total = 0;
+  for (const int64_t x : w.weights) total += x;
+  if (total <= 0) return w.values.front();
+  int64_t r = static_cast<int64_t>(rng.below(static_cast<uint64_t>(total)));
+  for (size_t i = 0; i < w.values.size(); ++i) {
+    if (r < w.weights[i]) return w.values[i];
+    r -= w.weights[i];
+  }
+  return w.values.back();
+}
+
+// The format family and what it needs, drawn from the genotype's layout_seed rather than from
+// RapidCheck's stream, so that a profile drawing only kv (the default) makes exactly the cases it
+// made before families existed. The shape is then made to fit the family (profile.h `families`).
+void apply_family(const Profile& p, Genotype& g) {
+  SplitMix64 rng(mix64(g.layout_seed ^ mix64(0x66616d696c79ull)));  // "family"
+  g.family = pick_weighted(p.families, rng);
+  if (g.family == Family::kv) return;
+  const bool plain = g.layout == Layout::paged_nhd || g.layout == Layout::paged_hnd || is_contiguous(g.layout);
+  if (!plain) g.layout = g.layout == Layout::vllm_legacy ? Layout::paged_hnd : Layout::paged_nhd;
+  g.kv_views = KvViews::alike;
+  if (g.family == Family::kv_split) g.value_head_dim = pick_weighted(p.value_head_dims, rng);
+  if (g.family == Family::mla) {
+    g.num_heads = 1;
+    g.rope_dim = pick_weighted(p.rope_dims, rng);
+    g.head_dim += g.rope_dim;  // the entry: kv_c's head_dim dims, then k_pe's
+    if (g.scale_kind != ScaleKind::none) g.scale_kind = ScaleKind::per_tensor;
+  }
+}
+
 // Free blocks that make each of K and V span at least `min_elems` elements (profile.h
 // min_tensor_elements). One block spans at least block_size * H * D elements (a sequence of the
 // longest request for contiguous layouts; materialize.cpp only adds gaps and slack on top).
@@ -220,7 +253,7 @@ rc::Gen<Genotype> gen_batch(const ProfilePtr& pp, const Shape& s) {
         rc::gen::tuple(rc::gen::container<std::vector<RequestGene>>(static_cast<size_t>(n), gen_request(pp, max_tokens)),
                        up_to(0, p.max_padding), up_to(0, p.max_padding), up_to(0, p.max_invalid_slots),
                        up_to(0, p.max_extra_input_rows), up_to(0, max_spare), rc::gen::arbitrary<uint64_t>()),
-        [s, min_elems = p.min_tensor_elements](Rest t) {
+        [s, pp, min_elems = p.min_tensor_elements](Rest t) {
           Genotype g;
           g.layout = s.layout;
           g.block_size = s.block_size;
@@ -245,6 +278,7 @@ rc::Gen<Genotype> gen_batch(const ProfilePtr& pp, const Shape& s) {
           g.extra_input_rows = static_cast<int32_t>(std::get<4>(t));
           g.spare_blocks = static_cast<int32_t>(std::get<5>(t));
           g.layout_seed = std::get<6>(t);
+          apply_family(*pp, g);
           if (min_elems > 0) g.spare_blocks = std::max(g.spare_blocks, spare_blocks_for_span(g, min_elems));
           return g;
         });

@@ -38,6 +38,9 @@ struct Genotype {
   bool gapped_strides = false;      // gaps between dims of every strided tensor, slack between and after tensors
   bool misaligned_bases = false;    // odd element offsets of every tensor's base (not 16-byte aligned)
   KvViews kv_views = KvViews::alike;  // how the value input view differs from the key view
+  Family family = Family::kv;       // which fields the cache stores (types.h)
+  int32_t value_head_dim = 0;       // kv_split: V's head dim; 0 otherwise
+  int32_t rope_dim = 0;             // mla: dims of the entry from k_pe (head_dim is the whole entry); 0 otherwise
   ValueDist dist = ValueDist::finite;
   ScaleKind scale_kind = ScaleKind::none;  // none exactly when cache_dtype is a float dtype
   ScaleDist scale_dist = ScaleDist::unit;  // static scales' values (ignored for none / per_token_head)

@@ -8,6 +8,7 @@
 #include "materialize.h"
 
 #include <algorithm>
+#include <functional>
 #include <limits>
 #include <numeric>
 
@@ -77,8 +78,44 @@ void assign_blocks(const Genotype& g, Case& c) {
 // Cache strides, K/V offsets and the cache buffer size. Gaps (0..3 elements) between dims and
 // tensors and a buffer tail only with gapped_strides; an odd K base only with misaligned_bases.
 // (With both set, the draws are those of the former single `irregular` flag.)
+// The strides of a [.., H, D] field in one of the layouts that hold one field per tensor.
+CacheGeometry field_strides(Layout layout, int64_t H, int64_t D, int64_t bs, int64_t nb, const std::function<int64_t()>& gap) {
+  CacheGeometry geo;
+  geo.num_blocks = nb;
+  geo.block_size = bs;
+  if (layout == Layout::paged_hnd || layout == Layout::contiguous_bhsd) {  // [nb, H, bs, D]
+    geo.stride_pos = D + gap();
+    geo.stride_head = bs * geo.stride_pos + gap();
+    geo.stride_block = H * geo.stride_head + gap();
+  } else {  // [nb, bs, H, D]
+    geo.stride_head = D + gap();
+    geo.stride_pos = H * geo.stride_head + gap();
+    geo.stride_block = bs * geo.stride_pos + gap();
+  }
+  return geo;
+}
+
+// The cache of a family other than kv (validate.cpp check_field_caches): K (or the latent entry),
+// then for kv_split V with its own head dim and strides after a gap.
+void lay_out_field_caches(const Genotype& g, SplitMix64& rng, Case& c) {
+  const std::function<int64_t()> gap = [&]() -> int64_t { return g.gapped_strides ? static_cast<int64_t>(rng.below(4)) : 0; };
+  const int64_t H = g.num_heads, bs = c.cache.block_size, nb = c.cache.num_blocks;
+  c.cache = field_strides(g.layout, H, g.head_dim, bs, nb, gap);
+  c.cache_k_offset = g.misaligned_bases ? 1 + 2 * static_cast<int64_t>(rng.below(4)) : 0;  // odd: misaligned base
+  int64_t end = c.cache_k_offset + nb * c.cache.stride_block;
+  c.cache_v_offset = 0;
+  if (g.family == Family::kv_split) {
+    c.value_head_dim = g.value_head_dim;
+    c.value_cache = field_strides(g.layout, H, g.value_head_dim, bs, nb, gap);
+    c.cache_v_offset = end + gap();
+    end = c.cache_v_offset + nb * c.value_cache->stride_block;
+  }
+  c.cache_buffer_elems = end + (g.gapped_strides ? static_cast<int64_t>(rng.below(8)) : 0);
+}
+
 void lay_out_cache(const Genotype& g, Case& c) {
   SplitMix64 rng = stream(g.layout_seed, kCacheSalt);
+  if (g.family != Family::kv) return lay_out_field_caches(g, rng, c);
   auto gap = [&]() -> int64_t { return g.gapped_strides ? static_cast<int64_t>(rng.below(4)) : 0; };
   const int64_t H = g.num_heads, D = g.head_dim, bs = c.cache.block_size, nb = c.cache.num_blocks;
   CacheGeometry& geo = c.cache;
@@ -159,9 +196,10 @@ void lay_out_scales(const Genotype& g, Case& c) {
       break;
   }
   c.scale_k_offset = g.misaligned_bases ? 1 + 2 * static_cast<int64_t>(rng.below(4)) : 0;  // odd: misaligned base
-  c.scale_v_offset = c.scale_k_offset + nb * geo.stride_block + gap();
-  c.scale_cache_elems =
-      c.scale_v_offset + nb * geo.stride_block + (g.gapped_strides ? static_cast<int64_t>(rng.below(8)) : 0);
+  const bool has_value = g.family == Family::kv || g.family == Family::kv_split;
+  c.scale_v_offset = has_value ? c.scale_k_offset + nb * geo.stride_block + gap() : 0;
+  c.scale_cache_elems = (has_value ? c.scale_v_offset : c.scale_k_offset) + nb * geo.stride_block +
+                        (g.gapped_strides ? static_cast<int64_t>(rng.below(8)) : 0);
 }
 
 // V as a tensor of its own for kv_views != alike: [T_in, H, D] rows starting past `end` (the end
@@ -213,8 +251,60 @@ int64_t place_value(const Genotype& g, int64_t rows, int64_t end, Case& c) {
 // misaligned_bases (drawn in the order of the former `irregular` flag when both are set). With
 // kv_views other than alike, V is a tensor of its own right after K's region (after the whole QKV
 // buffer when fused) whose strides differ from K's, drawn from a stream of its own (place_value).
+// The inputs of a family other than kv, as separate regions or (fused_qkv) slices of one row:
+//   kv_split  [Q heads | K heads (D) | V heads (Dv) | gap] or K [T_in, H, D] then V [T_in, H, Dv];
+//   k_only    [Q heads | K heads | gap] or K [T_in, H, D];
+//   mla       one projection row [kv_c (D - rope_dim) | k_pe (rope_dim) | gap] (DeepSeek's kv_a_proj
+//             output split in two), or kv_c [T_in, D - rope_dim] then k_pe [T_in, rope_dim].
+void lay_out_field_inputs(const Genotype& g, int64_t rows, SplitMix64& rng, Case& c) {
+  auto gap = [&]() -> int64_t { return g.gapped_strides ? static_cast<int64_t>(rng.below(4)) : 0; };
+  const int64_t H = g.num_heads, D = g.head_dim, Dv = g.family == Family::kv_split ? g.value_head_dim : 0;
+  const int64_t base = g.misaligned_bases ? 1 + 2 * static_cast<int64_t>(rng.below(4)) : 0;
+  c.value = {};
+  c.rope = {};
+  int64_t end = 0;
+  if (g.family == Family::mla) {
+    const int64_t Dc = D - g.rope_dim;
+    if (g.fused_qkv) {
+      const int64_t row = D + gap();
+      c.key = {base, row, Dc};
+      c.rope = {base + Dc, row, g.rope_dim};
+      end = base + rows * row;
+    } else {
+      const int64_t key_row = Dc + gap();
+      c.key = {base, key_row, key_row};
+      const int64_t rope_base = base + rows * key_row + gap();
+      const int64_t rope_row = g.rope_dim + gap();
+      c.rope = {rope_base, rope_row, rope_row};
+      end = rope_base + rows * rope_row;
+    }
+  } else if (g.fused_qkv) {
+    const int64_t Hq = c.num_q_heads;
+    const int64_t row = (Hq + H) * D + H * Dv + gap();
+    c.key = {base + Hq * D, row, D};
+    if (Dv > 0) c.value = {base + (Hq + H) * D, row, Dv};
+    end = base + rows * row;
+  } else {
+    const int64_t head = D + gap();
+    const int64_t row = H * head + gap();
+    c.key = {base, row, head};
+    end = base + rows * row;
+    if (Dv > 0) {
+      const int64_t v_head = Dv + gap();
+      const int64_t v_row = H * v_head + gap();
+      c.value = {end + gap(), v_row, v_head};
+      end = c.value.offset + rows * v_row;
+    }
+  }
+  c.input_buffer_elems = end + (g.gapped_strides ? static_cast<int64_t>(rng.below(8)) : 0);
+}
+
 void lay_out_inputs(const Genotype& g, int64_t num_slots, Case& c) {
   SplitMix64 rng = stream(g.layout_seed, kInputSalt);
+  if (g.family != Family::kv) {
+    c.num_input_rows = num_slots + g.extra_input_rows;
+    return lay_out_field_inputs(g, c.num_input_rows, rng, c);
+  }
   auto gap = [&]() -> int64_t { return g.gapped_strides ? static_cast<int64_t>(rng.below(4)) : 0; };
   const int64_t H = g.num_heads, D = g.head_dim;
   const int64_t rows = num_slots + g.extra_input_rows;
@@ -298,11 +388,13 @@ Case materialize(const Genotype& g) {
   Case c;
   c.num_heads = g.num_heads;
   c.head_dim = g.head_dim;
-  c.num_q_heads = g.fused_qkv ? g.num_heads * g.gqa_ratio : 0;
+  c.num_q_heads = g.fused_qkv && g.family != Family::mla ? g.num_heads * g.gqa_ratio : 0;  // an MLA row has no Q
   c.input_dtype = g.input_dtype;
   c.cache_dtype = g.cache_dtype;
   c.slot_dtype = g.slot_dtype;
   c.layout = g.layout;
+  c.family = g.family;
+  c.rope_dim = g.family == Family::mla ? g.rope_dim : 0;
 
   assign_blocks(g, c);
   lay_out_cache(g, c);

@@ -153,7 +153,7 @@ const std::set<std::string>& profile_keys() {
 // Keys a profile may leave out (profile.h says their defaults).
 const std::set<std::string>& optional_profile_keys() {
   static const std::set<std::string> keys = {"gapped_strides_percent", "misaligned_bases_percent", "kv_views",
-                                             "min_tensor_elements"};
+                                             "families", "value_head_dims", "rope_dims", "min_tensor_elements"};
   return keys;
 }
 
@@ -265,6 +265,12 @@ Profile profile_from_json(const json& j, const ProfileReader& r) {
   p.kv_views = j.contains("kv_views") ? r.weighted_enum<KvViews>(j.at("kv_views"), "/kv_views", kv_views_from_string,
                                                                   "alike, value_rows, value_heads, value_head_major")
                                       : default_profile().kv_views;
+  p.families = j.contains("families") ? r.weighted_enum<Family>(j.at("families"), "/families", family_from_string,
+                                                                 "kv, kv_split, k_only, mla")
+                                      : default_profile().families;
+  p.value_head_dims = j.contains("value_head_dims") ? r.weighted_int(j.at("value_head_dims"), "/value_head_dims", 1, 4096)
+                                                    : default_profile().value_head_dims;
+  p.rope_dims = j.contains("rope_dims") ? r.weighted_int(j.at("rope_dims"), "/rope_dims", 1, 1024) : default_profile().rope_dims;
   p.max_elements_per_case = r.integer(j.at("max_elements_per_case"), "/max_elements_per_case", 1, int64_t{1} << 34);
   if (j.contains("min_tensor_elements")) {
     p.min_tensor_elements = r.integer(j.at("min_tensor_elements"), "/min_tensor_elements", 0, int64_t{1} << 36);
@@ -424,6 +430,9 @@ json profile_to_json(const Profile& p) {
             {"gapped_strides_percent", p.gapped_strides_percent},
             {"misaligned_bases_percent", p.misaligned_bases_percent},
             {"kv_views", weighted(p.kv_views)},
+            {"families", weighted(p.families)},
+            {"value_head_dims", weighted(p.value_head_dims)},
+            {"rope_dims", weighted(p.rope_dims)},
             {"max_elements_per_case", p.max_elements_per_case},
             {"min_tensor_elements", p.min_tensor_elements}};
   return j;
@@ -485,6 +494,9 @@ Profile default_profile() {
   p.gapped_strides_percent = 50;
   p.misaligned_bases_percent = 50;
   p.kv_views = {{KvViews::alike, KvViews::value_rows, KvViews::value_heads, KvViews::value_head_major}, {6, 2, 1, 1}};
+  p.families = {{Family::kv}, {1}};
+  p.value_head_dims = {{8, 64, 128}, {1, 1, 1}};
+  p.rope_dims = {{8, 16, 64}, {1, 1, 1}};
   p.max_elements_per_case = int64_t{1} << 18;
   return p;
 }

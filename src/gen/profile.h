@@ -7,7 +7,7 @@
 // duplicate list, an out-of-range value or all-zero weights is refused with the file, the JSON
 // path and the expected form. Optional keys: min_tensor_elements (absent = 0), gapped_strides_percent
 // and misaligned_bases_percent (absent = irregular_percent, the share both had when one flag drove
-// them), kv_views (absent = the built-in default's list).
+// them), kv_views, families, value_head_dims, rope_dims (absent = the built-in default's list).
 //
 // Partial profiles: a profile with "extends": "default" (the built-in profile) or "extends":
 // "PATH" (another profile file, relative to this one) gives only the keys it changes; each key it
@@ -99,6 +99,14 @@ struct Profile {
                                        // value_rows (V's rows padded), value_heads (V's heads padded
                                        // too), value_head_major (V head-major); shrink target: alike,
                                        // whatever the list's order
+  Weighted<Family> families;           // which fields the cache stores: kv, kv_split, k_only, mla (absent
+                                       // = kv alone); shrink target: kv. A family other than kv takes the
+                                       // plain layouts (a paired layout becomes paged_nhd, vllm_legacy
+                                       // paged_hnd) and V alike K; mla takes 1 head and scale kinds none
+                                       // and per_tensor (others become per_tensor)
+  Weighted<int32_t> value_head_dims;   // kv_split: V's head dim (absent = the default's)
+  Weighted<int32_t> rope_dims;         // mla: k_pe's dims; the entry is head_dim (kv_c) + rope_dim (absent
+                                       // = the default's)
   int64_t max_elements_per_case = 1 << 20;  // budget B: new tokens * H * D <= B and cache slots * H * D
                                             // <= 2 B (larger shapes get fewer tokens; generate.cpp)
   // Large caches (configs/large.json; optional key, 0 = off): the generator adds free blocks until

@@ -42,8 +42,23 @@ struct Complexity {
   int64_t gapped_strides;    // 0 = dense strides
   int64_t misaligned_bases;  // 0 = aligned bases
   int64_t kv_views;          // 0 = V alike K, then value_rows, value_heads, value_head_major
+  int64_t family;            // family_rank(): 0 = kv
+  Pair value_head_dim;       // (0, 0) unless kv_split, else (1 + rank in the profile list, value)
+  Pair rope_dim;             // (0, 0) unless mla, else (1 + rank, value)
   int64_t tail_padding, interleaved_padding, invalid_slots, extra_input_rows, spare_blocks;  // counts
 };
+
+// Families simplest first: K and V alike, K alone, K and V of different shapes, the MLA entry of
+// two concatenated sources.
+int64_t family_rank(Family f) {
+  switch (f) {
+    case Family::kv: return 0;
+    case Family::k_only: return 1;
+    case Family::kv_split: return 2;
+    case Family::mla: return 3;
+  }
+  return 4;
+}
 
 // Scale kinds simplest first, whatever the profile lists: one scale, one per head, one per block
 // and head, then the dynamic per-token scales (a computed amax, a scale cache written).
@@ -87,6 +102,9 @@ Complexity complexity(const Genotype& g, const Profile& p) {
   c.gapped_strides = g.gapped_strides;
   c.misaligned_bases = g.misaligned_bases;
   c.kv_views = static_cast<int64_t>(g.kv_views);
+  c.family = family_rank(g.family);
+  if (g.family == Family::kv_split) c.value_head_dim = {1 + rank_of(p.value_head_dims, g.value_head_dim), g.value_head_dim};
+  if (g.family == Family::mla) c.rope_dim = {1 + rank_of(p.rope_dims, g.rope_dim), g.rope_dim};
   c.tail_padding = g.tail_padding;
   c.interleaved_padding = g.interleaved_padding;
   c.invalid_slots = g.invalid_slots;
@@ -146,6 +164,9 @@ bool simpler_than(const Genotype& a, const Genotype& b, const Profile& profile) 
   compare(ca.gapped_strides, cb.gapped_strides, &less, &greater);
   compare(ca.misaligned_bases, cb.misaligned_bases, &less, &greater);
   compare(ca.kv_views, cb.kv_views, &less, &greater);
+  compare(ca.family, cb.family, &less, &greater);
+  compare(ca.value_head_dim, cb.value_head_dim, &less, &greater);
+  compare(ca.rope_dim, cb.rope_dim, &less, &greater);
   compare(ca.tail_padding, cb.tail_padding, &less, &greater);
   compare(ca.interleaved_padding, cb.interleaved_padding, &less, &greater);
   compare(ca.invalid_slots, cb.invalid_slots, &less, &greater);
@@ -177,7 +198,24 @@ std::vector<Genotype> shrink_genotype(const Genotype& g, const Profile& profile)
     for (size_t i = 0; i < n; ++i) with([&](Genotype& c) { c.requests.erase(c.requests.begin() + i); });
   }
 
-  // 2. Simpler shape.
+  // 2. Simpler format and shape: the family towards kv (an MLA entry keeps its width), V's head dim
+  // and k_pe's dims towards the profile's first.
+  if (g.family != Family::kv) {
+    with([](Genotype& c) {
+      c.family = Family::kv;
+      c.value_head_dim = c.rope_dim = 0;
+    });
+    if (g.family == Family::mla) {
+      with([](Genotype& c) {
+        c.family = Family::k_only;
+        c.rope_dim = 0;
+      });
+    }
+  }
+  if (g.family == Family::kv_split)
+    for (int32_t v : simpler_values(profile.value_head_dims, g.value_head_dim)) with([v](Genotype& c) { c.value_head_dim = v; });
+  if (g.family == Family::mla)
+    for (int32_t v : simpler_values(profile.rope_dims, g.rope_dim)) with([v](Genotype& c) { c.rope_dim = v; });
   with([](Genotype& c) { c.layout = Layout::paged_nhd; });
   for (int32_t v : simpler_values(profile.num_heads, g.num_heads)) with([v](Genotype& c) { c.num_heads = v; });
   for (int32_t v : simpler_values(profile.head_dims, g.head_dim)) with([v](Genotype& c) { c.head_dim = v; });

@@ -3,8 +3,8 @@
 // golden_append() is boring on purpose (STYLE.md rule 3): plain loops over (row, head, tensor,
 // dim), one element at a time, no vectorisation and no shortcuts. It consumes the same bytes a
 // kernel does — slot_mapping, key/value elements and static scales are read from the arena image,
-// not from the Case — and addresses the cache only through Case::cache_field() (kv_format.cuh's
-// field_offset) and the scale cache through kv_layout.cuh's cache_elem_offset(). Applied to the initial arena it produces the expected arena that diff.h
+// not from the Case — and addresses the cache only through the fields of Case::fields() (kv_format.cuh's
+// field_offset; an MLA entry's dims come from kv_c then k_pe) and the scale cache through kv_layout.cuh's cache_elem_offset(). Applied to the initial arena it produces the expected arena that diff.h
 // compares a target's result with.
 //
 // Float caches: convert_bits (bit copy for equal dtypes, else RNE, NaN -> canonical NaN).
@@ -48,7 +48,7 @@ void golden_append(const Case& c, std::byte* image, const ArenaLayout& layout) {
   const int64_t capacity = c.capacity();
   const bool quantized = is_quantized(c.cache_dtype);
   const int64_t scale_count = static_scale_count(c.scale_kind, c.num_heads, c.cache.num_blocks);
-  const FieldLayout k_field = c.cache_field(false), v_field = c.cache_field(true);
+  const CacheFields fields = c.fields();
 
   unsigned long long invalid = 0;
   for (int64_t row = 0; row < c.num_slots(); ++row) {  // rows >= T (graph padding) are never read
@@ -61,42 +61,47 @@ void golden_append(const Case& c, std::byte* image, const ArenaLayout& layout) {
     const int64_t block = slot / c.cache.block_size;
     const int64_t pos = slot % c.cache.block_size;
     for (int64_t head = 0; head < c.num_heads; ++head) {
-      for (const bool is_value : {false, true}) {
-        const InputView& view = is_value ? c.value : c.key;
-        const int64_t in_row = view.offset + input_elem_offset(view.stride_token, view.stride_head, row, head, 0);
-        const FieldLayout& field = is_value ? v_field : k_field;
-        auto cache_elem = [&](int64_t dim) { return field_offset(field, block, pos, head, dim); };
+      for (const CacheField& field : fields) {
+        // Input element of the entry's dim `dim`: the part holding it, at its own dim.
+        auto input_elem = [&](int64_t dim) {
+          int part = 0;
+          while (part + 1 < field.num_parts && dim >= field.parts[part].width) dim -= field.parts[part++].width;
+          const InputView& view = field.parts[part].view;
+          return view.offset + input_elem_offset(view.stride_token, view.stride_head, row, head, dim);
+        };
+        auto cache_elem = [&](int64_t dim) { return field_offset(field.layout, block, pos, head, dim); };
 
         if (!quantized) {
-          for (int64_t dim = 0; dim < c.head_dim; ++dim) {
-            const uint32_t x = load_elem(input, c.input_dtype, in_row + dim);
+          for (int64_t dim = 0; dim < field.head_dim; ++dim) {
+            const uint32_t x = load_elem(input, c.input_dtype, input_elem(dim));
             store_elem(cache, c.cache_dtype, cache_elem(dim), convert_bits(x, c.input_dtype, c.cache_dtype));
           }
           continue;
         }
 
+        const int64_t first_scale = field.index * scale_count;
         float scale = 0.0f;
         switch (c.scale_kind) {
-          case ScaleKind::per_tensor: scale = load_f32(scales, (is_value ? scale_count : 0) + 0); break;
-          case ScaleKind::per_head: scale = load_f32(scales, (is_value ? scale_count : 0) + head); break;
-          case ScaleKind::per_block: scale = load_f32(scales, (is_value ? scale_count : 0) + block * c.num_heads + head); break;
+          case ScaleKind::per_tensor: scale = load_f32(scales, first_scale + 0); break;
+          case ScaleKind::per_head: scale = load_f32(scales, first_scale + head); break;
+          case ScaleKind::per_block: scale = load_f32(scales, first_scale + block * c.num_heads + head); break;
           case ScaleKind::per_token_head: {
             // NaN is skipped explicitly: std::fmax returns NaN for a signalling NaN operand (IEEE
             // maxNum), and widening keeps an f16/bf16 signalling NaN signalling.
             float amax = 0.0f;
-            for (int64_t dim = 0; dim < c.head_dim; ++dim) {
-              const float a = std::fabs(bits_to_f32(load_elem(input, c.input_dtype, in_row + dim), c.input_dtype));
+            for (int64_t dim = 0; dim < field.head_dim; ++dim) {
+              const float a = std::fabs(bits_to_f32(load_elem(input, c.input_dtype, input_elem(dim)), c.input_dtype));
               if (!std::isnan(a) && a > amax) amax = a;
             }
             scale = (amax > 1e-6f ? amax : 1e-6f) / quant_max(c.cache_dtype);
-            store_f32(scale_cache, (is_value ? c.scale_v_offset : c.scale_k_offset) + cache_elem_offset(c.scale_cache, block, pos, head, 0),
+            store_f32(scale_cache, (field.index == 1 ? c.scale_v_offset : c.scale_k_offset) + cache_elem_offset(c.scale_cache, block, pos, head, 0),
                       scale);
             break;
           }
           case ScaleKind::none: break;  // invalid for a quantised cache (validation rejects it): scale 0
         }
-        for (int64_t dim = 0; dim < c.head_dim; ++dim) {
-          const float x = bits_to_f32(load_elem(input, c.input_dtype, in_row + dim), c.input_dtype);
+        for (int64_t dim = 0; dim < field.head_dim; ++dim) {
+          const float x = bits_to_f32(load_elem(input, c.input_dtype, input_elem(dim)), c.input_dtype);
           store_elem(cache, c.cache_dtype, cache_elem(dim), quantize_bits(x, scale, c.cache_dtype));
         }
       }

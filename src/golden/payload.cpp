@@ -290,7 +290,8 @@ uint32_t quant_tie_bits(const Case& c, Tensor t, int64_t row, int64_t head, int6
     int k = static_cast<int>(hr % 9) - 4;
     while (k > -4 && !exact_in(std::ldexp(quant_max(q), k), in)) --k;
     const float pow2k = std::ldexp(1.0f, k);
-    const int64_t amax_dim = static_cast<int64_t>((hr >> 8) % static_cast<uint64_t>(c.head_dim));
+    const int64_t row_dims = t == Tensor::key ? c.head_dim : c.value_dim();
+    const int64_t amax_dim = static_cast<int64_t>((hr >> 8) % static_cast<uint64_t>(row_dims));
     const float v = dim == amax_dim ? (((hr >> 40) & 1u) != 0 ? -quant_max(q) : quant_max(q)) : quant_tie_target(q, h, false);
     const float x = v * pow2k;  // exact: a power-of-two multiple (no overflow or underflow in f32)
     if (const auto b = exact_in(x, in)) return *b;
@@ -385,7 +386,7 @@ uint32_t input_bits(const Case& c, Tensor t, int64_t row, int64_t head, int64_t 
   // Linear element index: distinct for every (row, tensor, head, dim) of the case.
   const uint64_t index =
       ((static_cast<uint64_t>(row) * 2 + tensor) * static_cast<uint64_t>(c.num_heads) + static_cast<uint64_t>(head)) *
-          static_cast<uint64_t>(c.head_dim) +
+          static_cast<uint64_t>(c.max_head_dim()) +
       static_cast<uint64_t>(dim);
   return finite_bits(dt, c.cache_dtype, mix64(h), index + mix64(c.payload_seed ^ kSaltInput));
 }
@@ -401,7 +402,7 @@ uint32_t context_bits(const Case& c, Tensor t, int64_t request, int64_t pos, int
       (((static_cast<uint64_t>(pos) * requests + static_cast<uint64_t>(request)) * 2 + tensor) *
            static_cast<uint64_t>(c.num_heads) +
        static_cast<uint64_t>(head)) *
-          static_cast<uint64_t>(c.head_dim) +
+          static_cast<uint64_t>(c.max_head_dim()) +
       static_cast<uint64_t>(dim);
   if (is_byte_dtype(dt)) {
     const std::vector<uint8_t>& codes = context_codes(dt);

@@ -102,6 +102,7 @@ struct CampaignResult {
   WorkerEvents workers;         // infrastructure events of all campaign threads' workers
   std::map<std::string, DuplicateFindings> duplicates;  // by signature id: failures of known signatures
   std::map<std::string, int64_t> stats;  // --stats: checked cases per feature bucket ("layout=paged_nhd")
+  std::map<std::string, int64_t> formats;  // checked cases per format family (campaign/stats.h format_family)
   int64_t flaky() const;        // failures that did not repeat on every confirmation run
   bool save_failed() const;     // some finding could not be saved (exit 3)
   // Drawn cases outside the target's capabilities (gen/capabilities.h; plugins and Python targets

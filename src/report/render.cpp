@@ -225,7 +225,7 @@ nlohmann::json campaign_json(const CampaignResult& r, const std::string& command
           {"seed", r.seed}, {"tolerance", r.tolerance}, {"cases", r.cases}, {"passed", r.passed}, {"failed", r.failed},
           {"seconds", r.seconds}, {"cases_per_second", r.cases_per_second()}, {"interrupted", r.interrupted},
           {"stop_signal", r.stop_signal}, {"flaky", r.flaky()}, {"exit_code", exit_code(r)}, {"workers", workers_json(r.workers)},
-          {"duplicates", duplicates_json(r)}, {"stats", r.stats},
+          {"duplicates", duplicates_json(r)}, {"stats", r.stats}, {"formats", r.formats},
           {"findings_by_kind", findings_by_kind(verdicts)}, {"failures", failures},
           {"skipped", {{"cases", r.skipped}, {"replaced", r.replaced}, {"not_run", r.skipped - r.replaced},
                        {"reasons", r.skip_reasons}}}};

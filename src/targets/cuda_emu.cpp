@@ -17,7 +17,7 @@ KvAppendParams append_params(const Case& c, std::byte* image, const ArenaLayout&
   std::byte* cache = image + layout.cache_begin;
   KvAppendParams p;
   p.key = input + c.key.offset * in_size;
-  p.value = input + c.value.offset * in_size;
+  if (c.has_value()) p.value = input + c.value.offset * in_size;
   p.key_stride_token = c.key.stride_token;
   p.key_stride_head = c.key.stride_head;
   p.value_stride_token = c.value.stride_token;
@@ -27,9 +27,20 @@ KvAppendParams append_params(const Case& c, std::byte* image, const ArenaLayout&
   p.num_slots = c.num_slots();
   p.num_input_rows = c.num_input_rows;
   p.k_cache = cache + c.cache_k_offset * cache_size;
-  p.v_cache = cache + c.cache_v_offset * cache_size;
+  if (c.has_value()) p.v_cache = cache + c.cache_v_offset * cache_size;
   p.cache = c.cache;
   p.vllm_legacy = c.layout == Layout::vllm_legacy;
+  p.has_value = c.has_value();
+  if (c.family == Family::kv_split) {
+    p.value_head_dim = c.value_head_dim;
+    p.value_cache = c.value_geometry();
+  }
+  if (c.rope_dim > 0) {
+    p.rope = input + c.rope.offset * in_size;
+    p.rope_stride_token = c.rope.stride_token;
+    p.rope_stride_head = c.rope.stride_head;
+    p.rope_dim = c.rope_dim;
+  }
   p.num_heads = c.num_heads;
   p.head_dim = c.head_dim;
   p.input_dtype = c.input_dtype;
@@ -41,11 +52,11 @@ KvAppendParams append_params(const Case& c, std::byte* image, const ArenaLayout&
   float* scale_cache = reinterpret_cast<float*>(image + layout.scale_cache_begin);
   if (num_scales > 0) {
     p.k_scale = scales;
-    p.v_scale = scales + num_scales;
+    if (c.has_value()) p.v_scale = scales + num_scales;
   }
   if (c.scale_kind == ScaleKind::per_token_head) {
     p.k_scale_cache = scale_cache + c.scale_k_offset;
-    p.v_scale_cache = scale_cache + c.scale_v_offset;
+    if (c.has_value()) p.v_scale_cache = scale_cache + c.scale_v_offset;
     p.scale_cache = c.scale_cache;
   }
   return p;

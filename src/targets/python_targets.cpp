@@ -54,6 +54,7 @@ class PythonTarget final : public Target {
     // No Python calling convention for vllm_legacy yet: a function never receives it.
     Capabilities caps = hello.kind == PythonHello::Kind::ready && hello.capabilities ? *hello.capabilities : Capabilities{};
     caps.layouts &= builtin_capabilities().layouts;
+    caps.families &= builtin_capabilities().families;  // nor for the families other than kv
     return caps;
   }
 

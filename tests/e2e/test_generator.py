@@ -127,5 +127,38 @@ class Formats(unittest.TestCase):
                 self.assertEqual(c["cache"]["v_offset"] - c["cache"]["k_offset"], D)
                 self.assertGreaterEqual(c["cache"]["stride_pos"], 2 * D)
 
+    def test_every_format_family_is_run_and_counted(self):
+        # configs/formats.json draws the families (kv_split, k_only, mla) with the layouts; the run
+        # summary's "formats" counts every checked case under exactly one format, and every one of
+        # them is present.
+        with tempfile.TemporaryDirectory() as d:
+            summary = pathlib.Path(d) / "s.json"
+            p = kvfuzz("run", "--target", "cuda-emu", "--config", SRC / "configs" / "formats.json", "--cases", 600,
+                       "--seed", 7, "--json", summary)
+            self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+            s = json.loads(summary.read_text())
+            self.assertEqual(set(s["formats"]), {"paged", "contiguous", "block_packed", "content_packed", "x_packed",
+                                                 "kv_split", "k_only", "mla"})
+            self.assertEqual(sum(s["formats"].values()), s["cases"])
+            cases = generated(pathlib.Path(d) / "g", "--config", SRC / "configs" / "formats.json", "--seed", 7,
+                              "--cases", 600)
+            by_family = {}
+            for c in cases:
+                by_family.setdefault(c.get("format", {}).get("family", "kv"), []).append(c)
+            self.assertEqual(set(by_family), {"kv", "kv_split", "k_only", "mla"})
+            for c in cases:  # the oldest version that expresses the case
+                self.assertEqual(c["version"], 2 if "format" in c else 1)
+            for c in by_family["mla"]:  # one head; kv_c ++ k_pe; no V
+                self.assertEqual(c["shape"]["num_heads"], 1)
+                self.assertLess(c["format"]["rope_dim"], c["shape"]["head_dim"])
+                self.assertEqual(c["cache"]["v_offset"], 0)
+            for c in by_family["kv_split"]:  # V after K, with its own strides
+                self.assertGreater(c["cache"]["v_offset"], c["cache"]["k_offset"])
+                self.assertIn("value_cache", c["format"])
+            # Every generated case replays from its file (the v2 reader reads what the writer wrote).
+            r = kvfuzz("replay", pathlib.Path(d) / "g", "--target", "cuda-emu")
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+
+
 if __name__ == "__main__":
     unittest.main()

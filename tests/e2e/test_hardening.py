@@ -150,8 +150,8 @@ class HostileInput(unittest.TestCase):
                      "K/V cache cells overlap: stride_pos = 8 must be >= 32")
 
     def test_unknown_schema_versions(self):
-        self.refused(self.edited(lambda c: c.update(version=2)), "/version",
-                     "case schema version 2 was written by a newer kvfuzz; this kvfuzz reads version 1")
+        self.refused(self.edited(lambda c: c.update(version=3)), "/version",
+                     "case schema version 3 was written by a newer kvfuzz; this kvfuzz reads version 2")
         self.refused(self.edited(lambda c: c.update(version=0)), "/version", "not one kvfuzz ever wrote")
         self.refused(self.edited(lambda c: c.update(schema="kvfuzz-report")), "/schema", "\"kvfuzz-case\"")
 

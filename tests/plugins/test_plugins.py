@@ -336,7 +336,7 @@ class RefusedPlugins(unittest.TestCase):
 
     def test_another_abi_version_is_refused(self):
         self.assert_refused(plugin("broken-abi-version-99.so"), 3, "built for plugin ABI version 99",
-                            "this kvfuzz speaks version 1", "rebuild it")
+                            "this kvfuzz speaks versions 1 and 2", "rebuild it")
 
     def test_a_missing_symbol_is_refused(self):
         self.assert_refused(plugin("broken-no-append.so"), 3, "does not export kvfuzz_plugin_append")

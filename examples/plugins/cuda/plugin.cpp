@@ -91,6 +91,16 @@ kvf::KvAppendParams params(const kvfz_append_args& a) {
   p.k_scale_cache = a.k_scale_cache;
   p.v_scale_cache = a.v_scale_cache;
   p.scale_cache = geometry(a.scale_cache);
+  // ABI v2: the format family (kvfz_family).
+  p.has_value = a.family == KVFZ_FAMILY_KV || a.family == KVFZ_FAMILY_KV_SPLIT;
+  if (a.family == KVFZ_FAMILY_KV_SPLIT) {
+    p.value_head_dim = a.value_head_dim;
+    p.value_cache = geometry(a.value_cache);
+  }
+  p.rope = a.rope;
+  p.rope_stride_token = a.rope_stride_token;
+  p.rope_stride_head = a.rope_stride_head;
+  p.rope_dim = a.rope_dim;
   return p;
 }
 
@@ -126,6 +136,8 @@ int kvfuzz_plugin_query(kvfz_capabilities* caps, int device, char* error, size_t
   caps->features = KVFZ_FEATURE_FUSED_QKV | KVFZ_FEATURE_STRIDED_INPUT | KVFZ_FEATURE_PADDED_CACHE |
                    KVFZ_FEATURE_GRAPH_PADDING_ROWS | KVFZ_FEATURE_INVALID_SLOT_COUNTER | KVFZ_FEATURE_UNALIGNED;
   caps->rounding = KVFUZZ_PLUGIN_ROUNDING;  // min/max head_dim, heads, block size: no limits (0)
+  if (KVFZ_HAS_FIELD(caps, kvfz_capabilities, families))
+    caps->families = (1u << KVFZ_FAMILY_KV) | (1u << KVFZ_FAMILY_KV_SPLIT) | (1u << KVFZ_FAMILY_K_ONLY) | (1u << KVFZ_FAMILY_MLA);
   return 0;
 }
 

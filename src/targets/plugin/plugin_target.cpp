@@ -45,6 +45,8 @@ namespace kvf {
 static_assert(KVFZ_F16 == static_cast<int>(DType::f16) && KVFZ_BF16 == static_cast<int>(DType::bf16) &&
               KVFZ_F32 == static_cast<int>(DType::f32) && KVFZ_FP8_E4M3 == static_cast<int>(DType::fp8_e4m3) &&
               KVFZ_FP8_E5M2 == static_cast<int>(DType::fp8_e5m2) && KVFZ_INT8 == static_cast<int>(DType::int8));
+static_assert(KVFZ_FAMILY_KV == static_cast<int>(Family::kv) && KVFZ_FAMILY_KV_SPLIT == static_cast<int>(Family::kv_split) &&
+              KVFZ_FAMILY_K_ONLY == static_cast<int>(Family::k_only) && KVFZ_FAMILY_MLA == static_cast<int>(Family::mla));
 static_assert(KVFZ_I32 == static_cast<int>(IndexType::i32) && KVFZ_I64 == static_cast<int>(IndexType::i64));
 static_assert(KVFZ_SCALE_NONE == static_cast<int>(ScaleKind::none) &&
               KVFZ_SCALE_PER_TENSOR == static_cast<int>(ScaleKind::per_tensor) &&
@@ -95,8 +97,8 @@ std::string load(const std::string& path, Entry& e) {
            " (each of the three functions of include/kvfuzz_plugin.h must be exported with C linkage: extern \"C\", "
            "default visibility)";
   const uint32_t version = e.abi_version();
-  if (version != KVFUZZ_PLUGIN_ABI_VERSION)
-    return "it was built for plugin ABI version " + std::to_string(version) + ", this kvfuzz speaks version " +
+  if (version != 1 && version != KVFUZZ_PLUGIN_ABI_VERSION)  // v2 appends to v1: both load (kvfuzz_plugin.h)
+    return "it was built for plugin ABI version " + std::to_string(version) + ", this kvfuzz speaks versions 1 and " +
            std::to_string(KVFUZZ_PLUGIN_ABI_VERSION) + ": rebuild it against this kvfuzz's include/kvfuzz_plugin.h";
   return "";
 }
@@ -245,6 +247,7 @@ Capabilities to_capabilities(const kvfz_capabilities& k) {
   c.cache_dtypes = k.cache_dtypes;
   c.scale_kinds = k.scale_kinds;
   c.slot_dtypes = k.slot_types;
+  c.families = (k.families | 1u) & ((1u << 4) - 1);  // 0 (a v1 plugin): kv only
   c.fused_qkv = (k.features & KVFZ_FEATURE_FUSED_QKV) != 0;
   c.strided_input = (k.features & KVFZ_FEATURE_STRIDED_INPUT) != 0;
   c.padded_cache = (k.features & KVFZ_FEATURE_PADDED_CACHE) != 0;
@@ -293,6 +296,7 @@ std::string supports_text(const kvfz_capabilities& k) {
   s += "; scales " + bit_list(k.scale_kinds, {ScaleKind::none, ScaleKind::per_tensor, ScaleKind::per_head,
                                               ScaleKind::per_block, ScaleKind::per_token_head});
   s += "; slots " + bit_list(k.slot_types, {IndexType::i32, IndexType::i64});
+  s += "; families " + bit_list(k.families | 1u, {Family::kv, Family::kv_split, Family::k_only, Family::mla});
   auto limit = [&](const char* what, int32_t v) {
     if (v > 0) s += std::string("; ") + what + " " + std::to_string(v);
   };
@@ -352,6 +356,13 @@ kvfz_append_args append_args(const Case& c, std::byte* base, const ArenaLayout& 
   a.k_scale_cache = p.k_scale_cache;
   a.v_scale_cache = p.v_scale_cache;
   a.scale_cache = to_abi(p.scale_cache);
+  a.family = static_cast<int32_t>(c.family);
+  a.value_head_dim = p.value_head_dim;
+  if (c.family == Family::kv_split) a.value_cache = to_abi(p.value_cache);
+  a.rope = p.rope;
+  a.rope_stride_token = p.rope_stride_token;
+  a.rope_stride_head = p.rope_stride_head;
+  a.rope_dim = p.rope_dim;
   return a;
 }
 

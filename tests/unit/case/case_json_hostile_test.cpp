@@ -142,16 +142,16 @@ TEST(CaseJsonHostile, refusesDuplicateKeysInsideArrays) {
 
 TEST(CaseJsonHostile, refusesANewerSchemaVersion) {
   const InputError e = read_error(edited([](json& j) {
-    j["version"] = 2;
-    j["new_v2_section"] = json::object();  // a newer file may have keys v1 does not know
+    j["version"] = 3;
+    j["new_v3_section"] = json::object();  // a newer file may have keys v2 does not know
   }));
   EXPECT_EQ(e.json_path(), "/version");
-  EXPECT_EQ(e.message(), "case schema version 2 was written by a newer kvfuzz; this kvfuzz reads version 1");
+  EXPECT_EQ(e.message(), "case schema version 3 was written by a newer kvfuzz; this kvfuzz reads version 2");
 }
 
 TEST(CaseJsonHostile, refusesVersionZeroAndNonIntegerVersions) {
   EXPECT_REFUSED(edited([](json& j) { j["version"] = 0; }), "/version", "is not one kvfuzz ever wrote");
-  EXPECT_REFUSED(edited([](json& j) { j["version"] = "1"; }), "/version", "expected the integer 1, got the string \"1\"");
+  EXPECT_REFUSED(edited([](json& j) { j["version"] = "1"; }), "/version", "expected the integer 1 or 2, got the string \"1\"");
   EXPECT_REFUSED(edited([](json& j) { j["version"] = 1.0; }), "/version", "expected the integer 1");
 }
 
@@ -177,7 +177,7 @@ TEST(CaseJsonHostile, refusesAMissingKey) {
 TEST(CaseJsonHostile, refusesAnUnknownKey) {
   EXPECT_REFUSED(edited([](json& j) { j["shape"]["foo"] = 1; }), "/shape/foo",
                  "unknown key \"foo\"; expected one of \"num_heads\", \"head_dim\"");
-  EXPECT_REFUSED(edited([](json& j) { j["extra"] = 1; }), "/extra", "(optional: \"genotype\")");
+  EXPECT_REFUSED(edited([](json& j) { j["extra"] = 1; }), "/extra", "(optional: \"genotype\", \"format\")");
   EXPECT_REFUSED(edited([](json& j) { j["input"]["key"]["a/b~c"] = 1; }), "/input/key/a~1b~0c", "unknown key");
 }
 

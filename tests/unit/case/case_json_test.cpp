@@ -274,5 +274,33 @@ TEST(CaseHash, survivesARoundTrip) {
   EXPECT_EQ(case_hash(round_trip(c)), case_hash(c));
 }
 
+// Version 2's format object is a version-2 key: a version-1 file holding one is refused by path.
+TEST(CaseJson, refusesAFormatInAVersion1File) {
+  nlohmann::json j = case_to_json(test::make_case());
+  ASSERT_EQ(j.at("version"), 1);
+  j["format"] = {{"family", "k_only"}};
+  try {
+    case_from_json(j, "v1.json");
+    FAIL() << "accepted";
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.json_path(), "/format");
+    EXPECT_NE(std::string(e.what()).find("version 2 key"), std::string::npos) << e.what();
+  }
+}
+
+// A key another family has is refused with the family named.
+TEST(CaseJson, refusesAFormatKeyTheFamilyHasNot) {
+  nlohmann::json j = case_to_json(test::make_case());
+  j["version"] = 2;
+  j["format"] = {{"family", "kv"}, {"rope_dim", 64}};
+  try {
+    case_from_json(j, "v2.json");
+    FAIL() << "accepted";
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.json_path(), "/format/rope_dim");
+    EXPECT_NE(std::string(e.what()).find("family kv has no rope_dim"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace kvf

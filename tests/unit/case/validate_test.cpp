@@ -484,5 +484,41 @@ TEST(Validate, capsTheNumberOfProblems) {
   EXPECT_EQ(problems.back().message, "too many problems; stopped after 100");
 }
 
+// Format families: what the family has not must not be described, what it needs must be.
+TEST(Validate, refusesAVOffsetForAKOnlyCache) {
+  Case c = make_case();
+  c.family = Family::k_only;
+  c.value = InputView{};
+  EXPECT_PROBLEM(c, "/cache/v_offset", "family k_only has no V");
+}
+
+TEST(Validate, refusesAnMlaCacheOfSeveralHeads) {
+  Case c = make_case();
+  c.family = Family::mla;
+  c.rope_dim = 2;
+  EXPECT_PROBLEM(c, "/shape/num_heads", "an MLA latent cache has one head");
+}
+
+TEST(Validate, refusesAKvSplitCaseWithoutVStrides) {
+  Case c = make_case();
+  c.family = Family::kv_split;
+  c.value_head_dim = 4;
+  EXPECT_PROBLEM(c, "/format/value_cache", "needs V's strides");
+}
+
+TEST(Validate, refusesARopeDimOutsideMla) {
+  Case c = make_case();
+  c.rope_dim = 2;
+  EXPECT_PROBLEM(c, "/format/rope_dim", "only an MLA entry");
+}
+
+TEST(Validate, refusesAFamilyOnAPairedLayout) {
+  Case c = make_case(test::CaseOptions{.layout = Layout::packed_kv_nhd});
+  c.family = Family::kv_split;
+  c.value_head_dim = 4;
+  c.value_cache = c.cache;
+  EXPECT_PROBLEM(c, "/cache/layout", "family kv_split takes the layouts");
+}
+
 }  // namespace
 }  // namespace kvf

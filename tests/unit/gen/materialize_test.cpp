@@ -427,5 +427,74 @@ TEST(Materialize, isAFunctionOfTheGenotypeAndRecordsIt) {
   EXPECT_NE(materialize(g).payload_seed, a.payload_seed);
 }
 
+// Every format family, with every plain layout, separate and fused inputs, dense and gapped strides,
+// aligned and odd bases: the case validates, writes as the version its family needs, and reads back
+// equal (hash included).
+TEST(Materialize, everyFamilyMakesValidCasesThatRoundTrip) {
+  const Layout layouts[] = {Layout::paged_nhd, Layout::paged_hnd, Layout::contiguous_bshd, Layout::contiguous_bhsd};
+  for (const Family family : {Family::kv_split, Family::k_only, Family::mla}) {
+    for (const Layout layout : layouts) {
+      for (const bool fused : {false, true}) {
+        for (const bool irregular : {false, true}) {
+          Genotype g = base_genotype(layout);
+          g.family = family;
+          g.fused_qkv = fused;
+          g.gqa_ratio = 2;
+          g.irregular = g.gapped_strides = g.misaligned_bases = irregular;
+          if (family == Family::kv_split) g.value_head_dim = 7;
+          if (family == Family::mla) {
+            g.num_heads = 1;
+            g.rope_dim = 2;
+            g.head_dim = 5 + 2;
+          }
+          const Case c = materialize(g);
+          const std::string what = std::string(to_string(family)) + " " + std::string(to_string(layout)) + (fused ? " fused" : "") +
+                                   (irregular ? " irregular" : "");
+          ASSERT_EQ(problems(c), "") << what;
+          EXPECT_EQ(c.family, family) << what;
+          EXPECT_EQ(c.num_fields(), family == Family::kv_split ? 2 : 1) << what;
+          const nlohmann::json j = case_to_json(c);
+          EXPECT_EQ(j.at("version"), 2) << what;
+          EXPECT_EQ(j.at("format").at("family"), std::string(to_string(family))) << what;
+          const Case back = case_from_json(j, "<test>");
+          EXPECT_EQ(case_hash(back), case_hash(c)) << what;
+          EXPECT_EQ(case_to_json(back), j) << what;
+        }
+      }
+    }
+  }
+}
+
+// A kv case stays version 1 with no format object: existing corpus files, names and hashes are
+// unchanged by version 2.
+TEST(Materialize, aKvCaseIsStillWrittenAsVersion1) {
+  const nlohmann::json j = case_to_json(materialize(base_genotype(Layout::paged_nhd)));
+  EXPECT_EQ(j.at("version"), 1);
+  EXPECT_FALSE(j.contains("format"));
+}
+
+// MLA: kv_c and k_pe are two views (separate) or two slices of one projection row (fused); V absent.
+TEST(Materialize, mlaReadsKvCAndKPeAndHasNoValue) {
+  Genotype g = base_genotype(Layout::paged_nhd);
+  g.family = Family::mla;
+  g.num_heads = 1;
+  g.rope_dim = 3;
+  g.head_dim = 8 + 3;
+  g.fused_qkv = true;
+  const Case c = materialize(g);
+  ASSERT_EQ(problems(c), "");
+  EXPECT_EQ(c.num_q_heads, 0);
+  EXPECT_EQ(c.rope.offset, c.key.offset + 8);  // k_pe right after kv_c in the row
+  EXPECT_EQ(c.rope.stride_token, c.key.stride_token);
+  EXPECT_EQ(c.cache_v_offset, 0);
+  EXPECT_EQ(c.value.stride_token, 0);
+  const CacheFields f = c.fields();
+  ASSERT_EQ(f.count, 1);
+  EXPECT_STREQ(f.field[0].name, "latent");
+  ASSERT_EQ(f.field[0].num_parts, 2);
+  EXPECT_EQ(f.field[0].parts[0].width, 8);
+  EXPECT_EQ(f.field[0].parts[1].width, 3);
+}
+
 }  // namespace
 }  // namespace kvf

@@ -548,5 +548,93 @@ TEST(Golden, quantisesPerTokenHeadAndWritesTheScaleCache) {
   run_and_check_quant(c, a, expected, scales, 1);
 }
 
+// ---------------------------------------------------------------------------------------------
+// Format families (docs/formats.md "Families"), by hand: every expected element is written out from
+// the layout's formula, not computed through Case::fields().
+
+// MLA: one latent entry [nb 3, bs 2, 1, 5] (strides 10, 5, 5): dims 0..2 from kv_c (token stride 8),
+// dims 3..4 from k_pe (its own view at 40, token stride 4). Bit copy f16 -> f16.
+TEST(Golden, writesAnMlaEntryFromKvCThenKPe) {
+  Case c = make_case(Layout::paged_nhd, DType::f16, DType::f16, IndexType::i64);
+  c.family = Family::mla;
+  c.num_heads = 1;
+  c.head_dim = 5;
+  c.rope_dim = 2;
+  c.cache.stride_block = 10, c.cache.stride_pos = 5, c.cache.stride_head = 5;
+  c.cache_v_offset = 0;
+  c.cache_buffer_elems = 30;
+  c.key = InputView{0, 8, 8};
+  c.value = InputView{};
+  c.rope = InputView{48, 4, 4};
+  Arena a = make_arena(c);
+  auto row = [&](const InputView& v, int64_t r, std::vector<uint32_t> bits) {
+    for (size_t d = 0; d < bits.size(); ++d) put(a.input(), c.input_dtype, v.offset + r * v.stride_token + static_cast<int64_t>(d), bits[d]);
+  };
+  row(c.key, 0, {0x1001, 0x1002, 0x1003});
+  row(c.rope, 0, {0x2001, 0x2002});
+  row(c.key, 2, {0x3001, 0x3002, 0x3003});
+  row(c.rope, 2, {0x4001, 0x4002});
+  for (int64_t r : {1, 3, 4}) {  // rows nobody may read
+    row(c.key, r, {0x7E06, 0x7E06, 0x7E06});
+    row(c.rope, r, {0x7E06, 0x7E06});
+  }
+  // slot 5 = block 2, pos 1: elements 25..29; slot 0: elements 0..4.
+  const std::map<int64_t, uint32_t> expected = {
+      {25, 0x1001}, {26, 0x1002}, {27, 0x1003}, {28, 0x2001}, {29, 0x2002},
+      {0, 0x3001},  {1, 0x3002},  {2, 0x3003},  {3, 0x4001},  {4, 0x4002},
+  };
+  run_and_check(c, a, expected, 1);
+}
+
+// kv_split: K [3, 2, 2, 3] (strides 12, 6, 3) at 0, V [3, 2, 2, 2] with its own strides (8, 4, 2) at
+// 40, value rows [T_in, 2, 2] with token stride 6. bf16 -> f16 conversion of exact values.
+TEST(Golden, writesKAndVOfDifferentHeadDimsWithTheirOwnStrides) {
+  Case c = make_case(Layout::paged_nhd, DType::f16, DType::f16, IndexType::i64);
+  c.family = Family::kv_split;
+  c.value_head_dim = 2;
+  CacheGeometry vg = c.cache;
+  vg.stride_block = 8, vg.stride_pos = 4, vg.stride_head = 2;
+  c.value_cache = vg;
+  c.cache_buffer_elems = 64;
+  c.value = InputView{48, 6, 2};
+  Arena a = make_arena(c);
+  poison_unread_rows(a, c);  // K rows (kH x kD); V rows below
+  auto vrow = [&](int64_t r, std::vector<uint32_t> bits) {
+    for (int64_t h = 0; h < 2; ++h)
+      for (int64_t d = 0; d < 2; ++d) put(a.input(), c.input_dtype, c.value.offset + r * 6 + h * 2 + d, bits[static_cast<size_t>(h * 2 + d)]);
+  };
+  put_row(a, c, c.key, 0, {0x0101, 0x0102, 0x0103, 0x0111, 0x0112, 0x0113});
+  put_row(a, c, c.key, 2, {0x0201, 0x0202, 0x0203, 0x0211, 0x0212, 0x0213});
+  vrow(0, {0x0A01, 0x0A02, 0x0A11, 0x0A12});
+  vrow(2, {0x0B01, 0x0B02, 0x0B11, 0x0B12});
+  for (int64_t r : {1, 3, 4}) vrow(r, {0x7E06, 0x7E06, 0x7E06, 0x7E06});
+  const std::map<int64_t, uint32_t> expected = {
+      // K slot 5: 24 + 6 + h*3 + d; slot 0: h*3 + d
+      {30, 0x0101}, {31, 0x0102}, {32, 0x0103}, {33, 0x0111}, {34, 0x0112}, {35, 0x0113},
+      {0, 0x0201},  {1, 0x0202},  {2, 0x0203},  {3, 0x0211},  {4, 0x0212},  {5, 0x0213},
+      // V slot 5: 40 + 16 + 4 + h*2 + d; slot 0: 40 + h*2 + d
+      {60, 0x0A01}, {61, 0x0A02}, {62, 0x0A11}, {63, 0x0A12},
+      {40, 0x0B01}, {41, 0x0B02}, {42, 0x0B11}, {43, 0x0B12},
+  };
+  run_and_check(c, a, expected, 1);
+}
+
+// k_only: K as in the kv tests, no V: the V region of the buffer stays untouched.
+TEST(Golden, writesOnlyKForAKOnlyCache) {
+  Case c = make_case(Layout::paged_nhd, DType::f16, DType::f16, IndexType::i64);
+  c.family = Family::k_only;
+  c.cache_v_offset = 0;
+  c.value = InputView{};
+  Arena a = make_arena(c);
+  poison_unread_rows(a, c);
+  put_row(a, c, c.key, 0, {0x0101, 0x0102, 0x0103, 0x0111, 0x0112, 0x0113});
+  put_row(a, c, c.key, 2, {0x0201, 0x0202, 0x0203, 0x0211, 0x0212, 0x0213});
+  const std::map<int64_t, uint32_t> expected = {
+      {30, 0x0101}, {31, 0x0102}, {32, 0x0103}, {33, 0x0111}, {34, 0x0112}, {35, 0x0113},
+      {0, 0x0201},  {1, 0x0202},  {2, 0x0203},  {3, 0x0211},  {4, 0x0212},  {5, 0x0213},
+  };
+  run_and_check(c, a, expected, 1);
+}
+
 }  // namespace
 }  // namespace kvf::golden
