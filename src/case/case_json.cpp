@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "errors.h"
+#include "placement.h"
 
 namespace kvf {
 
@@ -481,11 +482,13 @@ void read_requests(const Reader& rd, const json& j, Case& c) {
   for (size_t i = 0; i < a.size(); ++i) {
     const std::string p = child("/requests", i);
     const json& s = a.at(i);
-    rd.expect_keys(s, p, {"context_len", "new_len", "blocks"});
+    rd.expect_keys(s, p, {"context_len", "new_len", "blocks"}, {"positions"});
     Request r;
     r.context_len = rd.int64_field(s, p, "context_len");
     r.new_len = rd.int64_field(s, p, "new_len");
     r.blocks = rd.int64_array(s, p, "blocks");
+    // Optional: absent = consecutive from context_len (placement.h), as in files from before it.
+    if (s.contains("positions")) r.positions = rd.int64_array(s, p, "positions");
     c.requests.push_back(std::move(r));
   }
 }
@@ -536,7 +539,7 @@ Genotype read_genotype(const Reader& rd, const json& j) {
                         "cache_dtype", "slot_dtype", "requests", "tail_padding", "interleaved_padding",
                         "invalid_slots", "extra_input_rows", "spare_blocks", "irregular", "dist", "scale_kind",
                         "scale_dist", "layout_seed"},
-                 {"gapped_strides", "misaligned_bases", "kv_views"});
+                 {"gapped_strides", "misaligned_bases", "kv_views", "scattered_positions", "shared_prefix_blocks"});
   Genotype g;
   g.layout = read_layout(rd, s, p, "layout");
   g.block_size = rd.int32_field(s, p, "block_size");
@@ -567,6 +570,9 @@ Genotype read_genotype(const Reader& rd, const json& j) {
   g.misaligned_bases = s.contains("misaligned_bases") ? rd.boolean_field(s, p, "misaligned_bases") : g.irregular;
   g.kv_views = s.contains("kv_views") ? rd.enum_field<KvViews>(s, p, "kv_views", kv_views_from_string, "K/V views kind")
                                       : KvViews::alike;
+  // Optional too (absent = consecutive positions, no shared blocks: every genotype before them).
+  g.scattered_positions = s.contains("scattered_positions") && rd.boolean_field(s, p, "scattered_positions");
+  g.shared_prefix_blocks = s.contains("shared_prefix_blocks") ? rd.int32_field(s, p, "shared_prefix_blocks") : 0;
   g.dist = read_dist(rd, s, p, "dist");
   g.scale_kind = read_scale_kind(rd, s, p, "scale_kind");
   g.scale_dist = read_scale_dist(rd, s, p, "scale_dist");
@@ -667,7 +673,10 @@ json case_to_json(const Case& c) {
   j["slot_mapping"] = c.slot_mapping;
   json requests = json::array();
   for (const Request& r : c.requests) {
-    requests.push_back({{"context_len", r.context_len}, {"new_len", r.new_len}, {"blocks", r.blocks}});
+    json q = {{"context_len", r.context_len}, {"new_len", r.new_len}, {"blocks", r.blocks}};
+    // Left out for consecutive placement, so that files and hashes from before `positions` stay.
+    if (!consecutive_positions(r)) q["positions"] = r.positions;
+    requests.push_back(std::move(q));
   }
   j["requests"] = std::move(requests);
   j["payload"] = {{"dist", to_string(c.dist)}, {"seed", std::to_string(c.payload_seed)}};
@@ -710,6 +719,8 @@ json case_to_json(const Case& c) {
     if (g.gapped_strides != g.irregular) j["genotype"]["gapped_strides"] = g.gapped_strides;
     if (g.misaligned_bases != g.irregular) j["genotype"]["misaligned_bases"] = g.misaligned_bases;
     if (g.kv_views != KvViews::alike) j["genotype"]["kv_views"] = to_string(g.kv_views);
+    if (g.scattered_positions) j["genotype"]["scattered_positions"] = true;
+    if (g.shared_prefix_blocks != 0) j["genotype"]["shared_prefix_blocks"] = g.shared_prefix_blocks;
   }
   return j;
 }
