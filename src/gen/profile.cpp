@@ -153,7 +153,8 @@ const std::set<std::string>& profile_keys() {
 // Keys a profile may leave out (profile.h says their defaults).
 const std::set<std::string>& optional_profile_keys() {
   static const std::set<std::string> keys = {"gapped_strides_percent", "misaligned_bases_percent", "kv_views",
-                                             "min_tensor_elements"};
+                                             "scattered_positions_percent", "shared_prefix_percent",
+                                             "max_shared_prefix_blocks", "min_tensor_elements"};
   return keys;
 }
 
@@ -265,6 +266,18 @@ Profile profile_from_json(const json& j, const ProfileReader& r) {
   p.kv_views = j.contains("kv_views") ? r.weighted_enum<KvViews>(j.at("kv_views"), "/kv_views", kv_views_from_string,
                                                                   "alike, value_rows, value_heads, value_head_major")
                                       : default_profile().kv_views;
+  const Profile builtin = default_profile();
+  p.scattered_positions_percent =
+      j.contains("scattered_positions_percent")
+          ? static_cast<int>(r.integer(j.at("scattered_positions_percent"), "/scattered_positions_percent", 0, 100))
+          : builtin.scattered_positions_percent;
+  p.shared_prefix_percent = j.contains("shared_prefix_percent")
+                                ? static_cast<int>(r.integer(j.at("shared_prefix_percent"), "/shared_prefix_percent", 0, 100))
+                                : builtin.shared_prefix_percent;
+  p.max_shared_prefix_blocks =
+      j.contains("max_shared_prefix_blocks")
+          ? static_cast<int32_t>(r.integer(j.at("max_shared_prefix_blocks"), "/max_shared_prefix_blocks", 1, 1 << 16))
+          : builtin.max_shared_prefix_blocks;
   p.max_elements_per_case = r.integer(j.at("max_elements_per_case"), "/max_elements_per_case", 1, int64_t{1} << 34);
   if (j.contains("min_tensor_elements")) {
     p.min_tensor_elements = r.integer(j.at("min_tensor_elements"), "/min_tensor_elements", 0, int64_t{1} << 36);
@@ -424,6 +437,9 @@ json profile_to_json(const Profile& p) {
             {"gapped_strides_percent", p.gapped_strides_percent},
             {"misaligned_bases_percent", p.misaligned_bases_percent},
             {"kv_views", weighted(p.kv_views)},
+            {"scattered_positions_percent", p.scattered_positions_percent},
+            {"shared_prefix_percent", p.shared_prefix_percent},
+            {"max_shared_prefix_blocks", p.max_shared_prefix_blocks},
             {"max_elements_per_case", p.max_elements_per_case},
             {"min_tensor_elements", p.min_tensor_elements}};
   return j;
@@ -485,6 +501,9 @@ Profile default_profile() {
   p.gapped_strides_percent = 50;
   p.misaligned_bases_percent = 50;
   p.kv_views = {{KvViews::alike, KvViews::value_rows, KvViews::value_heads, KvViews::value_head_major}, {6, 2, 1, 1}};
+  p.scattered_positions_percent = 10;
+  p.shared_prefix_percent = 10;
+  p.max_shared_prefix_blocks = 2;
   p.max_elements_per_case = int64_t{1} << 18;
   return p;
 }

@@ -7,7 +7,8 @@
 // duplicate list, an out-of-range value or all-zero weights is refused with the file, the JSON
 // path and the expected form. Optional keys: min_tensor_elements (absent = 0), gapped_strides_percent
 // and misaligned_bases_percent (absent = irregular_percent, the share both had when one flag drove
-// them), kv_views (absent = the built-in default's list).
+// them), kv_views, scattered_positions_percent, shared_prefix_percent and max_shared_prefix_blocks
+// (absent = the built-in default's values).
 //
 // Partial profiles: a profile with "extends": "default" (the built-in profile) or "extends":
 // "PATH" (another profile file, relative to this one) gives only the keys it changes; each key it
@@ -99,6 +100,12 @@ struct Profile {
                                        // value_rows (V's rows padded), value_heads (V's heads padded
                                        // too), value_head_major (V head-major); shrink target: alike,
                                        // whatever the list's order
+  // Slot placement (case/placement.h); each case draws both independently:
+  int scattered_positions_percent = 10;  // new tokens at random positions of their blocks, in random row
+                                         // order, leaving holes (shrink target: consecutive)
+  int shared_prefix_percent = 10;        // requests share up to a drawn number of leading full-context blocks
+                                         // with an earlier request (prefix caching; paged layouts)
+  int32_t max_shared_prefix_blocks = 2;  // that number, drawn in 1..max (shrink target: 0, no sharing)
   int64_t max_elements_per_case = 1 << 20;  // budget B: new tokens * H * D <= B and cache slots * H * D
                                             // <= 2 B (larger shapes get fewer tokens; generate.cpp)
   // Large caches (configs/large.json; optional key, 0 = off): the generator adds free blocks until

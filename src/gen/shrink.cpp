@@ -42,6 +42,8 @@ struct Complexity {
   int64_t gapped_strides;    // 0 = dense strides
   int64_t misaligned_bases;  // 0 = aligned bases
   int64_t kv_views;          // 0 = V alike K, then value_rows, value_heads, value_head_major
+  int64_t scattered_positions;   // 0 = consecutive from context_len
+  int64_t shared_prefix_blocks;  // 0 = no block shared
   int64_t tail_padding, interleaved_padding, invalid_slots, extra_input_rows, spare_blocks;  // counts
 };
 
@@ -87,6 +89,8 @@ Complexity complexity(const Genotype& g, const Profile& p) {
   c.gapped_strides = g.gapped_strides;
   c.misaligned_bases = g.misaligned_bases;
   c.kv_views = static_cast<int64_t>(g.kv_views);
+  c.scattered_positions = g.scattered_positions;
+  c.shared_prefix_blocks = g.shared_prefix_blocks;
   c.tail_padding = g.tail_padding;
   c.interleaved_padding = g.interleaved_padding;
   c.invalid_slots = g.invalid_slots;
@@ -146,6 +150,8 @@ bool simpler_than(const Genotype& a, const Genotype& b, const Profile& profile) 
   compare(ca.gapped_strides, cb.gapped_strides, &less, &greater);
   compare(ca.misaligned_bases, cb.misaligned_bases, &less, &greater);
   compare(ca.kv_views, cb.kv_views, &less, &greater);
+  compare(ca.scattered_positions, cb.scattered_positions, &less, &greater);
+  compare(ca.shared_prefix_blocks, cb.shared_prefix_blocks, &less, &greater);
   compare(ca.tail_padding, cb.tail_padding, &less, &greater);
   compare(ca.interleaved_padding, cb.interleaved_padding, &less, &greater);
   compare(ca.invalid_slots, cb.invalid_slots, &less, &greater);
@@ -213,6 +219,9 @@ std::vector<Genotype> shrink_genotype(const Genotype& g, const Profile& profile)
   with([](Genotype& c) { c.misaligned_bases = false; });
   // K and V views alike first, then each simpler way of V differing (enum order, simplest first).
   for (int v = 0; v < static_cast<int>(g.kv_views); ++v) with([v](Genotype& c) { c.kv_views = static_cast<KvViews>(v); });
+  // Consecutive placement, then fewer shared prefix blocks (none first).
+  with([](Genotype& c) { c.scattered_positions = false; });
+  for (int32_t x : smaller_counts(g.shared_prefix_blocks)) with([x](Genotype& c) { c.shared_prefix_blocks = x; });
 
   // 4. Shorter requests. context_len also moves down by whole blocks (context % block_size keeps
   // the position inside the block, which is what block-boundary bugs depend on).
