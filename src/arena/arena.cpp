@@ -15,6 +15,7 @@
 #include <string>
 
 #include "arena/windows.h"
+#include "case/placement.h"
 #include "golden/payload.h"
 
 namespace kvf {
@@ -191,13 +192,18 @@ CacheLocator CacheLocator::scale_cache(const Case& c) {
 }
 
 CacheLocator::CacheLocator(const Case& c, const CacheGeometry& g, const CacheShape& shape)
-    : c_(c), shape_(shape), owners_(static_cast<size_t>(std::max<int64_t>(g.num_blocks, 0))) {
+    : c_(c), shape_(shape), owners_(static_cast<size_t>(std::max<int64_t>(g.num_blocks, 0))), shared_(shared_blocks(c)) {
   for (size_t r = 0; r < c.requests.size(); ++r) {
-    const auto& blocks = c.requests[r].blocks;
-    for (size_t li = 0; li < blocks.size(); ++li) {
-      const int64_t b = blocks[li];
-      if (b >= 0 && b < g.num_blocks) owners_[static_cast<size_t>(b)] = Owner{static_cast<int64_t>(r), static_cast<int64_t>(li)};
+    const Request& q = c.requests[r];
+    for (size_t li = 0; li < q.blocks.size(); ++li) {
+      const int64_t b = q.blocks[li];
+      if (b < 0 || b >= g.num_blocks) continue;
+      Owner& o = owners_[static_cast<size_t>(b)];
+      if (o.request < 0) o = Owner{static_cast<int64_t>(r), static_cast<int64_t>(li)};  // a shared block's first owner
     }
+    positions_.emplace_back(consecutive_positions(q) ? std::vector<int64_t>{} : q.positions);
+    std::sort(positions_.back().begin(), positions_.back().end());
+    extent_.push_back(written_extent(q));
   }
 }
 
@@ -216,10 +222,15 @@ CacheCell CacheLocator::cell(bool is_value, int64_t block, int64_t pos, int64_t 
   const Request& r = c_.requests[static_cast<size_t>(o.request)];
   cell.request = o.request;
   cell.token = o.logical * shape_.g.block_size + pos;
+  const auto& explicit_positions = positions_[static_cast<size_t>(o.request)];
   if (cell.token < r.context_len) {
     cell.role = CacheCell::Role::context;
-  } else if (cell.token < r.context_len + r.new_len) {
+    cell.shared = !shared_.empty() && shared_.count(block) != 0;
+  } else if (explicit_positions.empty() ? cell.token < r.context_len + r.new_len
+                                        : std::binary_search(explicit_positions.begin(), explicit_positions.end(), cell.token)) {
     cell.role = CacheCell::Role::new_token;
+  } else if (cell.token < extent_[static_cast<size_t>(o.request)]) {
+    cell.role = CacheCell::Role::hole;
   } else {
     cell.role = CacheCell::Role::tail;
   }
@@ -258,7 +269,7 @@ void fill_block(const Case& c, const CacheLocator& loc, Arena& a, int64_t b) {
           switch (role.role) {
             case CacheCell::Role::context: bits = golden::context_bits(c, t, role.request, role.token, h, d); break;
             case CacheCell::Role::free_block: bits = free_block; break;
-            default: bits = tail; break;  // new-token cells (not yet written) and block tails
+            default: bits = tail; break;  // new-token cells (not yet written), holes and block tails
           }
           store_elem(a.cache(), field_offset(field.layout, b, p, h, d), cache_size, bits);
         }
@@ -340,7 +351,7 @@ void fill_all_but_cache(const Case& c, Arena& a) {
             switch (role.role) {
               case CacheCell::Role::context: bits = golden::context_scale_bits(c, t, role.request, role.token, h); break;
               case CacheCell::Role::free_block: bits = scale_free; break;
-              default: bits = scale_tail; break;  // new-token cells (not yet written) and block tails
+              default: bits = scale_tail; break;  // new-token cells (not yet written), holes and block tails
             }
             store_elem(a.scale_cache(), base + cache_elem_offset(c.scale_cache, b, p, h, 0), 4, bits);
           }

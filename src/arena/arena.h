@@ -23,6 +23,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -117,13 +118,16 @@ struct WindowPlan;
 Arena make_initial_arena(const Case& c, const WindowPlan& plan);
 
 // What occupies one element of the cache buffer.
+// Roles of an owned block's positions (case/placement.h): context below context_len, new_token at
+// the request's new positions, hole at its other positions below the written extent, tail above.
 struct CacheCell {
-  enum class Role : uint8_t { gap, free_block, tail, context, new_token };
+  enum class Role : uint8_t { gap, free_block, tail, context, new_token, hole };
   Role role = Role::gap;
   bool is_value = false;  // V tensor (else K); meaningless for gap
+  bool shared = false;    // context of a prefix block several requests share; `request` is its first owner
   int64_t block = -1, pos = -1, head = -1, dim = -1;  // -1 for gap
-  int64_t request = -1;   // owning request (context, new_token, tail), else -1
-  int64_t token = -1;     // position in the request's sequence (context, new_token, tail)
+  int64_t request = -1;   // owning request (context, new_token, hole, tail), else -1
+  int64_t token = -1;     // position in the request's sequence (context, new_token, hole, tail)
 };
 
 // Inverts the cache addressing of one case: which cell (tensor, block, pos, head, dim) a cache
@@ -147,12 +151,18 @@ class CacheLocator {
   CacheCell cell(bool is_value, int64_t block, int64_t pos, int64_t head, int64_t dim) const;
 
   // Owner of a physical block: request index and logical block index in its table, or -1/-1 if the
-  // block is free.
+  // block is free. A shared block's owner is the first request holding it (case/placement.h).
   struct Owner {
     int64_t request = -1;
     int64_t logical = -1;
   };
   Owner owner(int64_t block) const { return owners_[static_cast<size_t>(block)]; }
+
+  // Every request holding a shared block, in order; nullptr for a block in at most one table.
+  const std::vector<int64_t>* sharers(int64_t block) const {
+    const auto it = shared_.find(block);
+    return it == shared_.end() ? nullptr : &it->second;
+  }
 
   // The inversion itself (cache_fill.cuh), shared with the device-side fill of large caches.
   const CacheShape& shape() const { return shape_; }
@@ -162,6 +172,9 @@ class CacheLocator {
   const Case& c_;
   CacheShape shape_;            // geometry of the located buffer's K and V tensors, prepared for inversion
   std::vector<Owner> owners_;   // [num_blocks] owner of each physical block
+  std::map<int64_t, std::vector<int64_t>> shared_;  // shared block -> the requests holding it
+  std::vector<std::vector<int64_t>> positions_;     // [requests] explicit new positions, sorted; empty if consecutive
+  std::vector<int64_t> extent_;                     // [requests] written_extent(): holes below, tail from here
 };
 
 // Locates cache element `elem` (index into the cache buffer) by inverting K's and V's layouts

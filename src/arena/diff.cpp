@@ -12,7 +12,8 @@
 //   2. it is an expected write still holding its pre-run value  -> missing_write
 //   3. its value is that of padding/invalid/graph rows only     -> padding_leak
 //   4. by location: new-token cell -> wrong_value; another request's context (or unknown writer)
-//      -> cross_request_write; own context, free block, block tail, stride gap -> stray_write.
+//      or a shared prefix block (whoever wrote) -> cross_request_write; own context, free block,
+//      hole, block tail, stride gap -> stray_write (case/placement.h: holes and shared blocks).
 // Steps 1-4 are classify_cache_diff() (diff.h), which the cell map (report/cell_map.cpp) shares.
 // Writers are decoded by value (ValueDecoder, decode.h): the converted bits of every input element
 // (tensor, row, head, dim) are indexed once, lazily, when the first cache difference needs it.
@@ -76,6 +77,8 @@ enum class Victim : uint8_t {
   context,       // id: request owning the earlier-context cell
   new_token,     // id: request owning the expected-write cell
   tail,          // id: request owning the block whose unused tail was hit
+  hole,          // id: request whose unwritten position below its written extent was hit (placement.h)
+  shared_block,  // id: a prefix block several requests share (every write into it corrupts them all)
   free_block,    // id: the free block
   gap,           // a cache buffer element no (tensor, block, pos, head, dim) addresses
   many,          // overflow bucket once kMaxGroups groups exist
@@ -108,6 +111,8 @@ const char* victim_class_name(Victim v) {
     case Victim::context: return "context";
     case Victim::new_token: return "new_token";
     case Victim::tail: return "tail";
+    case Victim::hole: return "hole";
+    case Victim::shared_block: return "shared_block";
     case Victim::free_block: return "free_block";
     case Victim::gap: return "gap";
     case Victim::many: return "many";
@@ -520,7 +525,10 @@ class Differ {
   // Victim of a cache cell by its location.
   static std::pair<Victim, int64_t> victim_of(const CacheCell& cell) {
     switch (cell.role) {
-      case CacheCell::Role::context: return {Victim::context, cell.request};
+      case CacheCell::Role::context:
+        if (cell.shared) return {Victim::shared_block, cell.block};
+        return {Victim::context, cell.request};
+      case CacheCell::Role::hole: return {Victim::hole, cell.request};
       case CacheCell::Role::new_token: return {Victim::new_token, cell.request};
       case CacheCell::Role::tail: return {Victim::tail, cell.request};
       case CacheCell::Role::free_block: return {Victim::free_block, cell.block};
@@ -631,6 +639,16 @@ class Differ {
       g.victim_tokens.insert(cell.token);
       g.victim_token.add(cell.token);
     }
+    if (cell.role == CacheCell::Role::hole) g.victim_token.add(cell.token);  // the holes' positions, for the sentence
+  }
+
+  // "prefix block 12 shared by requests 0, 2 and 5": every owner of a shared block, named.
+  std::string shared_phrase(int64_t block) const {
+    std::string s = "prefix block " + num(block) + " shared by requests ";
+    const std::vector<int64_t>* owners = loc_.sharers(block);
+    if (owners == nullptr) return s + "?";
+    for (size_t i = 0; i < owners->size(); ++i) s += (i == 0 ? "" : i + 1 == owners->size() ? " and " : ", ") + num((*owners)[i]);
+    return s;
   }
 
   // "K block 12 slot 3 head 0 dim 5 (cache element 1234; request 7 context token 195)"; for the
@@ -641,9 +659,13 @@ class Differ {
     std::string s = std::string(cell.is_value ? "V" : "K") + (scale ? " scale" : "") + " block " + num(cell.block) + " slot " + num(cell.pos) +
                     " head " + num(cell.head) + (scale ? "" : " dim " + num(cell.dim)) + " (" + buffer + num(e) + "; ";
     switch (cell.role) {
-      case CacheCell::Role::context: s += "request " + num(cell.request) + "'s context token " + num(cell.token); break;
+      case CacheCell::Role::context:
+        s += cell.shared ? shared_phrase(cell.block) + ", context token " + num(cell.token) + " of request " + num(cell.request)
+                         : "request " + num(cell.request) + "'s context token " + num(cell.token);
+        break;
       case CacheCell::Role::new_token: s += "request " + num(cell.request) + "'s new token " + num(cell.token); break;
       case CacheCell::Role::tail: s += "request " + num(cell.request) + "'s block tail, token " + num(cell.token); break;
+      case CacheCell::Role::hole: s += "request " + num(cell.request) + "'s hole, unwritten position " + num(cell.token); break;
       default: s += "free block"; break;
     }
     return s + ")";
@@ -656,6 +678,7 @@ class Differ {
       case CacheCell::Role::new_token:
         return "request " + num(cell.request) + " token " + num(cell.token) + (scale ? "'s new scale" : "'s new value");
       case CacheCell::Role::tail: return "the block-tail canary";
+      case CacheCell::Role::hole: return "the block-tail canary (a hole: never written)";
       case CacheCell::Role::free_block: return "the free-block canary";
       case CacheCell::Role::gap: return "the stride-gap canary";
     }
@@ -743,6 +766,8 @@ class Differ {
       case Victim::context:
       case Victim::new_token: return "request " + num(k.victim_id);
       case Victim::tail: return "request " + num(k.victim_id) + "'s block tail";
+      case Victim::hole: return "request " + num(k.victim_id) + "'s holes";
+      case Victim::shared_block: return shared_phrase(k.victim_id);
       case Victim::free_block: return "free block " + num(k.victim_id);
       case Victim::gap: return k.scale_cache ? "scale cache stride gaps" : "cache stride gaps";
       case Victim::many: return "further cells";
@@ -758,6 +783,10 @@ class Differ {
         return own_context ? "its own earlier context at " + cells : "request " + num(g.key.victim_id) + "'s " + cells;
       case Victim::new_token: return "request " + num(g.key.victim_id) + "'s new-token cells at " + cells;
       case Victim::tail: return "the unused tail of request " + num(g.key.victim_id) + "'s " + cells;
+      case Victim::hole:
+        return "request " + num(g.key.victim_id) + "'s holes (unwritten positions between its new tokens, " +
+               span("position", "positions", g.victim_token) + ") at " + cells;
+      case Victim::shared_block: return "the " + shared_phrase(g.key.victim_id) + " (earlier context of each) at " + cells;
       case Victim::free_block: return "free " + cells;
       case Victim::gap:
         return std::string(g.key.scale_cache ? "the scale cache's" : "the cache's") + " stride gaps at " + span("element", "elements", g.elem);
@@ -802,7 +831,14 @@ class Differ {
     f.writer = writer_name(k.writer, k.writer_id, g.writer_token);
     f.victim_class = std::string(k.scale_cache ? "scale_cache:" : "") + victim_class_name(k.victim);
     f.writer_class = writer_class_name(k.writer);
-    if (k.victim == Victim::context || k.victim == Victim::new_token || k.victim == Victim::tail) f.victim_request = k.victim_id;
+    if (k.victim == Victim::context || k.victim == Victim::new_token || k.victim == Victim::tail || k.victim == Victim::hole) {
+      f.victim_request = k.victim_id;
+      f.victim_requests = {k.victim_id};
+    }
+    if (k.victim == Victim::shared_block) {
+      if (const std::vector<int64_t>* owners = loc_.sharers(k.victim_id)) f.victim_requests = *owners;
+      if (!f.victim_requests.empty()) f.victim_request = f.victim_requests.front();
+    }
     if (k.writer == Writer::request) f.writer_request = k.writer_id;
     // "K and V, 32 cells"; cells of stride gaps belong to neither tensor.
     const std::string cells = (g.k || g.v ? tensors(g) + ", " : std::string()) + count_of(g.cells, "cell", "cells");
@@ -947,7 +983,8 @@ CacheDiff classify_cache_diff(const Case& c, const CacheCell& cell, uint32_t fou
   } else if (cell.role == CacheCell::Role::new_token) {
     x.kind = FindingKind::wrong_value;
   } else if (cell.role == CacheCell::Role::context) {
-    const bool own = d.source == ValueSource::request && d.request == cell.request;
+    // A shared prefix block is every sharer's context: whoever wrote it corrupted the others.
+    const bool own = d.source == ValueSource::request && d.request == cell.request && !cell.shared;
     x.kind = own ? FindingKind::stray_write : FindingKind::cross_request_write;
   } else {
     x.kind = FindingKind::stray_write;

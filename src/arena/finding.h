@@ -10,8 +10,8 @@ namespace kvf {
 
 enum class FindingKind : uint8_t {
   oob_write,              // a guard band changed
-  cross_request_write,    // a cell owned by another request's earlier context changed
-  stray_write,            // a free block, stride gap or block tail changed
+  cross_request_write,    // a cell of another request's earlier context (or of a shared prefix block) changed
+  stray_write,            // a free block, stride gap, hole or block tail changed
   padding_leak,           // a padding/invalid/graph row's data landed somewhere
   wrong_value,            // an expected write landed with the wrong bits
   missing_write,          // an expected write did not happen
@@ -29,7 +29,9 @@ std::string_view to_string(FindingKind k);
 // One group of differing cells sharing (kind, victim, writer).
 struct Finding {
   FindingKind kind = FindingKind::wrong_value;
-  int64_t victim_request = -1;  // request whose cells were hit, -1 if none
+  int64_t victim_request = -1;  // request whose cells were hit, -1 if none (a shared block: its first owner)
+  std::vector<int64_t> victim_requests;  // every request whose cells were hit: several for a shared prefix
+                                         // block, else victim_request alone; empty if none
   int64_t writer_request = -1;  // request whose data landed there, -1 if unknown or not a request
   std::string victim;           // "request 7", "free block 12", "guard band after the cache", ...
   std::string writer;           // "request 3 (tokens 16..19)", "padding row 5", "unknown writer"

@@ -39,6 +39,7 @@ const char* role_name(CacheCell::Role r) {
     case CacheCell::Role::context: return "context";
     case CacheCell::Role::new_token: return "new";
     case CacheCell::Role::tail: return "block-tail";
+    case CacheCell::Role::hole: return "hole";
     case CacheCell::Role::free_block: return "free block";
     case CacheCell::Role::gap: return "stride gap";
   }

@@ -66,6 +66,10 @@ struct Request {
   int64_t context_len = 0;      // tokens already in the cache before this call
   int64_t new_len = 0;          // tokens this call appends (1 = decode)
   std::vector<int64_t> blocks;  // block table: physical block of logical block i
+  // [new_len] logical position of each new token, in the order of the request's rows in
+  // slot_mapping; empty = context_len .. context_len + new_len - 1 (consecutive). Positions >=
+  // context_len that are not listed are holes (placement.h): the call must not write them.
+  std::vector<int64_t> positions;
 };
 
 // What a replay of the case must produce.
@@ -122,7 +126,8 @@ struct Case {
   std::vector<int64_t> slot_mapping;  // [T] flat slot per row; < 0 padding; >= capacity invalid
 
   // batch
-  std::vector<Request> requests;  // blocks owned by no request are free
+  std::vector<Request> requests;  // blocks owned by no request are free; a block entirely inside the
+                                  // context of several requests may be in each of their tables (shared)
 
   // quantisation (cache_dtype fp8_e4m3 / fp8_e5m2 / int8; scale_kind none for float caches)
   ScaleKind scale_kind = ScaleKind::none;

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "errors.h"
+#include "placement.h"
 
 namespace kvf {
 
@@ -522,11 +523,16 @@ void read_requests(const Reader& rd, const json& j, Case& c) {
   for (size_t i = 0; i < a.size(); ++i) {
     const std::string p = child("/requests", i);
     const json& s = a.at(i);
-    rd.expect_keys(s, p, {"context_len", "new_len", "blocks"});
+    rd.expect_keys(s, p, {"context_len", "new_len", "blocks"}, {"positions"});
     Request r;
     r.context_len = rd.int64_field(s, p, "context_len");
     r.new_len = rd.int64_field(s, p, "new_len");
     r.blocks = rd.int64_array(s, p, "blocks");
+    // Optional: absent = consecutive from context_len (placement.h), as in files from before it.
+    if (s.contains("positions")) {
+      if (j.at("version") == 1) rd.fail(p + "/positions", "\"positions\" is a version 2 key; this file says \"version\": 1");
+      r.positions = rd.int64_array(s, p, "positions");
+    }
     c.requests.push_back(std::move(r));
   }
 }
@@ -577,7 +583,8 @@ Genotype read_genotype(const Reader& rd, const json& j) {
                         "cache_dtype", "slot_dtype", "requests", "tail_padding", "interleaved_padding",
                         "invalid_slots", "extra_input_rows", "spare_blocks", "irregular", "dist", "scale_kind",
                         "scale_dist", "layout_seed"},
-                 {"gapped_strides", "misaligned_bases", "kv_views", "family", "value_head_dim", "rope_dim"});
+                 {"gapped_strides", "misaligned_bases", "kv_views", "family", "value_head_dim", "rope_dim", "scattered_positions",
+                  "shared_prefix_blocks"});
   Genotype g;
   g.layout = read_layout(rd, s, p, "layout");
   g.block_size = rd.int32_field(s, p, "block_size");
@@ -611,6 +618,9 @@ Genotype read_genotype(const Reader& rd, const json& j) {
   g.family = s.contains("family") ? rd.enum_field<Family>(s, p, "family", family_from_string, "format family") : Family::kv;
   g.value_head_dim = s.contains("value_head_dim") ? rd.int32_field(s, p, "value_head_dim") : 0;
   g.rope_dim = s.contains("rope_dim") ? rd.int32_field(s, p, "rope_dim") : 0;
+  // Optional too (absent = consecutive positions, no shared blocks: every genotype before them).
+  g.scattered_positions = s.contains("scattered_positions") && rd.boolean_field(s, p, "scattered_positions");
+  g.shared_prefix_blocks = s.contains("shared_prefix_blocks") ? rd.int32_field(s, p, "shared_prefix_blocks") : 0;
   g.dist = read_dist(rd, s, p, "dist");
   g.scale_kind = read_scale_kind(rd, s, p, "scale_kind");
   g.scale_dist = read_scale_dist(rd, s, p, "scale_dist");
@@ -677,7 +687,18 @@ json parse_json_strict(std::string_view text, const std::string& file) {
   return std::move(sax.root);
 }
 
-int case_schema_version(const Case& c) { return c.family == Family::kv ? 1 : 2; }
+int case_schema_version(const Case& c) {
+  if (c.family != Family::kv) return 2;
+  std::set<int64_t> seen;  // a block in two tables: a shared prefix block
+  for (const Request& r : c.requests) {
+    if (!consecutive_positions(r)) return 2;
+    for (const int64_t b : r.blocks)
+      if (!seen.insert(b).second) return 2;
+  }
+  if (c.genotype && (c.genotype->family != Family::kv || c.genotype->scattered_positions || c.genotype->shared_prefix_blocks != 0))
+    return 2;
+  return 1;
+}
 
 json case_to_json(const Case& c) {
   json j;
@@ -727,7 +748,10 @@ json case_to_json(const Case& c) {
   j["slot_mapping"] = c.slot_mapping;
   json requests = json::array();
   for (const Request& r : c.requests) {
-    requests.push_back({{"context_len", r.context_len}, {"new_len", r.new_len}, {"blocks", r.blocks}});
+    json q = {{"context_len", r.context_len}, {"new_len", r.new_len}, {"blocks", r.blocks}};
+    // Left out for consecutive placement, so that files and hashes from before `positions` stay.
+    if (!consecutive_positions(r)) q["positions"] = r.positions;
+    requests.push_back(std::move(q));
   }
   j["requests"] = std::move(requests);
   j["payload"] = {{"dist", to_string(c.dist)}, {"seed", std::to_string(c.payload_seed)}};
@@ -773,6 +797,8 @@ json case_to_json(const Case& c) {
     if (g.family != Family::kv) j["genotype"]["family"] = to_string(g.family);
     if (g.value_head_dim != 0) j["genotype"]["value_head_dim"] = g.value_head_dim;
     if (g.rope_dim != 0) j["genotype"]["rope_dim"] = g.rope_dim;
+    if (g.scattered_positions) j["genotype"]["scattered_positions"] = true;
+    if (g.shared_prefix_blocks != 0) j["genotype"]["shared_prefix_blocks"] = g.shared_prefix_blocks;
   }
   return j;
 }

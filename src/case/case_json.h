@@ -25,7 +25,7 @@ inline constexpr int kCaseSchemaVersion = 2;  // the newest version this kvfuzz 
 
 // The version a case is written with: the oldest that expresses it. Every case v1 can express (family
 // kv) is written as version 1, so its file, hash and name stay what they were; v2 adds "format".
-int case_schema_version(const Case& c);
+int case_schema_version(const Case& c);  // 2 also for scattered positions and shared prefix blocks
 inline constexpr int64_t kMaxCaseFileBytes = int64_t{64} << 20;  // read_case_file refuses larger files
 inline constexpr int kMaxJsonDepth = 64;                          // deeper nesting is refused
 

@@ -14,6 +14,8 @@
 #include <tuple>
 #include <utility>
 
+#include "placement.h"
+
 namespace kvf {
 namespace {
 
@@ -590,6 +592,45 @@ struct RequestsResult {
   std::vector<BlockRef> by_block;  // block-table entries sorted by physical block
 };
 
+// Explicit positions of request q (base: its JSON path), lengths already valid: one per new token,
+// each an unwritten position of its own block table (>= context_len, < blocks * block_size), each
+// once. Returns whether they passed.
+bool check_positions(const Request& q, const std::string& base, int64_t block_size, Checker& ck) {
+  const std::string path = base + "/positions";
+  if (static_cast<int64_t>(q.positions.size()) != q.new_len) {
+    ck.add(path, "expected " + std::to_string(q.new_len) + " positions (new_len), one per new token, got " +
+                     std::to_string(q.positions.size()));
+    return false;
+  }
+  const i128 table = i128{static_cast<int64_t>(q.blocks.size())} * block_size;  // positions the block table holds
+  bool ok = true;
+  std::vector<std::pair<int64_t, size_t>> sorted;  // (position, index) of the valid ones
+  for (size_t i = 0; i < q.positions.size(); ++i) {
+    const int64_t pos = q.positions[i];
+    if (pos < q.context_len) {
+      ck.add(index_path(path, i), "position " + std::to_string(pos) + " is earlier context (context_len = " +
+                                      std::to_string(q.context_len) + "), which this call must not overwrite; expected a position >= " +
+                                      std::to_string(q.context_len));
+      ok = false;
+    } else if (pos >= table) {
+      ck.add(index_path(path, i), "position " + std::to_string(pos) + " is beyond the block table (" +
+                                      std::to_string(q.blocks.size()) + " blocks of " + std::to_string(block_size) +
+                                      " slots hold positions 0.." + str(table - 1) + ")");
+      ok = false;
+    } else {
+      sorted.emplace_back(pos, i);
+    }
+  }
+  std::sort(sorted.begin(), sorted.end());
+  for (size_t k = 1; k < sorted.size(); ++k) {
+    if (sorted[k].first != sorted[k - 1].first) continue;
+    ck.add(index_path(path, sorted[k].second), "position " + std::to_string(sorted[k].first) + " appears twice: also at " +
+                                                   index_path(path, sorted[k - 1].second) + "; each new token has its own position");
+    ok = false;
+  }
+  return ok;
+}
+
 RequestsResult check_requests(const Case& c, bool cache_ok, Checker& ck) {
   RequestsResult result;
   if (static_cast<int64_t>(c.requests.size()) > ck.limits().max_requests) {
@@ -619,6 +660,10 @@ RequestsResult check_requests(const Case& c, bool cache_ok, Checker& ck) {
       }
     }
     if (!lens_ok) continue;
+    if (!q.positions.empty()) {  // explicit placement: its own checks cover the block table's size
+      ok &= check_positions(q, base, g.block_size, ck);
+      continue;
+    }
     const i128 tokens = i128{q.context_len} + q.new_len;
     const i128 needed = (tokens + g.block_size - 1) / g.block_size;
     if (i128(q.blocks.size()) < needed) {
@@ -633,15 +678,37 @@ RequestsResult check_requests(const Case& c, bool cache_ok, Checker& ck) {
   std::sort(result.by_block.begin(), result.by_block.end(), [](const BlockRef& a, const BlockRef& b) {
     return std::tie(a.block, a.request, a.logical) < std::tie(b.block, b.request, b.logical);
   });
+  // A block is in one block table at most once; in several only as a shared prefix block: entirely
+  // earlier context of every request holding it (placement.h), so that no slot of the call is in it.
+  std::vector<bool> blamed(result.by_block.size(), false);  // entries already reported as not full context
   for (size_t i = 1; i < result.by_block.size(); ++i) {
     const BlockRef& first = result.by_block[i - 1];
     const BlockRef& again = result.by_block[i];
     if (first.block != again.block) continue;
     const std::string first_path = index_path(index_path("/requests", first.request) + "/blocks", first.logical);
-    ck.add(index_path(index_path("/requests", again.request) + "/blocks", again.logical),
-           "block " + std::to_string(again.block) + " is already in a block table at " + first_path +
-               "; a block belongs to at most one request, once");
-    ok = false;
+    const std::string again_path = index_path(index_path("/requests", again.request) + "/blocks", again.logical);
+    if (first.request == again.request) {
+      ck.add(again_path, "block " + std::to_string(again.block) + " is already in this block table at " + first_path +
+                             "; a block appears in a block table at most once");
+      ok = false;
+      continue;
+    }
+    for (const size_t at : {i - 1, i}) {
+      const BlockRef* ref = &result.by_block[at];
+      const Request& q = c.requests[ref->request];
+      const i128 end = (i128{static_cast<int64_t>(ref->logical)} + 1) * g.block_size;  // past the block's last position
+      if ((q.context_len >= 0 && end <= q.context_len) || blamed[at]) continue;
+      blamed[at] = true;
+      const BlockRef& other = ref == &first ? again : first;
+      ck.add(index_path(index_path("/requests", ref->request) + "/blocks", ref->logical),
+             "block " + std::to_string(ref->block) + " is shared with request " + std::to_string(other.request) +
+                 " (" + index_path(index_path("/requests", other.request) + "/blocks", other.logical) +
+                 ") but is not entirely context of request " + std::to_string(ref->request) + ": its logical block " +
+                 std::to_string(ref->logical) + " holds positions " + str(end - g.block_size) + ".." + str(end - 1) +
+                 " and context_len is " + std::to_string(q.context_len) +
+                 "; only full prefix blocks (every position earlier context) may be in several block tables");
+      ok = false;
+    }
   }
   result.ok = ok && cache_ok;
   return result;
@@ -677,6 +744,16 @@ void check_slots(const Case& c, const RequestsResult& req, Checker& ck) {
     first_new[r + 1] = first_new[r] + c.requests[r].new_len;
   }
   std::vector<int64_t> seen(static_cast<size_t>(first_new.back()), -1);  // [total new tokens] row, -1 = none
+  // Explicit positions (placement.h): each request's (position, index) sorted by position for lookup,
+  // and how many of its rows slot_mapping has shown so far (positions list them in row order).
+  std::vector<std::vector<std::pair<int64_t, int64_t>>> lookup(c.requests.size());
+  for (size_t r = 0; r < c.requests.size(); ++r) {
+    const Request& q = c.requests[r];
+    for (size_t i = 0; i < q.positions.size(); ++i) lookup[r].emplace_back(q.positions[i], static_cast<int64_t>(i));
+    std::sort(lookup[r].begin(), lookup[r].end());
+  }
+  std::vector<int64_t> rows_so_far(c.requests.size(), 0);
+  const auto shared = shared_blocks(c);
 
   const int64_t bs = c.cache.block_size;
   const int64_t capacity = c.capacity();  // safe: the cache geometry passed, capacity <= buffer size
@@ -694,6 +771,14 @@ void check_slots(const Case& c, const RequestsResult& req, Checker& ck) {
                            "value or a value >= capacity " + std::to_string(capacity));
       continue;
     }
+    if (const auto sh = shared.find(block); sh != shared.end()) {
+      std::string owners;
+      for (size_t k = 0; k < sh->second.size(); ++k)
+        owners += (k == 0 ? "" : k + 1 == sh->second.size() ? " and " : ", ") + std::to_string(sh->second[k]);
+      ck.add(path, where + " is in a prefix block shared by requests " + owners +
+                       ", which is earlier context of each of them; a shared block is never written");
+      continue;
+    }
     const Request& q = c.requests[it->request];
     const std::string who = "request " + std::to_string(it->request);
     const int64_t pos = static_cast<int64_t>(it->logical) * bs + offset;
@@ -702,12 +787,31 @@ void check_slots(const Case& c, const RequestsResult& req, Checker& ck) {
                        ", which this call must not overwrite (context_len = " + std::to_string(q.context_len) + ")");
       continue;
     }
-    if (pos - q.context_len >= q.new_len) {
-      ck.add(path, where + " is " + who + "'s position " + std::to_string(pos) + ", past its last new token (" +
-                       "context_len + new_len = " + std::to_string(q.context_len + q.new_len) + ")");
-      continue;
+    int64_t index = pos - q.context_len;  // of the new token in the request's positions
+    if (q.positions.empty()) {
+      if (index >= q.new_len) {
+        ck.add(path, where + " is " + who + "'s position " + std::to_string(pos) + ", past its last new token (" +
+                         "context_len + new_len = " + std::to_string(q.context_len + q.new_len) + ")");
+        continue;
+      }
+    } else {
+      const auto& l = lookup[it->request];
+      const auto at = std::lower_bound(l.begin(), l.end(), std::make_pair(pos, int64_t{-1}));
+      if (at == l.end() || at->first != pos) {
+        ck.add(path, where + " is " + who + "'s position " + std::to_string(pos) + ", which its positions (" +
+                         index_path("/requests", it->request) + "/positions) do not list: a hole, which this call must not write");
+        continue;
+      }
+      index = at->second;
+      const int64_t k = rows_so_far[it->request]++;
+      if (index != k && k < q.new_len) {
+        ck.add(path, where + " is " + who + "'s row " + std::to_string(k) + " in slot_mapping order, at position " +
+                         std::to_string(pos) + ", but " + index_path("/requests", it->request) + "/positions/" +
+                         std::to_string(k) + " is " + std::to_string(q.positions[static_cast<size_t>(k)]) +
+                         "; positions list the request's new tokens in the order of their rows in slot_mapping");
+      }
     }
-    int64_t& row = seen[static_cast<size_t>(first_new[it->request] + (pos - q.context_len))];
+    int64_t& row = seen[static_cast<size_t>(first_new[it->request] + index)];
     if (row >= 0) {
       ck.add(path, where + ", " + who + "'s new token at position " + std::to_string(pos) +
                        ", appears twice: also at /slot_mapping/" + std::to_string(row));
@@ -719,7 +823,7 @@ void check_slots(const Case& c, const RequestsResult& req, Checker& ck) {
     const Request& q = c.requests[r];
     for (int64_t i = 0; i < q.new_len; ++i) {
       if (seen[static_cast<size_t>(first_new[r] + i)] >= 0) continue;
-      const int64_t pos = q.context_len + i;
+      const int64_t pos = q.positions.empty() ? q.context_len + i : q.positions[static_cast<size_t>(i)];
       const int64_t slot = q.blocks[static_cast<size_t>(pos / bs)] * bs + pos % bs;
       ck.add("/slot_mapping", "slot " + std::to_string(slot) + " of request " + std::to_string(r) +
                                   "'s new token at position " + std::to_string(pos) +
@@ -774,6 +878,7 @@ void check_genotype(const Genotype& g, Checker& ck) {
       ck.add("/genotype/rope_dim", "expected 0: only family mla has a rope_dim");
     }
   }
+  ok &= ck.at_least("/genotype/shared_prefix_blocks", g.shared_prefix_blocks, 0);
   if (static_cast<int64_t>(g.requests.size()) > lim.max_requests) {
     ck.add("/genotype/requests", std::to_string(g.requests.size()) + " requests; the limit is " +
                                      std::to_string(lim.max_requests));

@@ -248,11 +248,15 @@ rc::Gen<Genotype> gen_batch(const ProfilePtr& pp, const Shape& s) {
       max_spare = std::min<int64_t>(p.max_spare_blocks,
                                     std::max<int64_t>(1, slots / s.block_size - n * blocks_per_request));
     }
-    using Rest = std::tuple<std::vector<RequestGene>, int64_t, int64_t, int64_t, int64_t, int64_t, uint64_t>;
+    // Placement genes come last in the tuple, so the draws before them are those of every profile
+    // before they existed; shared_prefix_blocks is 0 without sharing, else 1..max_shared_prefix_blocks.
+    using Rest = std::tuple<std::vector<RequestGene>, int64_t, int64_t, int64_t, int64_t, int64_t, uint64_t, bool, bool, int64_t>;
     return rc::gen::map(
         rc::gen::tuple(rc::gen::container<std::vector<RequestGene>>(static_cast<size_t>(n), gen_request(pp, max_tokens)),
                        up_to(0, p.max_padding), up_to(0, p.max_padding), up_to(0, p.max_invalid_slots),
-                       up_to(0, p.max_extra_input_rows), up_to(0, max_spare), rc::gen::arbitrary<uint64_t>()),
+                       up_to(0, p.max_extra_input_rows), up_to(0, max_spare), rc::gen::arbitrary<uint64_t>(),
+                       chance(p.scattered_positions_percent), chance(p.shared_prefix_percent),
+                       rc::gen::inRange<int64_t>(1, int64_t{p.max_shared_prefix_blocks} + 1)),
         [s, pp, min_elems = p.min_tensor_elements](Rest t) {
           Genotype g;
           g.layout = s.layout;
@@ -278,6 +282,8 @@ rc::Gen<Genotype> gen_batch(const ProfilePtr& pp, const Shape& s) {
           g.extra_input_rows = static_cast<int32_t>(std::get<4>(t));
           g.spare_blocks = static_cast<int32_t>(std::get<5>(t));
           g.layout_seed = std::get<6>(t);
+          g.scattered_positions = std::get<7>(t);
+          g.shared_prefix_blocks = std::get<8>(t) && !is_contiguous(s.layout) ? static_cast<int32_t>(std::get<9>(t)) : 0;
           apply_family(*pp, g);
           if (min_elems > 0) g.spare_blocks = std::max(g.spare_blocks, spare_blocks_for_span(g, min_elems));
           return g;

@@ -44,6 +44,10 @@ struct Genotype {
   ValueDist dist = ValueDist::finite;
   ScaleKind scale_kind = ScaleKind::none;  // none exactly when cache_dtype is a float dtype
   ScaleDist scale_dist = ScaleDist::unit;  // static scales' values (ignored for none / per_token_head)
+  bool scattered_positions = false;  // new tokens at random unwritten positions of their blocks, in random
+                                     // row order, leaving holes (else consecutive from context_len)
+  int32_t shared_prefix_blocks = 0;  // most leading full-context blocks a request shares with an earlier
+                                     // one (prefix caching; paged layouts only)
   uint64_t layout_seed = 0;         // not shrunk: block permutation, gaps, offsets, positions, payload salt
 
   bool operator==(const Genotype&) const = default;

@@ -4,7 +4,10 @@
 // one per concern (blocks, cache strides, input strides, slots), so that shrinking one field of a
 // genotype leaves the other concerns' choices unchanged where it can. The result satisfies
 // validate.h: nested strides (cells distinct), K and V disjoint, every block owned by at most one
-// request, slot_mapping = each new-token slot exactly once + padding (< 0) + invalid (>= capacity).
+// request (or shared as a full prefix block, shared_prefix_blocks), slot_mapping = each new-token
+// slot exactly once + padding (< 0) + invalid (>= capacity). Placement (case/placement.h) draws
+// from a stream of its own and only for scattered_positions / shared_prefix_blocks, so genotypes
+// without them materialise exactly as before those genes existed.
 #include "materialize.h"
 
 #include <algorithm>
@@ -12,13 +15,14 @@
 #include <limits>
 #include <numeric>
 
+#include "../case/placement.h"
 #include "rng.h"
 
 namespace kvf {
 namespace {
 
 // Salts of the per-concern streams ("blocks", "cache", "input", "slots", "payload", "scales",
-// "kvviews" in ASCII).
+// "kvviews", "place" in ASCII).
 constexpr uint64_t kBlocksSalt = 0x626c6f636b73ull;
 constexpr uint64_t kCacheSalt = 0x6361636865ull;
 constexpr uint64_t kInputSalt = 0x696e707574ull;
@@ -26,17 +30,24 @@ constexpr uint64_t kSlotsSalt = 0x736c6f7473ull;
 constexpr uint64_t kPayloadSalt = 0x7061796c6f6164ull;
 constexpr uint64_t kScalesSalt = 0x7363616c6573ull;
 constexpr uint64_t kViewsSalt = 0x6b767669657773ull;
+constexpr uint64_t kPlaceSalt = 0x706c616365ull;
 
 SplitMix64 stream(uint64_t layout_seed, uint64_t salt) { return SplitMix64(mix64(layout_seed ^ mix64(salt))); }
 
 bool is_contiguous(Layout l) { return l == Layout::contiguous_bshd || l == Layout::contiguous_bhsd; }
 
 // Block tables: sizes the cache and hands each request its physical blocks from a shuffled pool.
+// With shared_prefix_blocks = k (paged layouts), request i > 0 takes its first
+// min(k, its full context blocks, the donor's) blocks from the table of a donor j < i drawn from
+// the placement stream, as prefix caching shares a common prefix; only the rest comes from the pool.
 void assign_blocks(const Genotype& g, Case& c) {
   SplitMix64 rng = stream(g.layout_seed, kBlocksSalt);
+  SplitMix64 place = stream(g.layout_seed, kPlaceSalt);
   const size_t n = g.requests.size();
-  std::vector<int64_t> need(n);  // [requests] blocks each request needs
+  std::vector<int64_t> need(n);  // [requests] blocks each request needs from the pool
   int64_t block_size = g.block_size;
+  std::vector<size_t> donor(n, 0);     // [requests] whose prefix blocks request i shares
+  std::vector<int64_t> shared(n, 0);   // [requests] how many (0 = none)
   if (is_contiguous(g.layout)) {
     // One sequence per request: block = sequence, block_size = longest sequence + slack.
     int64_t longest = 0;
@@ -44,8 +55,14 @@ void assign_blocks(const Genotype& g, Case& c) {
     block_size = std::max<int64_t>(1, longest + static_cast<int64_t>(rng.below(4)));
     std::fill(need.begin(), need.end(), 1);
   } else {
-    for (size_t i = 0; i < n; ++i)
+    for (size_t i = 0; i < n; ++i) {
       need[i] = (g.requests[i].context_len + g.requests[i].new_len + block_size - 1) / block_size;
+      if (g.shared_prefix_blocks <= 0 || i == 0) continue;
+      donor[i] = static_cast<size_t>(place.below(i));
+      shared[i] = std::min<int64_t>({g.shared_prefix_blocks, g.requests[i].context_len / block_size,
+                                     g.requests[donor[i]].context_len / block_size});
+      need[i] -= shared[i];
+    }
   }
   const int64_t used = std::accumulate(need.begin(), need.end(), int64_t{0});
   const int64_t num_blocks = std::max<int64_t>(1, used + g.spare_blocks);
@@ -67,12 +84,37 @@ void assign_blocks(const Genotype& g, Case& c) {
     Request r;
     r.context_len = g.requests[i].context_len;
     r.new_len = g.requests[i].new_len;
-    r.blocks.assign(pool.begin() + static_cast<int64_t>(next), pool.begin() + static_cast<int64_t>(next + need[i]));
+    if (shared[i] > 0) {  // the donor's leading blocks, entirely context of both
+      const std::vector<int64_t>& prefix = c.requests[donor[i]].blocks;
+      r.blocks.assign(prefix.begin(), prefix.begin() + shared[i]);
+    }
+    r.blocks.insert(r.blocks.end(), pool.begin() + static_cast<int64_t>(next), pool.begin() + static_cast<int64_t>(next + need[i]));
     next += static_cast<size_t>(need[i]);
     c.requests.push_back(std::move(r));
   }
   c.cache.num_blocks = num_blocks;
   c.cache.block_size = block_size;
+}
+
+// scattered_positions: each request's new tokens go to new_len positions drawn without
+// replacement from [context_len, context_len + new_len + h), in the drawn (random) row order, h
+// (0..the slack of its last block or sequence) positions left as holes. The block tables are
+// those of consecutive placement: holes take only slack the table already has.
+void place_tokens(const Genotype& g, Case& c) {
+  if (!g.scattered_positions) return;
+  SplitMix64 place = stream(g.layout_seed, mix64(kPlaceSalt));
+  const int64_t bs = c.cache.block_size;
+  for (Request& r : c.requests) {
+    if (r.new_len <= 0) continue;
+    const int64_t end = r.context_len + r.new_len;
+    const int64_t room = static_cast<int64_t>(r.blocks.size()) * bs - end;  // slack of the table
+    const int64_t holes = static_cast<int64_t>(place.below(static_cast<uint64_t>(std::min(r.new_len, room)) + 1));
+    std::vector<int64_t> range(static_cast<size_t>(r.new_len + holes));  // [new_len + holes] candidate positions
+    std::iota(range.begin(), range.end(), r.context_len);
+    for (size_t i = 0; i < static_cast<size_t>(r.new_len); ++i)  // partial Fisher-Yates: the first new_len drawn
+      std::swap(range[i], range[i + place.below(range.size() - i)]);
+    r.positions.assign(range.begin(), range.begin() + r.new_len);
+  }
 }
 
 // Cache strides, K/V offsets and the cache buffer size. Gaps (0..3 elements) between dims and
@@ -329,7 +371,7 @@ void lay_out_inputs(const Genotype& g, int64_t num_slots, Case& c) {
   c.input_buffer_elems = end + (g.gapped_strides ? static_cast<int64_t>(rng.below(8)) : 0);
 }
 
-// slot_mapping: every new token's slot in request order, with padding and invalid entries
+// slot_mapping: every new token's slot in request order (each request's in its positions' order), with padding and invalid entries
 // inserted at pseudo-random positions and tail padding appended.
 std::vector<int64_t> map_slots(const Genotype& g, const Case& c) {
   SplitMix64 rng = stream(g.layout_seed, kSlotsSalt);
@@ -341,8 +383,7 @@ std::vector<int64_t> map_slots(const Genotype& g, const Case& c) {
 
   std::vector<int64_t> slots;  // [T] flat slot per row
   for (const Request& r : c.requests)
-    for (int64_t p = r.context_len; p < r.context_len + r.new_len; ++p)
-      slots.push_back(r.blocks[static_cast<size_t>(p / bs)] * bs + p % bs);
+    for (const int64_t p : new_positions(r)) slots.push_back(r.blocks[static_cast<size_t>(p / bs)] * bs + p % bs);
 
   // Padding: -1; irregular cases also -2, -capacity, the type's minimum and (i64) -2^32 + s, which
   // a kernel narrowing slots to 32 bits reads as the valid slot s.
@@ -397,6 +438,7 @@ Case materialize(const Genotype& g) {
   c.rope_dim = g.family == Family::mla ? g.rope_dim : 0;
 
   assign_blocks(g, c);
+  place_tokens(g, c);
   lay_out_cache(g, c);
   lay_out_scales(g, c);
   c.slot_mapping = map_slots(g, c);

@@ -153,7 +153,9 @@ const std::set<std::string>& profile_keys() {
 // Keys a profile may leave out (profile.h says their defaults).
 const std::set<std::string>& optional_profile_keys() {
   static const std::set<std::string> keys = {"gapped_strides_percent", "misaligned_bases_percent", "kv_views",
-                                             "families", "value_head_dims", "rope_dims", "min_tensor_elements"};
+                                             "families", "value_head_dims", "rope_dims",
+                                             "scattered_positions_percent", "shared_prefix_percent",
+                                             "max_shared_prefix_blocks", "min_tensor_elements"};
   return keys;
 }
 
@@ -271,6 +273,18 @@ Profile profile_from_json(const json& j, const ProfileReader& r) {
   p.value_head_dims = j.contains("value_head_dims") ? r.weighted_int(j.at("value_head_dims"), "/value_head_dims", 1, 4096)
                                                     : default_profile().value_head_dims;
   p.rope_dims = j.contains("rope_dims") ? r.weighted_int(j.at("rope_dims"), "/rope_dims", 1, 1024) : default_profile().rope_dims;
+  const Profile builtin = default_profile();
+  p.scattered_positions_percent =
+      j.contains("scattered_positions_percent")
+          ? static_cast<int>(r.integer(j.at("scattered_positions_percent"), "/scattered_positions_percent", 0, 100))
+          : builtin.scattered_positions_percent;
+  p.shared_prefix_percent = j.contains("shared_prefix_percent")
+                                ? static_cast<int>(r.integer(j.at("shared_prefix_percent"), "/shared_prefix_percent", 0, 100))
+                                : builtin.shared_prefix_percent;
+  p.max_shared_prefix_blocks =
+      j.contains("max_shared_prefix_blocks")
+          ? static_cast<int32_t>(r.integer(j.at("max_shared_prefix_blocks"), "/max_shared_prefix_blocks", 1, 1 << 16))
+          : builtin.max_shared_prefix_blocks;
   p.max_elements_per_case = r.integer(j.at("max_elements_per_case"), "/max_elements_per_case", 1, int64_t{1} << 34);
   if (j.contains("min_tensor_elements")) {
     p.min_tensor_elements = r.integer(j.at("min_tensor_elements"), "/min_tensor_elements", 0, int64_t{1} << 36);
@@ -433,6 +447,9 @@ json profile_to_json(const Profile& p) {
             {"families", weighted(p.families)},
             {"value_head_dims", weighted(p.value_head_dims)},
             {"rope_dims", weighted(p.rope_dims)},
+            {"scattered_positions_percent", p.scattered_positions_percent},
+            {"shared_prefix_percent", p.shared_prefix_percent},
+            {"max_shared_prefix_blocks", p.max_shared_prefix_blocks},
             {"max_elements_per_case", p.max_elements_per_case},
             {"min_tensor_elements", p.min_tensor_elements}};
   return j;
@@ -497,6 +514,9 @@ Profile default_profile() {
   p.families = {{Family::kv}, {1}};
   p.value_head_dims = {{8, 64, 128}, {1, 1, 1}};
   p.rope_dims = {{8, 16, 64}, {1, 1, 1}};
+  p.scattered_positions_percent = 10;
+  p.shared_prefix_percent = 10;
+  p.max_shared_prefix_blocks = 2;
   p.max_elements_per_case = int64_t{1} << 18;
   return p;
 }

@@ -8,6 +8,8 @@
 // path and the expected form. Optional keys: min_tensor_elements (absent = 0), gapped_strides_percent
 // and misaligned_bases_percent (absent = irregular_percent, the share both had when one flag drove
 // them), kv_views, families, value_head_dims, rope_dims (absent = the built-in default's list).
+// them), kv_views, scattered_positions_percent, shared_prefix_percent and max_shared_prefix_blocks
+// (absent = the built-in default's values).
 //
 // Partial profiles: a profile with "extends": "default" (the built-in profile) or "extends":
 // "PATH" (another profile file, relative to this one) gives only the keys it changes; each key it
@@ -107,6 +109,12 @@ struct Profile {
   Weighted<int32_t> value_head_dims;   // kv_split: V's head dim (absent = the default's)
   Weighted<int32_t> rope_dims;         // mla: k_pe's dims; the entry is head_dim (kv_c) + rope_dim (absent
                                        // = the default's)
+  // Slot placement (case/placement.h); each case draws both independently:
+  int scattered_positions_percent = 10;  // new tokens at random positions of their blocks, in random row
+                                         // order, leaving holes (shrink target: consecutive)
+  int shared_prefix_percent = 10;        // requests share up to a drawn number of leading full-context blocks
+                                         // with an earlier request (prefix caching; paged layouts)
+  int32_t max_shared_prefix_blocks = 2;  // that number, drawn in 1..max (shrink target: 0, no sharing)
   int64_t max_elements_per_case = 1 << 20;  // budget B: new tokens * H * D <= B and cache slots * H * D
                                             // <= 2 B (larger shapes get fewer tokens; generate.cpp)
   // Large caches (configs/large.json; optional key, 0 = off): the generator adds free blocks until

@@ -45,6 +45,8 @@ struct Complexity {
   int64_t family;            // family_rank(): 0 = kv
   Pair value_head_dim;       // (0, 0) unless kv_split, else (1 + rank in the profile list, value)
   Pair rope_dim;             // (0, 0) unless mla, else (1 + rank, value)
+  int64_t scattered_positions;   // 0 = consecutive from context_len
+  int64_t shared_prefix_blocks;  // 0 = no block shared
   int64_t tail_padding, interleaved_padding, invalid_slots, extra_input_rows, spare_blocks;  // counts
 };
 
@@ -105,6 +107,8 @@ Complexity complexity(const Genotype& g, const Profile& p) {
   c.family = family_rank(g.family);
   if (g.family == Family::kv_split) c.value_head_dim = {1 + rank_of(p.value_head_dims, g.value_head_dim), g.value_head_dim};
   if (g.family == Family::mla) c.rope_dim = {1 + rank_of(p.rope_dims, g.rope_dim), g.rope_dim};
+  c.scattered_positions = g.scattered_positions;
+  c.shared_prefix_blocks = g.shared_prefix_blocks;
   c.tail_padding = g.tail_padding;
   c.interleaved_padding = g.interleaved_padding;
   c.invalid_slots = g.invalid_slots;
@@ -167,6 +171,8 @@ bool simpler_than(const Genotype& a, const Genotype& b, const Profile& profile) 
   compare(ca.family, cb.family, &less, &greater);
   compare(ca.value_head_dim, cb.value_head_dim, &less, &greater);
   compare(ca.rope_dim, cb.rope_dim, &less, &greater);
+  compare(ca.scattered_positions, cb.scattered_positions, &less, &greater);
+  compare(ca.shared_prefix_blocks, cb.shared_prefix_blocks, &less, &greater);
   compare(ca.tail_padding, cb.tail_padding, &less, &greater);
   compare(ca.interleaved_padding, cb.interleaved_padding, &less, &greater);
   compare(ca.invalid_slots, cb.invalid_slots, &less, &greater);
@@ -251,6 +257,9 @@ std::vector<Genotype> shrink_genotype(const Genotype& g, const Profile& profile)
   with([](Genotype& c) { c.misaligned_bases = false; });
   // K and V views alike first, then each simpler way of V differing (enum order, simplest first).
   for (int v = 0; v < static_cast<int>(g.kv_views); ++v) with([v](Genotype& c) { c.kv_views = static_cast<KvViews>(v); });
+  // Consecutive placement, then fewer shared prefix blocks (none first).
+  with([](Genotype& c) { c.scattered_positions = false; });
+  for (int32_t x : smaller_counts(g.shared_prefix_blocks)) with([x](Genotype& c) { c.shared_prefix_blocks = x; });
 
   // 4. Shorter requests. context_len also moves down by whole blocks (context % block_size keeps
   // the position inside the block, which is what block-boundary bugs depend on).

@@ -65,6 +65,9 @@ inline Genotype genotype_from_bytes(const uint8_t* data, size_t size) {
   g.kv_views = pick(in, {KvViews::alike, KvViews::value_rows, KvViews::value_heads, KvViews::value_head_major});
   g.dist = pick(in, {ValueDist::finite, ValueDist::special, ValueDist::constant, ValueDist::ties});
   g.layout_seed = in.ConsumeIntegral<uint64_t>();
+  // Last, so inputs from before these genes decode as they did (an exhausted input gives false, 0).
+  g.scattered_positions = in.ConsumeBool();
+  g.shared_prefix_blocks = in.ConsumeIntegralInRange<int32_t>(0, 2);
   return g;
 }
 

@@ -17,6 +17,7 @@
 
 #include "arena/decode.h"
 #include "arena/diff.h"
+#include "case/placement.h"
 
 namespace kvf {
 
@@ -57,7 +58,7 @@ std::string writer_label(const WriterKey& w) {
 
 // Whose cell was hit.
 struct VictimKey {
-  enum Kind : uint8_t { request, tail, free_block, gap };
+  enum Kind : uint8_t { request, tail, free_block, gap, hole, shared };
   Kind kind = gap;
   int64_t id = -1;
   auto tie() const { return std::make_tuple(id < 0 ? INT64_MAX : id, kind); }  // requests first, own tail next to them
@@ -68,6 +69,8 @@ std::string victim_label(const VictimKey& v) {
   switch (v.kind) {
     case VictimKey::request: return "request " + num(v.id);
     case VictimKey::tail: return "request " + num(v.id) + "'s block tails";
+    case VictimKey::hole: return "request " + num(v.id) + "'s holes";
+    case VictimKey::shared: return "shared prefix block " + num(v.id);
     case VictimKey::free_block: return "free blocks";
     case VictimKey::gap: return "stride gaps";
   }
@@ -77,8 +80,11 @@ std::string victim_label(const VictimKey& v) {
 VictimKey victim_of(const CacheCell& cell) {
   switch (cell.role) {
     case CacheCell::Role::context:
+      if (cell.shared) return {VictimKey::shared, cell.block};
+      return {VictimKey::request, cell.request};
     case CacheCell::Role::new_token: return {VictimKey::request, cell.request};
     case CacheCell::Role::tail: return {VictimKey::tail, cell.request};
+    case CacheCell::Role::hole: return {VictimKey::hole, cell.request};
     case CacheCell::Role::free_block: return {VictimKey::free_block, -1};
     case CacheCell::Role::gap: return {VictimKey::gap, -1};
   }
@@ -109,9 +115,11 @@ WriterKey writer_of(const CacheDiff& x, const CacheCell& cell) {
 
 std::string expected_meaning(const CacheCell& cell) {
   switch (cell.role) {
-    case CacheCell::Role::context: return "request " + num(cell.request) + "'s context token " + num(cell.token);
+    case CacheCell::Role::context:
+      return "request " + num(cell.request) + "'s context token " + num(cell.token) + (cell.shared ? " (a shared prefix block)" : "");
     case CacheCell::Role::new_token: return "request " + num(cell.request) + " token " + num(cell.token) + "'s new value";
     case CacheCell::Role::tail: return "the block-tail canary (request " + num(cell.request) + ")";
+    case CacheCell::Role::hole: return "the block-tail canary (request " + num(cell.request) + "'s hole, position " + num(cell.token) + ")";
     case CacheCell::Role::free_block: return "the free-block canary";
     case CacheCell::Role::gap: return "the stride-gap canary";
   }
@@ -192,6 +200,8 @@ std::string_view to_string(SlotRole r) {
     case SlotRole::context: return "context";
     case SlotRole::new_token: return "new";
     case SlotRole::tail: return "tail";
+    case SlotRole::hole: return "hole";
+    case SlotRole::shared: return "shared";
   }
   return "?";
 }
@@ -210,6 +220,7 @@ CellMap build_cell_map(const Case& c, const Verdict& verdict, const Arena& initi
   m.block_logical.assign(static_cast<size_t>(m.num_blocks), -1);
   m.block_cells.assign(static_cast<size_t>(m.num_blocks), 0);
   m.roles.assign(static_cast<size_t>(m.capacity()), SlotRole::free_block);
+  m.shared_blocks = shared_blocks(c);
   for (int64_t b = 0; b < m.num_blocks; ++b) {
     const CacheLocator::Owner o = loc.owner(b);
     m.block_request[static_cast<size_t>(b)] = o.request;
@@ -218,8 +229,9 @@ CellMap build_cell_map(const Case& c, const Verdict& verdict, const Arena& initi
     for (int64_t p = 0; p < m.block_size; ++p) {
       const CacheCell cell = loc.cell(false, b, p, 0, 0);
       SlotRole r = SlotRole::tail;
-      if (cell.role == CacheCell::Role::context) r = SlotRole::context;
+      if (cell.role == CacheCell::Role::context) r = cell.shared ? SlotRole::shared : SlotRole::context;
       if (cell.role == CacheCell::Role::new_token) r = SlotRole::new_token;
+      if (cell.role == CacheCell::Role::hole) r = SlotRole::hole;
       m.roles[static_cast<size_t>(b * m.block_size + p)] = r;
     }
   }
@@ -410,10 +422,13 @@ nlohmann::json case_report_json(const CaseReport& r, size_t max_damage) {
     findings.push_back({{"kind", std::string(to_string(f.kind))}, {"victim", f.victim}, {"writer", f.writer},
                         {"victim_request", f.victim_request}, {"writer_request", f.writer_request}, {"where", f.where},
                         {"cells", f.cells}, {"sentence", f.sentence}, {"example", f.example}});
+    if (f.victim_requests.size() > 1) findings.back()["victim_requests"] = f.victim_requests;  // a shared prefix block
   }
   nlohmann::json requests = nlohmann::json::array();
-  for (const Request& q : c.requests)
+  for (const Request& q : c.requests) {
     requests.push_back({{"context_len", q.context_len}, {"new_len", q.new_len}, {"blocks", q.blocks}});
+    if (!consecutive_positions(q)) requests.back()["positions"] = q.positions;
+  }
   nlohmann::json damage = nlohmann::json::array();
   for (size_t i = 0; i < m.damage.size() && i < max_damage; ++i) {
     const SlotDamage& s = m.damage[i];

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,8 @@ enum class SlotRole : uint8_t {
   context,     // an earlier context token of the block's request
   new_token,   // a token this call appends (an expected write)
   tail,        // past the request's last token: nobody may write it
+  hole,        // an unwritten position between the request's new tokens (case/placement.h): nobody may write it
+  shared,      // context of a prefix block several requests share: nobody may write it
 };
 
 // One differing cache-buffer element, decoded.
@@ -72,6 +75,7 @@ struct CellMap {
   int64_t num_blocks = 0, block_size = 0, num_heads = 0, head_dim = 0;
   std::vector<int64_t> block_request;   // [num_blocks] owning request, -1 free
   std::vector<int64_t> block_logical;   // [num_blocks] index in the owner's block table, -1 free
+  std::map<int64_t, std::vector<int64_t>> shared_blocks;  // shared block -> every request holding it (owner: the first)
   std::vector<SlotRole> roles;          // [num_blocks * block_size] role of (block, pos), block-major
   std::vector<int64_t> block_cells;     // [num_blocks] differing elements per block (slots and gaps)
   std::vector<SlotDamage> damage;       // differing (block, slot)s and gap groups, by (block, pos)

@@ -7,6 +7,8 @@
 #include <map>
 #include <sstream>
 
+#include "case/placement.h"
+
 namespace kvf {
 
 namespace {
@@ -33,8 +35,20 @@ std::string slot_fill(int64_t request, SlotRole role) {
   switch (role) {
     case SlotRole::free_block: return "#e5e7eb";
     case SlotRole::tail: return "url(#pat-tail)";
+    case SlotRole::hole: return "url(#pat-hole)";
+    case SlotRole::shared: return request_colour(request, SlotRole::context);  // the first owner's colour
     default: return request_colour(request, role);
   }
+}
+
+// "16..19", or a scattered request's positions in row order ("21, 17, 19"; the first 16).
+std::string new_tokens_text(const Request& q) {
+  if (q.new_len <= 0) return "–";
+  if (consecutive_positions(q)) return num(q.context_len) + ".." + num(q.context_len + q.new_len - 1);
+  std::string s;
+  for (size_t i = 0; i < q.positions.size() && i < 16; ++i) s += (i ? ", " : "") + num(q.positions[i]);
+  if (q.positions.size() > 16) s += ", …";
+  return s;
 }
 
 char role_letter(SlotRole r) {
@@ -43,6 +57,8 @@ char role_letter(SlotRole r) {
     case SlotRole::context: return 'c';
     case SlotRole::new_token: return 'n';
     case SlotRole::tail: return 't';
+    case SlotRole::hole: return 'h';
+    case SlotRole::shared: return 's';
   }
   return 'f';
 }
@@ -98,7 +114,9 @@ const char* kScript = R"JS(
 (function () {
   var info = document.getElementById('cell-info');
   var pinned = false;
-  var roleName = {f: 'free block', c: 'context token', n: 'new token (written by this call)', t: 'block tail (never written)'};
+  var roleName = {f: 'free block', c: 'context token', n: 'new token (written by this call)', t: 'block tail (never written)',
+                  h: 'hole (an unwritten position between new tokens; never written)',
+                  s: 'context of a shared prefix block (never written)'};
   function describe(ev) {
     var mark = ev.target.closest('[data-info]');
     if (mark) return mark.getAttribute('data-info');
@@ -160,6 +178,7 @@ class MapWriter {
     const Case& c = r.kase;
     int64_t spans = 2 * m_.capacity() * c.num_heads * c.head_dim;
     has_gaps_ = c.cache_buffer_elems > spans;
+    has_holes_ = std::find(m_.roles.begin(), m_.roles.end(), SlotRole::hole) != m_.roles.end();
     for (size_t i = 0; i < m_.damage.size(); ++i) {
       const int64_t b = m_.damage[i].block;
       auto [it, fresh] = by_block_.try_emplace(b, std::make_pair(i, i + 1));
@@ -244,6 +263,8 @@ class MapWriter {
     return "<defs>"
            "<pattern id=\"pat-tail\" width=\"6\" height=\"6\" patternUnits=\"userSpaceOnUse\" patternTransform=\"rotate(45)\">"
            "<rect width=\"6\" height=\"6\" fill=\"#f8fafc\"/><line x1=\"0\" y1=\"0\" x2=\"0\" y2=\"6\" stroke=\"#cbd5e1\" stroke-width=\"2\"/></pattern>"
+           "<pattern id=\"pat-hole\" width=\"6\" height=\"6\" patternUnits=\"userSpaceOnUse\" patternTransform=\"rotate(-45)\">"
+           "<rect width=\"6\" height=\"6\" fill=\"#fffbeb\"/><line x1=\"0\" y1=\"0\" x2=\"0\" y2=\"6\" stroke=\"#f59e0b\" stroke-width=\"2\"/></pattern>"
            "<pattern id=\"pat-gap\" width=\"5\" height=\"5\" patternUnits=\"userSpaceOnUse\" patternTransform=\"rotate(45)\">"
            "<rect width=\"5\" height=\"5\" fill=\"#e2e8f0\"/><line x1=\"0\" y1=\"0\" x2=\"0\" y2=\"5\" stroke=\"#94a3b8\" stroke-width=\"2\"/></pattern>"
            "<pattern id=\"pat-guard\" width=\"8\" height=\"8\" patternUnits=\"userSpaceOnUse\" patternTransform=\"rotate(45)\">"
@@ -274,7 +295,7 @@ class MapWriter {
     const double label_w = 64;                                  // "block 1234"
     const double cells_w = static_cast<double>(bs) * cw;
     const double gap_w = has_gaps_ ? std::max(cw, 9.0) : 0;
-    const double owner_w = 70;                                  // swatch + "r12 L345"
+    const double owner_w = m_.shared_blocks.empty() ? 70 : 110;  // swatch + "r12 L345" (or "shared r0, 2 and 5")
     const double tile_w = label_w + cells_w + (has_gaps_ ? gap_w + 4 : 0) + 6 + owner_w + 14;
     const auto per_line = static_cast<int64_t>(std::clamp(std::floor(860.0 / tile_w), 1.0, 16.0));
     const auto lines = static_cast<int64_t>((blocks.size() + static_cast<size_t>(per_line) - 1) / static_cast<size_t>(per_line));
@@ -308,7 +329,13 @@ class MapWriter {
       const int64_t logical = m_.block_logical[static_cast<size_t>(b)];
       std::string roles(static_cast<size_t>(bs), 'f');
       for (int64_t p = 0; p < bs; ++p) roles[static_cast<size_t>(p)] = role_letter(m_.role(b, p));
-      const std::string owner = req >= 0 ? "request " + num(req) + ", logical block " + num(logical) : std::string("free block");
+      const auto shared = m_.shared_blocks.find(b);
+      std::string owners;  // a shared block's owners: "0, 2 and 5"
+      if (shared != m_.shared_blocks.end())
+        for (size_t k = 0; k < shared->second.size(); ++k)
+          owners += (k == 0 ? "" : k + 1 == shared->second.size() ? " and " : ", ") + num(shared->second[k]);
+      const std::string owner = shared != m_.shared_blocks.end() ? "prefix block shared by requests " + owners
+                                : req >= 0 ? "request " + num(req) + ", logical block " + num(logical) : std::string("free block");
       const int64_t hit = m_.block_cells[static_cast<size_t>(b)];
       o << "<g class=\"blk\" data-block=\"" << b << "\" data-req=\"" << req << "\" data-logical=\"" << logical << "\" data-x0=\"" << fmt(x0)
         << "\" data-cw=\"" << fmt(cw) << "\" data-roles=\"" << roles << "\" data-summary=\"" << html_escape(owner)
@@ -336,7 +363,8 @@ class MapWriter {
         o << "<rect x=\"" << fmt(owner_x) << "\" y=\"" << fmt(y + 1) << "\" width=\"8\" height=\"" << fmt(rh - 2) << "\" fill=\""
           << request_colour(req, SlotRole::context) << "\"/>";
       o << "<text x=\"" << fmt(owner_x + 11) << "\" y=\"" << fmt(y + rh - 3) << "\">"
-        << (req >= 0 ? "r" + num(req) + " L" + num(logical) : std::string("free")) << "</text>";
+        << (shared != m_.shared_blocks.end() ? "shared r" + owners : req >= 0 ? "r" + num(req) + " L" + num(logical) : std::string("free"))
+        << "</text>";
       o << "</g>";
       // Damage marks of this block.
       const auto found = by_block_.find(b);
@@ -445,6 +473,8 @@ class MapWriter {
     };
     sw("#e5e7eb", "free block");
     sw("url(#pat-tail)", "block tail (never written)");
+    if (has_holes_) sw("url(#pat-hole)", "hole (unwritten position between new tokens)");
+    if (!m_.shared_blocks.empty()) o << "<span>shared prefix block: the first owner's colour, owners listed right of the block</span>";
     if (has_gaps_) sw("url(#pat-gap)", "stride gaps");
     sw("url(#pat-guard)", "guard band");
     o << "<span><svg width=\"14\" height=\"14\" style=\"vertical-align:-3px;margin-right:5px\"><rect x=\"1\" y=\"1\" width=\"12\" height=\"12\" "
@@ -460,6 +490,7 @@ class MapWriter {
   const CaseReport& r_;
   const CellMap& m_;
   bool has_gaps_ = false;
+  bool has_holes_ = false;  // some slot is a hole (scattered positions)
   std::map<int64_t, std::pair<size_t, size_t>> by_block_;  // block -> [begin, end) in m_.damage
 };
 
@@ -538,7 +569,7 @@ std::string case_html(const CaseReport& r) {
     const Request& q = c.requests[i];
     o << "<tr><td><span class=\"swatch\" style=\"background:" << request_colour(static_cast<int64_t>(i), SlotRole::context) << "\"></span>" << i
       << "</td><td class=\"n\">" << q.context_len << "</td><td class=\"n\">" << q.new_len << "</td><td class=\"n\">"
-      << (q.new_len ? num(q.context_len) + ".." + num(q.context_len + q.new_len - 1) : std::string("–")) << "</td><td class=\"mono\">";
+      << new_tokens_text(q) << "</td><td class=\"mono\">";
     for (size_t b = 0; b < q.blocks.size() && b < 64; ++b) o << (b ? ", " : "") << q.blocks[b];
     if (q.blocks.size() > 64) o << ", … (" << q.blocks.size() << " blocks)";
     o << "</td></tr>";

@@ -3,6 +3,7 @@
 
 #include <sstream>
 
+#include "case/placement.h"
 #include "report/render.h"
 
 namespace kvf {
@@ -123,6 +124,12 @@ std::string render_report_markdown(const CaseReport& r, size_t max_slots) {
     o << "| " << i << " | " << q.context_len << " | " << q.new_len << " | ";
     for (size_t b = 0; b < q.blocks.size() && b < 32; ++b) o << (b ? ", " : "") << q.blocks[b];
     if (q.blocks.size() > 32) o << ", … (" << q.blocks.size() << ")";
+    if (!consecutive_positions(q)) {  // scattered placement: the new tokens' positions, in row order
+      o << " (positions ";
+      for (size_t k = 0; k < q.positions.size() && k < 32; ++k) o << (k ? ", " : "") << q.positions[k];
+      if (q.positions.size() > 32) o << ", …";
+      o << ")";
+    }
     o << " |\n";
   }
   return o.str();

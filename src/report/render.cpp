@@ -182,8 +182,10 @@ nlohmann::json findings_by_kind(const std::vector<const Verdict*>& verdicts) {
 }
 
 nlohmann::json finding_json(const Finding& f) {
-  return {{"kind", std::string(to_string(f.kind))}, {"victim", f.victim}, {"writer", f.writer},
-          {"where", f.where}, {"cells", f.cells}, {"sentence", f.sentence}, {"example", f.example}};
+  nlohmann::json j = {{"kind", std::string(to_string(f.kind))}, {"victim", f.victim}, {"writer", f.writer},
+                      {"where", f.where}, {"cells", f.cells}, {"sentence", f.sentence}, {"example", f.example}};
+  if (f.victim_requests.size() > 1) j["victim_requests"] = f.victim_requests;  // a shared prefix block's owners
+  return j;
 }
 
 nlohmann::json files_json(const std::vector<SkippedFile>& files) {

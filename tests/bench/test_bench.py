@@ -1,14 +1,25 @@
 #!/usr/bin/env python3
-"""CPU tests of bench/bench.py's non-GPU logic: arguments, cases, byte counts, targets, rendering."""
+"""CPU tests of bench/bench.py's non-GPU logic: arguments, cases, byte counts, cache addressing,
+targets, rendering. Run: python3 tests/bench/test_bench.py (ctest: bench.cpu). The place_rows tests
+need torch (CPU tensors) and are skipped without it."""
 import contextlib
+import ctypes
 import io
+import itertools
 import pathlib
+import re
 import sys
 import tempfile
 import unittest
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "bench"))
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "bench"))
 import bench  # noqa: E402
+
+try:
+    import torch
+except ImportError:
+    torch = None
 
 
 def fake_results(cases, us):
@@ -51,10 +62,38 @@ class Args(unittest.TestCase):
 class Cases(unittest.TestCase):
     def test_case_grid(self):
         cases = bench.all_cases()
-        self.assertEqual(len(cases), 2 * (3 + 2) * 5)
+        self.assertEqual(len(cases), 2 * (3 + 2) * 5 + 2 * 5 + 2 * 5)  # paged, vllm_legacy, mla
         self.assertEqual(len({c.name for c in cases}), len(cases))
         self.assertEqual([c.name for c in bench.select_cases(cases, ["hnd+fp8-per-tensor+t65536"])],
                          ["hnd-fp8-per-tensor-h8-d128-t65536"])
+        self.assertEqual(cases[0].name, "nhd-bf16-h8-d128-t1")  # the issue's main shape first
+
+    def test_new_format_groups(self):
+        groups = sorted({c.group for c in bench.all_cases() if c.layout == "vllm_legacy" or c.family == "mla"})
+        self.assertEqual(groups, ["mla-bf16-h1-d576", "mla-fp8-per-tensor-h1-d576",
+                                  "vllm_legacy-bf16-h8-d128", "vllm_legacy-fp8-per-tensor-h8-d128"])
+
+    def test_commas_select_alternatives(self):
+        cases = bench.all_cases()
+        got = bench.select_cases(cases, ["vllm_legacy,mla"])
+        self.assertEqual(len(got), 20)
+        self.assertTrue(all(c.layout == "vllm_legacy" or c.family == "mla" for c in got))
+        got = bench.select_cases(cases, ["nhd-bf16-h8-d128,hnd-bf16-h8-d128", "mla+fp8+t16"])
+        self.assertEqual({c.group for c in got}, {"nhd-bf16-h8-d128", "hnd-bf16-h8-d128", "mla-fp8-per-tensor-h1-d576"})
+        self.assertEqual(len(got), 11)
+
+    def test_list_shows_the_new_cases_without_a_gpu(self):
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            self.assertEqual(bench.main(["--list", "--cases", "vllm_legacy,mla", "--tokens", "16"]), 0)
+        self.assertEqual(out.getvalue().splitlines(), [
+            "vllm_legacy-bf16-h8-d128-t16  0.131 MB", "vllm_legacy-fp8-per-tensor-h8-d128-t16  0.098 MB",
+            "mla-bf16-h1-d576-t16  0.037 MB", "mla-fp8-per-tensor-h1-d576-t16  0.028 MB"])
+
+    def test_only_paged_kv_cases_go_to_triton(self):
+        support = {c.group: c.triton_supported() for c in bench.all_cases((16,))}
+        self.assertTrue(support["nhd-bf16-h8-d128"] and support["hnd-fp8-per-token-head-h8-d128"])
+        self.assertFalse(support["vllm_legacy-bf16-h8-d128"] or support["mla-bf16-h1-d576"])
 
     def test_bytes_match_the_baseline_method(self):
         # research/baseline-h200.md: 65536 x 8 x 128 bf16 moves 536.871 MB of K+V plus 8 B of slot per token.
@@ -66,6 +105,107 @@ class Cases(unittest.TestCase):
         self.assertEqual(pth.bytes_moved(), 2 * 1024 * 2 + 2 * 1024 + 8 + 2 * 8 * 4)
         self.assertEqual(c.copy_bytes() % 16, 0)
         self.assertGreaterEqual(2 * c.copy_bytes(), c.bytes_moved())
+
+    def test_x_packed_moves_the_bytes_of_nhd(self):
+        for dtype, scale in (("bf16", "none"), ("fp8_e4m3", "per_tensor")):
+            legacy = bench.Case("vllm_legacy", dtype, scale, 8, 128, 4096)
+            nhd = bench.Case("nhd", dtype, scale, 8, 128, 4096)
+            self.assertEqual(legacy.bytes_moved(), nhd.bytes_moved())
+            self.assertEqual(legacy.copy_bytes(), nhd.copy_bytes())
+
+    def test_mla_moves_one_entry_per_token(self):
+        # kv_c 512 + k_pe 64 bf16 read, one 576-dim entry written, no V; 8 B of slot.
+        bf16 = bench.Case("nhd", "bf16", "none", 1, 576, 65536, family="mla")
+        self.assertEqual(bf16.bytes_moved(), 65536 * (576 * 2 + 576 * 2 + 8))
+        self.assertEqual(bf16.copy_bytes(), 65536 * (576 * 2 + 4))
+        fp8 = bench.Case("nhd", "fp8_e4m3", "per_tensor", 1, 576, 1, family="mla")
+        self.assertEqual(fp8.bytes_moved(), 576 * 2 + 576 + 8)
+        self.assertEqual(fp8.copy_bytes(), 880)  # 868 rounded up to 16 B
+        self.assertEqual(bf16.forms(), {"k_cache": "latent"})
+        self.assertEqual(bf16.cache_shape("k_cache"), (8192, 16, 576))
+        self.assertFalse(bf16.has_value)
+        self.assertEqual(bf16.rope_dim, 64)
+
+
+class Addressing(unittest.TestCase):
+    """cache_shape / elem_offset (pure Python) and place_rows (torch indexing), the two derivations
+    the bench's expected caches are built and cross-checked with."""
+
+    FORMS = (("nhd", 0), ("hnd", 0), ("x_packed", 4), ("transposed", 0))
+
+    def test_vllm_legacy_shapes(self):
+        legacy = bench.Case("vllm_legacy", "bf16", "none", 8, 128, 16)
+        self.assertEqual(legacy.x, 8)
+        self.assertEqual(legacy.cache_shape("k_cache"), (256, 8, 16, 16, 8))  # [nb, H, D/x, bs, x]
+        self.assertEqual(legacy.cache_shape("v_cache"), (256, 8, 128, 16))  # [nb, H, D, bs]
+        self.assertEqual(bench.Case("vllm_legacy", "fp8_e4m3", "per_tensor", 8, 128, 16).x, 16)
+        with self.assertRaises(ValueError):
+            bench.cache_shape("x_packed", 2, 2, 1, 12, 8)  # x must divide head_dim
+
+    def test_offsets_fill_each_tensor_exactly_once(self):
+        for form, x in self.FORMS:
+            shape = bench.cache_shape(form, 3, 2, 2, 8, x)
+            size = 1
+            for e in shape:
+                size *= e
+            offs = [bench.elem_offset(form, shape, b, o, h, d)
+                    for b, o, h, d in itertools.product(range(3), range(2), range(2), range(8))]
+            self.assertEqual(sorted(offs), list(range(size)), form)
+
+    def test_vllm_legacy_strides_are_the_documented_ones(self):
+        # docs/formats.md: K  pos bs:x  head H:stride_head  dim (x, D/x):(1, bs*x);  V  pos bs:1  dim D:bs
+        H, D, bs, x = 2, 8, 4, 4
+        k = bench.cache_shape("x_packed", 3, bs, H, D, x)
+        off = lambda b, o, h, d: bench.elem_offset("x_packed", k, b, o, h, d)  # noqa: E731
+        self.assertEqual(off(0, 1, 0, 0), x)
+        self.assertEqual(off(0, 0, 1, 0), D * bs)
+        self.assertEqual(off(0, 0, 0, 1), 1)
+        self.assertEqual(off(0, 0, 0, x), bs * x)
+        self.assertEqual(off(1, 0, 0, 0), H * D * bs)
+        v = bench.cache_shape("transposed", 3, bs, H, D)
+        off = lambda b, o, h, d: bench.elem_offset("transposed", v, b, o, h, d)  # noqa: E731
+        self.assertEqual((off(0, 1, 0, 0), off(0, 0, 0, 1), off(0, 0, 1, 0), off(1, 0, 0, 0)), (1, bs, D * bs, H * D * bs))
+
+    @unittest.skipIf(torch is None, "torch is not installed")
+    def test_place_rows_puts_each_element_at_its_offset(self):
+        nb, bs, H, D, T = 3, 4, 2, 8, 5
+        slots = torch.tensor([11, 0, 5, 6, 3])
+        blk, pos = slots // bs, slots % bs
+        for form, x in self.FORMS + (("latent", 0),):
+            heads = 1 if form == "latent" else H
+            shape = bench.cache_shape(form, nb, bs, heads, D, x)
+            rows = torch.arange(T * heads * D, dtype=torch.int32).reshape((T, D) if form == "latent" else (T, H, D))
+            cache = torch.full(shape, -1, dtype=torch.int32)
+            bench.place_rows(form, cache, rows, blk, pos)
+            flat = cache.reshape(-1).tolist()
+            placed = set()
+            for t, h, d in itertools.product(range(T), range(heads), range(D)):
+                off = bench.elem_offset(form, shape, int(blk[t]), int(pos[t]), h, d)
+                want = int(rows[t, d] if form == "latent" else rows[t, h, d])
+                self.assertEqual(flat[off], want, (form, t, h, d))
+                placed.add(off)
+            self.assertTrue(all(v == -1 for i, v in enumerate(flat) if i not in placed), form)  # poison elsewhere
+
+
+class Abi(unittest.TestCase):
+    def test_append_args_mirror_the_header_field_for_field(self):
+        header = (ROOT / "include" / "kvfuzz_plugin.h").read_text()
+        body = re.search(r"typedef struct kvfz_append_args \{(.*?)\} kvfz_append_args;", header, re.S).group(1)
+        body = re.sub(r"/\*.*?\*/", "", body, flags=re.S)
+        names = []
+        for decl in body.split(";"):
+            decl = decl.strip()
+            if decl:
+                first, *rest = decl.split(",")
+                names += [first.split()[-1].lstrip("*")] + [r.strip().lstrip("*") for r in rest]
+        self.assertEqual([n for n, _ in bench.AppendArgs._fields_], names)
+        self.assertEqual(ctypes.sizeof(bench.AppendArgs), 344)  # what cuda_entry.cu's kvfuzz_bench_args_size() returned
+
+    def test_n_a_rows_are_not_failures(self):
+        self.assertTrue(bench.verified({"verify": "ok"}))
+        self.assertTrue(bench.verified({"verify": "n/a: kvfuzz_triton takes layouts nhd/hnd, family kv"}))
+        self.assertFalse(bench.verified({"verify": "MISMATCH k_cache (x_packed [2]): ..."}))
+        self.assertFalse(bench.verified({"verify": "error: RuntimeError: boom"}))
 
 
 class Targets(unittest.TestCase):
@@ -83,6 +223,15 @@ class Targets(unittest.TestCase):
         self.assertFalse(got["graph replay per call at T <= 256 <= 1.3 us (all cases)"])
         slow = {t["target"]: t["met"] for t in bench.evaluate_targets(res, {}, "slow")}
         self.assertFalse(slow["bf16 NHD T=65536 >= 95% of copy"])
+
+    def test_new_formats_leave_the_issue_targets_alone(self):
+        cases = [c for c in bench.all_cases() if c.heads == 8 and c.head_dim == 128 or c.family == "mla"]
+        res = fake_results(cases, {"copy": lambda c: 1.0,
+                                   "cuda": lambda c: 1.0 if c.layout in ("nhd", "hnd") and c.family == "kv" else 9.0})
+        got = {t["target"]: t for t in bench.evaluate_targets(res, {}, "cuda")}
+        self.assertTrue(got["graph replay per call at T <= 256 <= 1.3 us (all cases)"]["met"])
+        self.assertFalse(any("legacy" in t or "mla" in t for t in got))
+        self.assertAlmostEqual(bench.find(res, "cuda", "mla-bf16-h1-d576-t65536")["ratio"], 1 / 9)
 
     def test_ceiling_is_the_faster_copy_timing(self):
         self.assertEqual(bench.ceiling_us({"graph_us": 791.0, "stream_us": 507.0}), 507.0)

@@ -6,10 +6,12 @@
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
 
+#include <algorithm>
 #include <set>
 #include <string>
 #include <utility>
 
+#include "case/placement.h"
 #include "case/validate.h"
 #include "gen/generate.h"
 #include "gen/materialize.h"
@@ -60,7 +62,7 @@ bool same_case(const Case& a, const Case& b) {
               a.genotype == b.genotype;
   for (size_t i = 0; same && i < a.requests.size(); ++i)
     same = a.requests[i].context_len == b.requests[i].context_len && a.requests[i].new_len == b.requests[i].new_len &&
-           a.requests[i].blocks == b.requests[i].blocks;
+           a.requests[i].blocks == b.requests[i].blocks && a.requests[i].positions == b.requests[i].positions;
   return same;
 }
 
@@ -352,6 +354,58 @@ RC_GTEST_PROP(Materialize, gapsAndOddBasesComeOnlyWithTheirOwnFlag, ()) {
       RC_ASSERT(c.cache.stride_block == c.cache.block_size * H * D);
     }
   }
+}
+
+// The default profile with both placement genes drawn in every case (configs/placement.json).
+const Profile& placement() {
+  static const Profile p = load_profile(std::string(KVFUZZ_SOURCE_DIR) + "/configs/placement.json");
+  return p;
+}
+
+// Scattered positions are the request's own unwritten positions, each once, inside the table the
+// consecutive placement would have; every shared block is full context of each request holding it.
+RC_GTEST_PROP(Materialize, placesScatteredTokensInTheirOwnBlocksAndSharesOnlyFullContextBlocks, ()) {
+  const Genotype g = *gen_genotype(placement());
+  const Case c = materialize(g);
+  RC_ASSERT(problems(c) == "");
+  const int64_t bs = c.cache.block_size;
+  for (const Request& r : c.requests) {
+    std::vector<int64_t> p = new_positions(r);
+    RC_ASSERT(static_cast<int64_t>(p.size()) == r.new_len);
+    std::sort(p.begin(), p.end());
+    RC_ASSERT(std::adjacent_find(p.begin(), p.end()) == p.end());
+    for (const int64_t x : p) RC_ASSERT(x >= r.context_len && x < static_cast<int64_t>(r.blocks.size()) * bs);
+    RC_ASSERT(static_cast<int64_t>(r.blocks.size()) == (r.context_len + r.new_len + bs - 1) / bs);
+    if (!g.scattered_positions) RC_ASSERT(r.positions.empty());
+  }
+  for (const auto& [block, owners] : shared_blocks(c)) {
+    RC_ASSERT(g.shared_prefix_blocks > 0 && owners.size() >= 2u);
+    for (const int64_t o : owners) {
+      const Request& r = c.requests[static_cast<size_t>(o)];
+      const auto at = std::find(r.blocks.begin(), r.blocks.end(), block) - r.blocks.begin();
+      RC_ASSERT((at + 1) * bs <= r.context_len);
+      RC_ASSERT(at < g.shared_prefix_blocks);
+    }
+  }
+}
+
+// Placement shrinks towards today's: consecutive positions and no shared block are candidates, and
+// a genotype without the genes materialises exactly as before them (same slots, no positions).
+RC_GTEST_PROP(Shrink, movesTowardsConsecutiveUnsharedPlacement, ()) {
+  Genotype g = *gen_genotype(placement());
+  g.scattered_positions = true;
+  g.shared_prefix_blocks = 2;
+  const auto candidates = shrink_genotype(g, placement());
+  Genotype plain = g;
+  plain.scattered_positions = false;
+  RC_ASSERT(std::find(candidates.begin(), candidates.end(), plain) != candidates.end());
+  plain = g;
+  plain.shared_prefix_blocks = 0;
+  RC_ASSERT(std::find(candidates.begin(), candidates.end(), plain) != candidates.end());
+  plain.scattered_positions = false;
+  const Case c = materialize(plain);
+  for (const Request& r : c.requests) RC_ASSERT(r.positions.empty());
+  RC_ASSERT(shared_blocks(c).empty());
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 
 #include "arena/arena.h"
 #include "arena/finding.h"
+#include "case/placement.h"
 #include "case/validate.h"
 #include "gen/materialize.h"
 #include "golden/payload.h"
@@ -247,6 +248,7 @@ TEST(MakeInitialArena, holdsTheExpectedPatternInEveryRegion) {
           ASSERT_EQ(bits, golden::context_bits(c, t, cell.request, cell.token, cell.head, cell.dim));
           break;
         case CacheCell::Role::new_token:
+        case CacheCell::Role::hole:
         case CacheCell::Role::tail: ASSERT_EQ(bits, golden::canary_bits(c.cache_dtype, Canary::block_tail)); break;
       }
     }
@@ -254,6 +256,10 @@ TEST(MakeInitialArena, holdsTheExpectedPatternInEveryRegion) {
     for (const Request& r : c.requests) {
       owned += static_cast<int64_t>(r.blocks.size());
       context += r.context_len;
+    }
+    for (const auto& [block, owners] : shared_blocks(c)) {  // a shared prefix block's cells count once
+      owned -= static_cast<int64_t>(owners.size()) - 1;
+      context -= (static_cast<int64_t>(owners.size()) - 1) * c.cache.block_size;
     }
     EXPECT_EQ(free_cells, (c.cache.num_blocks - owned) * c.cache.block_size * c.num_heads * c.head_dim * 2);
     EXPECT_EQ(context_cells, context * c.num_heads * c.head_dim * 2);
@@ -279,6 +285,7 @@ TEST(MakeInitialArena, holdsTheExpectedPatternInEveryRegion) {
           ASSERT_EQ(bits, golden::context_scale_bits(c, cell.is_value ? Tensor::value : Tensor::key, cell.request, cell.token, cell.head));
           break;
         case CacheCell::Role::new_token:
+        case CacheCell::Role::hole:
         case CacheCell::Role::tail: ASSERT_EQ(bits, golden::canary_bits(DType::f32, Canary::block_tail)) << e; break;
       }
     }

@@ -22,7 +22,7 @@ inline Case base_case() {
   c.input_dtype = DType::f16;
   c.cache_dtype = DType::f16;
   c.slot_dtype = IndexType::i64;
-  c.requests = {Request{3, 2, {5, 2}}, Request{5, 1, {0, 7}}, Request{0, 3, {4}}};
+  c.requests = {Request{3, 2, {5, 2}, {}}, Request{5, 1, {0, 7}, {}}, Request{0, 3, {4}, {}}};
   c.slot_mapping = {23, -1, 8, 29, 16, 17, 1000, 18};
   c.num_input_rows = 10;
   const int64_t row = (c.num_q_heads + 2 * c.num_heads) * c.head_dim + 4;

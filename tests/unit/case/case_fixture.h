@@ -210,6 +210,7 @@ inline void expect_same_case(const Case& a, const Case& b) {
     EXPECT_EQ(a.requests[i].context_len, b.requests[i].context_len) << "request " << i;
     EXPECT_EQ(a.requests[i].new_len, b.requests[i].new_len) << "request " << i;
     EXPECT_EQ(a.requests[i].blocks, b.requests[i].blocks) << "request " << i;
+    EXPECT_EQ(a.requests[i].positions, b.requests[i].positions) << "request " << i;
   }
   EXPECT_EQ(a.dist, b.dist);
   EXPECT_EQ(a.payload_seed, b.payload_seed);

@@ -243,6 +243,30 @@ TEST(CaseHash, isPinnedForAFixedCase) {
   EXPECT_EQ(case_hash(make_case()), "a5e2b67ea7312244");
 }
 
+// Request 1 of make_case() (fresh prefill of 3 tokens in a block of 4) with its new tokens at
+// `positions`, slot_mapping rows 3..5 following them.
+Case with_positions(std::vector<int64_t> positions) {
+  Case c = make_case({.block_size = 4});
+  Request& r = c.requests[1];
+  for (size_t i = 0; i < positions.size(); ++i) c.slot_mapping[3 + i] = r.blocks[0] * 4 + positions[i];
+  r.positions = std::move(positions);
+  return c;
+}
+
+TEST(CaseHash, isUnchangedByPositionsThatAreTheConsecutiveRange) {
+  const Case plain = make_case({.block_size = 4});
+  EXPECT_EQ(case_hash(with_positions({0, 1, 2})), case_hash(plain));
+  EXPECT_FALSE(case_to_json(with_positions({0, 1, 2}))["requests"][1].contains("positions"));
+}
+
+TEST(CaseJson, roundTripsScatteredPositionsAndTheyChangeTheHash) {
+  const Case c = with_positions({3, 0, 2});  // position 1 is a hole
+  ASSERT_TRUE(validate(c).empty()) << validate(c).front().json_path << ": " << validate(c).front().message;
+  expect_same_case(round_trip(c), c);
+  EXPECT_EQ(case_to_json(c)["requests"][1]["positions"], nlohmann::json::array({3, 0, 2}));
+  EXPECT_NE(case_hash(c), case_hash(make_case({.block_size = 4})));
+}
+
 TEST(CaseHash, ignoresProvenanceAndExpectation) {
   const Case a = make_case();
   Case b = a;

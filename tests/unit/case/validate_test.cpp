@@ -50,14 +50,24 @@ TEST(Validate, refusesABlockTablePointingPastTheCache) {
   EXPECT_PROBLEM(c, "/requests/0/blocks/1", "got -1");
 }
 
-TEST(Validate, refusesABlockOwnedTwice) {
+TEST(Validate, refusesABlockInSeveralTablesThatIsNotFullContextOfEach) {
   Case c = make_case();
-  c.requests[2].blocks[0] = 5;
-  EXPECT_PROBLEM(c, "/requests/2/blocks/0",
-                 "block 5 is already in a block table at /requests/0/blocks/0; a block belongs to at most one request");
+  c.requests[2].blocks[0] = 5;  // request 0's first block, which also holds its new token at bs - 1
+  EXPECT_PROBLEM(c, "/requests/0/blocks/0",
+                 "block 5 is shared with request 2 (/requests/2/blocks/0) but is not entirely context of request 0");
   Case d = make_case();
   d.requests[2].blocks[1] = 1;  // twice in one table
-  EXPECT_PROBLEM(d, "/requests/2/blocks/1", "already in a block table at /requests/2/blocks/0");
+  EXPECT_PROBLEM(d, "/requests/2/blocks/1", "already in this block table at /requests/2/blocks/0");
+}
+
+TEST(Validate, acceptsAFullPrefixBlockSharedByTwoRequests) {
+  Case c = make_case();
+  // Request 2 (context_len = block_size, decode) shares its full first block with a new request 3.
+  Request r = c.requests[2];
+  r.blocks[1] = 4;  // its own second block, free in make_case()
+  r.new_len = 0;
+  c.requests.push_back(r);
+  EXPECT_TRUE(validate(c).empty()) << validate(c).front().json_path << ": " << validate(c).front().message;
 }
 
 TEST(Validate, refusesAShortBlockTable) {
@@ -69,8 +79,8 @@ TEST(Validate, refusesAShortBlockTable) {
 
 TEST(Validate, acceptsAnIdleRequestWithNoBlocksAndExtraBlocks) {
   Case c = make_case();
-  c.requests.push_back({0, 0, {}});
-  c.requests.push_back({0, 0, {4}});  // owns a block it does not use yet
+  c.requests.push_back({0, 0, {}, {}});
+  c.requests.push_back({0, 0, {4}, {}});  // owns a block it does not use yet
   EXPECT_TRUE(validate(c).empty());
 }
 

@@ -61,7 +61,7 @@ Case make_case(Layout layout, DType in, DType cache, IndexType slot_dtype) {
   c.key = InputView{0, 8, 3};
   c.value = InputView{40, 8, 3};
   c.slot_mapping = {5, -1, 0, 6};
-  c.requests = {Request{1, 2, {2, 0}}};
+  c.requests = {Request{1, 2, {2, 0}, {}}};
   return c;
 }
 
