@@ -24,6 +24,19 @@ scale per token-head for per_token_head). `copy` is torch's device-to-device cop
 many bytes (it reads and writes them), the ceiling; ratio = copy µs (the smaller of its graph_us and
 stream_us) / implementation graph_us.
 Nothing is flushed between calls: T <= 4096 (<= 34 MB) stays in the 60 MB L2 of an H200.
+
+Besides the paged NHD/HND rows, two formats of docs/formats.md (bf16 and fp8 per-tensor, T as above):
+  - vllm_legacy-*: vLLM's legacy cache pair, K x-packed [nb, H, D/x, bs, x] (x = 16 B of cache
+    elements: 8 bf16, 16 fp8) and V transposed [nb, H, D, bs], H 8, D 128; the same bytes as NHD;
+  - mla-*: one MLA latent entry per slot, cache [nb, bs, 576] = kv_c (512) then k_pe (64), read as
+    two slices of one [T, 576] projection row; no V, so one entry of bytes per token (fp8: one
+    per-tensor scale, K's, for the whole entry).
+The expected caches are built in this file (torch advanced indexing into tensors of each format's
+shape, cross-checked at sampled elements against the flat offset formulas of elem_offset()), and
+compared whole, bit for bit; a row that fails verification is reported and not timed. The Triton
+kernel takes paged NHD/HND only: its rows of the other formats read "n/a".
+Select case groups with --cases (comma = or, '+' = and), e.g.
+    --cases nhd-bf16-h8-d128,hnd-bf16-h8-d128,vllm_legacy,mla
 """
 import argparse
 import ctypes
@@ -38,39 +51,83 @@ import time
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 TOKENS = (1, 16, 256, 4096, 65536)
 BLOCK_SIZE = 16
-K_SCALE, V_SCALE = 0.02, 0.03  # per-tensor scales (as in research/baseline-h200.md)
+K_SCALE, V_SCALE = 0.02, 0.03  # per-tensor scales (as in research/baseline-h200.md); MLA uses K's
 ELEM_BYTES = {"bf16": 2, "fp8_e4m3": 1}
+INPUT_BYTES = 2  # inputs are bf16
 DTYPE_ENUM = {"f16": 0, "bf16": 1, "f32": 2, "fp8_e4m3": 3}
 SCALE_ENUM = {"none": 0, "per_tensor": 1, "per_token_head": 4}
+LAYOUT_ENUM = {"nhd": 0, "hnd": 1, "vllm_legacy": 6}  # kvfz_layout
+FAMILY_ENUM = {"kv": 0, "mla": 3}  # kvfz_family
+MLA_KV_C_DIM, MLA_ROPE_DIM = 512, 64  # DeepSeek's latent entry: kv_c then k_pe, 576 dims
+TRITON_LAYOUTS = ("nhd", "hnd")  # kvfuzz_triton.kv_append's layouts (family kv only)
 
 
 # ---------------------------------------------------------------------------------------------
-# Cases and byte counts (no GPU needed)
+# Cases, byte counts and cache addressing (no GPU needed)
 
 class Case:
-    def __init__(self, layout, cache_dtype, scale, heads, head_dim, tokens):
+    """One benchmark case. layout: "nhd", "hnd" or "vllm_legacy"; family: "kv" (K and V [T, H, D])
+    or "mla" (one latent entry of head_dim = 512 + 64 dims per token, layout "nhd" with H 1)."""
+
+    def __init__(self, layout, cache_dtype, scale, heads, head_dim, tokens, family="kv"):
         self.layout, self.cache_dtype, self.scale = layout, cache_dtype, scale
         self.heads, self.head_dim, self.tokens = heads, head_dim, tokens
+        self.family = family
 
     @property
     def name(self):
         dt = "bf16" if self.scale == "none" else f"fp8-{self.scale.replace('_', '-')}"
-        return f"{self.layout}-{dt}-h{self.heads}-d{self.head_dim}-t{self.tokens}"
+        kind = self.layout if self.family == "kv" else self.family
+        return f"{kind}-{dt}-h{self.heads}-d{self.head_dim}-t{self.tokens}"
 
     @property
     def group(self):
         return self.name.rsplit("-t", 1)[0]
 
     @property
+    def has_value(self):
+        return self.family == "kv"
+
+    @property
+    def rope_dim(self):
+        return MLA_ROPE_DIM if self.family == "mla" else 0
+
+    @property
+    def x(self):
+        """vllm_legacy's x: cache elements per 16 bytes (0 for other layouts)."""
+        return 16 // ELEM_BYTES[self.cache_dtype] if self.layout == "vllm_legacy" else 0
+
+    @property
     def capacity(self):
         """Cache slots: at least twice the tokens (random distinct slots), at least 4096."""
         return max(2 * self.tokens, 4096)
 
+    @property
+    def num_blocks(self):
+        return self.capacity // BLOCK_SIZE
+
+    def forms(self):
+        """{field name: form} of the stored fields (forms: cache_shape / elem_offset)."""
+        if self.family == "mla":
+            return {"k_cache": "latent"}
+        if self.layout == "vllm_legacy":
+            return {"k_cache": "x_packed", "v_cache": "transposed"}
+        return {"k_cache": self.layout, "v_cache": self.layout}
+
+    def cache_shape(self, field):
+        return cache_shape(self.forms()[field], self.num_blocks, BLOCK_SIZE, self.heads, self.head_dim, self.x)
+
+    def triton_supported(self):
+        return self.family == "kv" and self.layout in TRITON_LAYOUTS
+
     def bytes_moved(self):
+        """Input read + cache written per call: K and V rows (one entry for MLA), 8 B of slot per
+        token, per_token_head's fp32 scale per (field, head). vllm_legacy moves NHD's bytes."""
+        fields = 2 if self.has_value else 1
         row = self.heads * self.head_dim
-        per_token = 2 * row * 2 + 2 * row * ELEM_BYTES[self.cache_dtype] + 8
+        per_token = fields * row * (INPUT_BYTES + ELEM_BYTES[self.cache_dtype]) + 8
         if self.scale == "per_token_head":
-            per_token += 2 * self.heads * 4
+            per_token += fields * self.heads * 4
         return self.tokens * per_token
 
     def copy_bytes(self):
@@ -78,25 +135,97 @@ class Case:
         return max(16, (self.bytes_moved() // 2 + 15) // 16 * 16)
 
     def as_dict(self):
-        return {"name": self.name, "layout": self.layout, "cache_dtype": self.cache_dtype,
-                "scale": self.scale, "heads": self.heads, "head_dim": self.head_dim,
+        return {"name": self.name, "layout": self.layout, "family": self.family, "cache_dtype": self.cache_dtype,
+                "scale": self.scale, "heads": self.heads, "head_dim": self.head_dim, "rope_dim": self.rope_dim,
                 "tokens": self.tokens, "block_size": BLOCK_SIZE, "capacity": self.capacity,
+                "caches": {f: {"form": form, "shape": list(self.cache_shape(f))} for f, form in self.forms().items()},
                 "bytes_moved": self.bytes_moved(), "copy_bytes": self.copy_bytes()}
 
 
+def cache_shape(form, num_blocks, block_size, heads, head_dim, x=0):
+    """Tensor shape of one cache field of the given form:
+         nhd         [nb, bs, H, D]         paged, token-major
+         hnd         [nb, H, bs, D]         paged, head-major
+         x_packed    [nb, H, D/x, bs, x]    vllm_legacy's K: x dims of one slot adjacent
+         transposed  [nb, H, D, bs]         vllm_legacy's V: the slots of one dim adjacent
+         latent      [nb, bs, D]            MLA's entry (H = 1)"""
+    nb, bs, H, D = num_blocks, block_size, heads, head_dim
+    if form == "nhd":
+        return (nb, bs, H, D)
+    if form == "hnd":
+        return (nb, H, bs, D)
+    if form == "x_packed":
+        if x <= 0 or D % x:
+            raise ValueError(f"x_packed needs x > 0 dividing head_dim {D}, got x = {x}")
+        return (nb, H, D // x, bs, x)
+    if form == "transposed":
+        return (nb, H, D, bs)
+    if form == "latent":
+        return (nb, bs, D)
+    raise ValueError(f"unknown cache form {form!r}")
+
+
+def elem_offset(form, shape, block, pos, head, dim):
+    """Flat element offset of (block, pos, head, dim) in a dense tensor of cache_shape(form, ...):
+    docs/formats.md's formulas, written out without tensors (the cross-check of place_rows)."""
+    if form == "nhd":
+        _, bs, H, D = shape
+        return ((block * bs + pos) * H + head) * D + dim
+    if form == "hnd":
+        _, H, bs, D = shape
+        return ((block * H + head) * bs + pos) * D + dim
+    if form == "x_packed":
+        _, H, chunks, bs, x = shape
+        return (((block * H + head) * chunks + dim // x) * bs + pos) * x + dim % x
+    if form == "transposed":
+        _, H, D, bs = shape
+        return ((block * H + head) * D + dim) * bs + pos
+    if form == "latent":
+        _, bs, D = shape
+        assert head == 0, "a latent entry has one head"
+        return (block * bs + pos) * D + dim
+    raise ValueError(f"unknown cache form {form!r}")
+
+
+def place_rows(form, cache, rows, blk, pos):
+    """cache[(blk[t], pos[t])] = rows[t] for every t, by torch advanced indexing (numpy's works too):
+    rows [T, H, D] for nhd / hnd / x_packed / transposed, [T, D] for latent; scale caches [T, H]
+    into nhd [nb, bs, H] or hnd [nb, H, bs]. Advanced indices split by slices put T first, so
+    cache[blk, :, pos] is [T, H, D] for hnd. Slots must be distinct."""
+    if form in ("nhd", "latent"):
+        cache[blk, pos] = rows
+    elif form == "hnd":
+        cache[blk, :, pos] = rows
+    elif form == "x_packed":
+        x = cache.shape[-1]
+        cache[blk, :, :, pos, :] = rows.reshape(rows.shape[0], rows.shape[1], rows.shape[2] // x, x)
+    elif form == "transposed":
+        cache[blk, :, :, pos] = rows
+    else:
+        raise ValueError(f"unknown cache form {form!r}")
+
+
 def all_cases(tokens=TOKENS):
-    """Every case, the issue's main shape first (a --budget-s cut drops the last groups)."""
+    """Every case, the issue's main shape first (a --budget-s cut drops the last groups); the
+    vllm_legacy and MLA groups last."""
     groups = [("bf16", "none", 8, 128), ("fp8_e4m3", "per_tensor", 8, 128), ("fp8_e4m3", "per_token_head", 8, 128),
               ("bf16", "none", 8, 96), ("bf16", "none", 32, 128)]
-    return [Case(layout, dtype, scale, heads, head_dim, t)
-            for dtype, scale, heads, head_dim in groups for layout in ("nhd", "hnd") for t in tokens]
+    cases = [Case(layout, dtype, scale, heads, head_dim, t)
+             for dtype, scale, heads, head_dim in groups for layout in ("nhd", "hnd") for t in tokens]
+    for dtype, scale in (("bf16", "none"), ("fp8_e4m3", "per_tensor")):
+        cases += [Case("vllm_legacy", dtype, scale, 8, 128, t) for t in tokens]
+    for dtype, scale in (("bf16", "none"), ("fp8_e4m3", "per_tensor")):
+        cases += [Case("nhd", dtype, scale, 1, MLA_KV_C_DIM + MLA_ROPE_DIM, t, family="mla") for t in tokens]
+    return cases
 
 
 def select_cases(cases, patterns):
-    """Cases whose name contains every comma-free substring of one of the patterns (OR of ANDs)."""
-    if not patterns:
+    """Cases whose name matches one of the patterns: a pattern is alternatives split by ',' (or),
+    each a '+'-joined list of substrings the name must all contain (and)."""
+    alternatives = [alt for pat in patterns for alt in pat.split(",") if alt]
+    if not alternatives:
         return cases
-    return [c for c in cases if any(all(part in c.name for part in pat.split("+")) for pat in patterns)]
+    return [c for c in cases if any(all(part in c.name for part in alt.split("+")) for alt in alternatives)]
 
 
 def parse_args(argv):
@@ -104,10 +233,11 @@ def parse_args(argv):
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--cuda-lib", action="append", default=[], metavar="NAME[@PATTERN]=PATH",
                     help="a build of bench/cuda_entry.cu (bench/build_cuda_entry.sh), timed as NAME; repeatable. "
-                         "With @PATTERN only on cases whose name contains PATTERN ('a+b': both)")
+                         "With @PATTERN only on cases whose name contains PATTERN ('a+b': both, 'a,b': either)")
     ap.add_argument("--out", help="folder for bench.json and bench.md (must not hold them already)")
     ap.add_argument("--cases", action="append", default=[], metavar="PATTERN",
-                    help="run only cases whose name contains PATTERN ('a+b': both); repeatable")
+                    help="run only cases whose name contains PATTERN ('a+b': both, 'a,b': either); repeatable. "
+                         "E.g. nhd-bf16-h8-d128,hnd-bf16-h8-d128,vllm_legacy,mla")
     ap.add_argument("--tokens", default=",".join(map(str, TOKENS)), help="comma-separated T values")
     ap.add_argument("--no-triton", action="store_true", help="skip the Triton kernel")
     ap.add_argument("--no-torch", action="store_true", help="skip the PyTorch indexing peers")
@@ -180,7 +310,8 @@ def find(results, impl, name):
 
 
 def evaluate_targets(results, meta, impl):
-    """Issue 7's targets for one implementation: [{'target', 'value', 'met'}]."""
+    """Issue 7's targets for one implementation: [{'target', 'value', 'met'}]. Over the issue's
+    cases, the paged NHD/HND ones ("all cases" = all of those); vllm_legacy and MLA rows have none."""
     out = []
 
     def ratio_target(label, name, need):
@@ -191,14 +322,15 @@ def evaluate_targets(results, meta, impl):
     ratio_target("bf16 NHD T=65536 >= 95% of copy", "nhd-bf16-h8-d128-t65536", 0.95)
     ratio_target("fp8 per-tensor NHD T=65536 >= 90% of copy", "nhd-fp8-per-tensor-h8-d128-t65536", 0.90)
     ratio_target("fp8 per-token-head NHD T=65536 >= 90% of copy", "nhd-fp8-per-token-head-h8-d128-t65536", 0.90)
-    groups = sorted({r["group"][4:] for r in results if r["impl"] == impl})
+    paged = [r for r in results if r["impl"] == impl and r["group"].startswith(("nhd-", "hnd-"))]
+    groups = sorted({r["group"][4:] for r in paged})
     for g in groups:
         n, h = find(results, impl, f"nhd-{g}-t65536"), find(results, impl, f"hnd-{g}-t65536")
         if n and h and n.get("graph_us") and h.get("graph_us"):
             v = h["graph_us"] / n["graph_us"]
             out.append({"impl": impl, "target": f"HND within 10% of NHD ({g}, T=65536)",
                         "value": f"HND/NHD = {v:.3f}", "met": v <= 1.10})
-    small = [r for r in results if r["impl"] == impl and r["tokens"] <= 256 and r.get("graph_us")]
+    small = [r for r in paged if r["tokens"] <= 256 and r.get("graph_us")]
     if small:
         worst = max(small, key=lambda r: r["graph_us"])
         out.append({"impl": impl, "target": "graph replay per call at T <= 256 <= 1.3 us (all cases)",
@@ -252,7 +384,7 @@ class CacheGeometry(ctypes.Structure):
 
 
 class AppendArgs(ctypes.Structure):
-    """kvfz_append_args of include/kvfuzz_plugin.h (ABI version 1), field for field."""
+    """kvfz_append_args of include/kvfuzz_plugin.h (ABI version 2), field for field."""
     _fields_ = [
         ("struct_size", ctypes.c_uint32), ("memory", ctypes.c_int32), ("stream", ctypes.c_void_p),
         ("key", ctypes.c_void_p), ("value", ctypes.c_void_p),
@@ -269,110 +401,200 @@ class AppendArgs(ctypes.Structure):
         ("k_scale", ctypes.c_void_p), ("v_scale", ctypes.c_void_p),
         ("k_scale_cache", ctypes.c_void_p), ("v_scale_cache", ctypes.c_void_p),
         ("scale_cache", CacheGeometry),
+        # v2: the format family
+        ("family", ctypes.c_int32), ("value_head_dim", ctypes.c_int32), ("value_cache", CacheGeometry),
+        ("rope", ctypes.c_void_p), ("rope_stride_token", ctypes.c_int64), ("rope_stride_head", ctypes.c_int64),
+        ("rope_dim", ctypes.c_int32),
     ]
 
 
+KVFZ_BENCH_UNSUPPORTED = -1  # kvfuzz_bench_append: the build's kernel lacks the case's format (bench/cuda_entry.cu)
+
+
+class Unsupported(Exception):
+    """An implementation that does not have the case's format: its row reads "n/a", not a failure."""
+
+
+def int_view(torch, t):
+    """t viewed as integers of its element size (bit comparisons; no NaN semantics)."""
+    return t.view({1: torch.uint8, 2: torch.int16, 4: torch.int32}[t.element_size()])
+
+
+def poisoned(torch, shape, int_dtype, device):
+    """A tensor of shape and int_dtype, every byte 0xFF."""
+    t = torch.empty(shape, dtype=int_dtype, device=device)
+    t.view(torch.uint8).fill_(0xFF)
+    return t
+
+
+def fp8_reference(torch, x, scale):
+    """(codes, scales) of x (a bf16 tensor [..., D]) by kvfuzz's rule, on the CPU with numpy: codes
+    uint8 of x's shape; scale a float (per-tensor, scales None) or "per_token_head" (scale =
+    max(amax over D, 1e-6) / 448, scales int32 bits [...])."""
+    import numpy as np
+    xf = x.float().cpu().numpy()
+    scales = None
+    if scale == "per_token_head":
+        amax = np.abs(xf).max(axis=-1)
+        s = np.divide(np.maximum(amax, np.float32(1e-6)), np.float32(448.0), dtype=np.float32)
+        q = np.divide(xf, s[..., None], dtype=np.float32)
+        scales = torch.from_numpy(s.view(np.int32).copy())
+    else:
+        q = np.divide(xf, np.float32(scale), dtype=np.float32)
+    codes = torch.from_numpy(np.clip(q, -448.0, 448.0)).to(torch.float8_e4m3fn).view(torch.uint8)
+    cross_check_fp8(q, codes)
+    return codes, scales
+
+
+def cross_check_fp8(q, codes):
+    """A sample of the bulk fp8 reference against tests/triton/reference.py's model."""
+    import numpy as np
+    sys.path.insert(0, str(ROOT / "tests" / "triton"))
+    import reference
+    flat_q = q.reshape(-1)
+    flat_c = codes.reshape(-1).numpy()
+    idx = np.random.default_rng(0).choice(flat_q.size, size=min(2048, flat_q.size), replace=False)
+    bad = [i for i in idx if reference.fp8_code(flat_q[i], "fp8_e4m3") != int(flat_c[i])]
+    if bad:
+        raise RuntimeError(f"fp8 reference disagrees with tests/triton/reference.py at {len(bad)} samples")
+
+
 class Setup:
-    """Tensors of one case on the GPU, and the expected rows."""
+    """Tensors of one case on the GPU, and the expected contents of every cache tensor.
+
+    Inputs: kv cases key, value [T, H, D] bf16; MLA kv [T, 576] bf16 (the projection), key = kv_c =
+    kv[:, :512] and rope = k_pe = kv[:, 512:] (views, token stride 576), value None.
+    tensors: {name: cache tensor} (k_cache, v_cache, per_token_head's k/v_scale_cache); expected:
+    {name: (form, whole expected tensor as integers, shape of the rows placed)}."""
 
     def __init__(self, torch, case, gen):
         self.torch, self.case = torch, case
         H, D, T = case.heads, case.head_dim, case.tokens
         dev = "cuda"
-        self.key = torch.randn(T, H, D, generator=gen, device=dev).to(torch.bfloat16)
-        self.value = torch.randn(T, H, D, generator=gen, device=dev).to(torch.bfloat16)
+        if case.family == "kv":
+            self.key = torch.randn(T, H, D, generator=gen, device=dev).to(torch.bfloat16)
+            self.value = torch.randn(T, H, D, generator=gen, device=dev).to(torch.bfloat16)
+            self.kv = self.rope = None
+            sources = {"k_cache": self.key, "v_cache": self.value}
+        else:
+            self.kv = torch.randn(T, MLA_KV_C_DIM + MLA_ROPE_DIM, generator=gen, device=dev).to(torch.bfloat16)
+            self.key, self.rope = self.kv.split([MLA_KV_C_DIM, MLA_ROPE_DIM], -1)
+            self.value = None
+            sources = {"k_cache": torch.cat([self.key, self.rope], -1)}  # the entry: kv_c then k_pe
         cap = case.capacity
-        self.num_blocks = cap // BLOCK_SIZE
+        self.num_blocks = case.num_blocks
         self.slots = torch.randperm(cap, generator=gen, device=dev)[:T].contiguous()
         self.blk = self.slots // BLOCK_SIZE
         self.pos = self.slots % BLOCK_SIZE
         cdt = torch.bfloat16 if case.cache_dtype == "bf16" else torch.uint8
-        shape = (self.num_blocks, BLOCK_SIZE, H, D) if case.layout == "nhd" else (self.num_blocks, H, BLOCK_SIZE, D)
-        self.k_cache = torch.empty(shape, dtype=cdt, device=dev)
-        self.v_cache = torch.empty(shape, dtype=cdt, device=dev)
+        self.tensors = {f: torch.empty(case.cache_shape(f), dtype=cdt, device=dev) for f in case.forms()}
+        self.k_cache, self.v_cache = self.tensors["k_cache"], self.tensors.get("v_cache")
         self.k_scale = self.v_scale = self.k_scale_cache = self.v_scale_cache = None
         if case.scale == "per_tensor":
             self.k_scale = torch.tensor([K_SCALE], dtype=torch.float32, device=dev)
-            self.v_scale = torch.tensor([V_SCALE], dtype=torch.float32, device=dev)
+            if case.has_value:
+                self.v_scale = torch.tensor([V_SCALE], dtype=torch.float32, device=dev)
         elif case.scale == "per_token_head":
+            if case.family != "kv" or case.layout not in ("nhd", "hnd"):
+                raise ValueError(f"{case.name}: per_token_head is benchmarked for paged NHD/HND K and V only")
             sshape = (self.num_blocks, BLOCK_SIZE, H) if case.layout == "nhd" else (self.num_blocks, H, BLOCK_SIZE)
-            self.k_scale_cache = torch.empty(sshape, dtype=torch.float32, device=dev)
-            self.v_scale_cache = torch.empty(sshape, dtype=torch.float32, device=dev)
-        self.expected = self._expected()
+            self.k_scale_cache = self.tensors["k_scale_cache"] = torch.empty(sshape, dtype=torch.float32, device=dev)
+            self.v_scale_cache = self.tensors["v_scale_cache"] = torch.empty(sshape, dtype=torch.float32, device=dev)
+        self.expected = self._expected(sources)
 
-    def _expected(self):
-        """(k rows, v rows, k scale rows, v scale rows) as uint8/int32 [T, ...] on the GPU."""
-        torch = self.torch
-        c = self.case
-        if c.scale == "none":
-            return (self.key.view(torch.uint8).reshape(c.tokens, -1), self.value.view(torch.uint8).reshape(c.tokens, -1),
-                    None, None)
-        import numpy as np
-        out = []
-        scales = []
-        for x_t, s in ((self.key, K_SCALE), (self.value, V_SCALE)):
-            x = x_t.float().cpu().numpy()
-            if c.scale == "per_tensor":
-                q = np.divide(x, np.float32(s), dtype=np.float32)
+    def _expected(self, sources):
+        """The whole expected tensors: poison, and at the slots the reference rows (a bit copy for
+        bf16, kvfuzz's fp8 rule for fp8), placed by place_rows and cross-checked by elem_offset."""
+        torch, c = self.torch, self.case
+        static = {"k_cache": K_SCALE, "v_cache": V_SCALE}
+        forms = c.forms()
+        out = {}
+        for name, src in sources.items():
+            cache = self.tensors[name]
+            if c.scale == "none":
+                rows, scales = int_view(torch, src), None
             else:
-                amax = np.abs(x).max(axis=-1)
-                scale = np.divide(np.maximum(amax, np.float32(1e-6)), np.float32(448.0), dtype=np.float32)
-                q = np.divide(x, scale[..., None], dtype=np.float32)
-                scales.append(torch.from_numpy(scale.view(np.int32).reshape(c.tokens, -1).copy()).cuda())
-            codes = torch.from_numpy(np.clip(q, -448.0, 448.0)).to(torch.float8_e4m3fn).view(torch.uint8)
-            self._cross_check(q, codes)
-            out.append(codes.reshape(c.tokens, -1).cuda())
-        return (out[0], out[1], scales[0] if scales else None, scales[1] if scales else None)
+                codes, scales = fp8_reference(torch, src, "per_token_head" if c.scale == "per_token_head" else static[name])
+                rows = codes.cuda()
+            exp = poisoned(torch, cache.shape, int_view(torch, cache).dtype, cache.device)
+            place_rows(forms[name], exp, rows, self.blk, self.pos)
+            self._cross_check_placement(name, forms[name], exp, rows)
+            out[name] = (forms[name], exp, tuple(rows.shape))
+            if scales is not None:
+                sname = name.replace("_cache", "_scale_cache")
+                exp_s = poisoned(torch, self.tensors[sname].shape, torch.int32, cache.device)
+                place_rows(c.layout, exp_s, scales.cuda(), self.blk, self.pos)
+                out[sname] = (c.layout, exp_s, tuple(scales.shape))
+        return out
 
-    @staticmethod
-    def _cross_check(q, codes):
-        """A sample of the bulk fp8 reference against tests/triton/reference.py's model."""
-        import numpy as np
-        sys.path.insert(0, str(ROOT / "tests" / "triton"))
-        import reference
-        flat_q = q.reshape(-1)
-        flat_c = codes.reshape(-1).numpy()
-        idx = np.random.default_rng(0).choice(flat_q.size, size=min(2048, flat_q.size), replace=False)
-        bad = [i for i in idx if reference.fp8_code(flat_q[i], "fp8_e4m3") != int(flat_c[i])]
-        if bad:
-            raise RuntimeError(f"fp8 reference disagrees with tests/triton/reference.py at {len(bad)} samples")
+    def _cross_check_placement(self, name, form, exp, rows, samples=512):
+        """Sampled (token, head, dim) of the rows must sit in exp at elem_offset()'s flat offset:
+        the tensor-shape placement and the written-out formula, two derivations of one address."""
+        import random
+        torch, c = self.torch, self.case
+        rng = random.Random(0)
+        blk, pos = self.blk.cpu().tolist(), self.pos.cpu().tolist()
+        dims = rows.shape[-1]
+        picks = [(rng.randrange(c.tokens), rng.randrange(c.heads), rng.randrange(dims)) for _ in range(samples)]
+        offs = [elem_offset(form, exp.shape, blk[t], pos[t], h, d) for t, h, d in picks]
+        t_i, h_i, d_i = (torch.tensor(v, device=rows.device) for v in zip(*picks))
+        want = rows[t_i, d_i] if rows.dim() == 2 else rows[t_i, h_i, d_i]
+        got = exp.reshape(-1)[torch.tensor(offs, device=exp.device)]
+        if not torch.equal(got, want):
+            bad = int((got != want).sum())
+            raise RuntimeError(f"{c.name} {name}: the expected {form} tensor disagrees with elem_offset() at {bad} "
+                               f"of {samples} sampled elements: place_rows or elem_offset is wrong")
 
     def poison(self):
-        torch = self.torch
-        for t in (self.k_cache, self.v_cache):
-            t.view(torch.uint8).fill_(0xFF)
-        for t in (self.k_scale_cache, self.v_scale_cache):
-            if t is not None:
-                t.view(torch.int32).fill_(-1)  # 0xFF bytes
-
-    def _rows(self, cache, width_dtype):
-        """Cache as [capacity, H*D*elem] rows in slot order (a copy for HND)."""
-        u = cache.view(width_dtype)
-        if self.case.layout == "hnd":
-            u = u.transpose(1, 2)  # [blocks, H, bs, ...] -> [blocks, bs, H, ...]
-        return u.reshape(self.case.capacity, -1)
+        for t in self.tensors.values():
+            t.view(self.torch.uint8).fill_(0xFF)
 
     def verify(self):
-        """'ok' or a description of the first difference (whole caches compared)."""
+        """'ok' or a description of the first tensor that differs (whole tensors compared, bit for bit)."""
         torch = self.torch
         torch.cuda.synchronize()
-        ek, ev, eks, evs = self.expected
-        checks = [("k_cache", self.k_cache, ek, torch.uint8, 0xFF), ("v_cache", self.v_cache, ev, torch.uint8, 0xFF)]
-        if eks is not None:
-            checks += [("k_scale_cache", self.k_scale_cache, eks, torch.int32, -1),
-                       ("v_scale_cache", self.v_scale_cache, evs, torch.int32, -1)]
-        for name, cache, exp, wdt, poison in checks:
-            rows = self._rows(cache, wdt)
-            got = rows[self.slots]
-            bad = (got != exp).any(dim=1)
-            if bool(bad.any()):
-                return f"{name}: {int(bad.sum())} of {self.case.tokens} target rows differ"
-            rest = torch.ones(self.case.capacity, dtype=torch.bool, device="cuda")
-            rest[self.slots] = False
-            touched = (rows[rest] != poison).any(dim=1)
-            if bool(touched.any()):
-                return f"{name}: {int(touched.sum())} rows outside the slots were written"
+        for name, (form, exp, rows_shape) in self.expected.items():
+            got = int_view(torch, self.tensors[name])
+            if not torch.equal(got, exp):
+                return self._describe(name, form, got, exp, rows_shape)
         return "ok"
+
+    def _describe(self, name, form, got, exp, rows_shape):
+        torch = self.torch
+        diff = got != exp
+        at_slots = torch.zeros(exp.shape, dtype=torch.bool, device=exp.device)
+        place_rows(form, at_slots, torch.ones(rows_shape, dtype=torch.bool, device=exp.device), self.blk, self.pos)
+        n_slot, n_out = int((diff & at_slots).sum()), int((diff & ~at_slots).sum())
+        first = int(diff.reshape(-1).nonzero()[0])
+        index, rest = [], first
+        for extent in reversed(exp.shape):
+            index.append(rest % extent)
+            rest //= extent
+        bits = 8 * exp.element_size()
+        g, w = (int(t.reshape(-1)[first]) & ((1 << bits) - 1) for t in (got, exp))
+        return (f"MISMATCH {name} ({form} {list(exp.shape)}): {n_slot} elements at the {self.case.tokens} slots differ "
+                f"from the reference, {n_out} elements outside them are no longer poison; first at "
+                f"{tuple(reversed(index))}: got 0x{g:0{bits // 4}x}, want 0x{w:0{bits // 4}x}")
+
+
+def cache_geometry(s, field):
+    """(stride_block, stride_pos, stride_head) of the ABI's kvfz_cache_geometry for one cache field."""
+    c = s.case
+    t = s.tensors[field]
+    st = t.stride()
+    form = c.forms()[field]
+    if form == "nhd":
+        return st[0], st[1], st[2]
+    if form == "hnd":
+        return st[0], st[2], st[1]
+    if form == "x_packed":  # vllm_legacy: both tensors' block and head strides, stride_pos = x
+        v = s.v_cache.stride()
+        if (v[0], v[1]) != (st[0], st[1]):
+            raise ValueError(f"{c.name}: K and V block/head strides differ: {st[:2]} vs {v[:2]}")
+        return st[0], c.x, st[1]
+    if form == "latent":
+        return st[0], st[1], c.head_dim
+    raise ValueError(f"{c.name}: no geometry for {field} of form {form}")
 
 
 def make_cuda_impl(torch, lib, s):
@@ -380,26 +602,35 @@ def make_cuda_impl(torch, lib, s):
     a = AppendArgs()
     a.struct_size = ctypes.sizeof(AppendArgs)
     a.memory = 1
-    a.key, a.value = s.key.data_ptr(), s.value.data_ptr()
-    a.key_stride_token, a.key_stride_head = s.key.stride(0), s.key.stride(1)
-    a.value_stride_token, a.value_stride_head = s.value.stride(0), s.value.stride(1)
+    a.key = s.key.data_ptr()
+    a.key_stride_token = s.key.stride(0)
+    a.key_stride_head = s.key.stride(1) if c.family == "kv" else MLA_KV_C_DIM  # kv_c as a [T, 1, 512] view
+    if c.has_value:
+        a.value = s.value.data_ptr()
+        a.value_stride_token, a.value_stride_head = s.value.stride(0), s.value.stride(1)
+        a.v_cache = s.v_cache.data_ptr()
     a.input_dtype = DTYPE_ENUM["bf16"]
     a.slot_mapping, a.slot_type = s.slots.data_ptr(), 1
     a.num_slots = a.num_input_rows = c.tokens
-    a.k_cache, a.v_cache = s.k_cache.data_ptr(), s.v_cache.data_ptr()
-    st = s.k_cache.stride()
-    sb, sp, sh = (st[0], st[1], st[2]) if c.layout == "nhd" else (st[0], st[2], st[1])
-    a.cache = CacheGeometry(s.num_blocks, BLOCK_SIZE, sb, sp, sh)
+    a.k_cache = s.k_cache.data_ptr()
+    a.cache = CacheGeometry(s.num_blocks, BLOCK_SIZE, *cache_geometry(s, "k_cache"))
     a.cache_dtype = DTYPE_ENUM[c.cache_dtype]
-    a.layout = 0 if c.layout == "nhd" else 1
+    a.layout = LAYOUT_ENUM[c.layout]
     a.num_heads, a.head_dim = c.heads, c.head_dim
     a.scale_kind = SCALE_ENUM[c.scale]
     if c.scale == "per_tensor":
-        a.k_scale, a.v_scale = s.k_scale.data_ptr(), s.v_scale.data_ptr()
+        a.k_scale = s.k_scale.data_ptr()
+        if s.v_scale is not None:
+            a.v_scale = s.v_scale.data_ptr()
     elif c.scale == "per_token_head":
         a.k_scale_cache, a.v_scale_cache = s.k_scale_cache.data_ptr(), s.v_scale_cache.data_ptr()
         ss = s.k_scale_cache.stride()
         a.scale_cache = CacheGeometry(s.num_blocks, BLOCK_SIZE, ss[0], *((ss[1], ss[2]) if c.layout == "nhd" else (ss[2], ss[1])))
+    a.family = FAMILY_ENUM[c.family]
+    if c.family == "mla":
+        a.rope = s.rope.data_ptr()
+        a.rope_stride_token, a.rope_stride_head = s.rope.stride(0), MLA_ROPE_DIM  # k_pe as a [T, 1, 64] view
+        a.rope_dim = c.rope_dim
     fn_c = lib.kvfuzz_bench_append
     ref = ctypes.byref(a)
     current_stream = torch.cuda.current_stream
@@ -407,6 +638,9 @@ def make_cuda_impl(torch, lib, s):
     def run():
         a.stream = current_stream().cuda_stream
         rc = fn_c(ref)
+        if rc == KVFZ_BENCH_UNSUPPORTED:
+            lacks = f"layout {c.layout}" if c.family == "kv" else f"family {c.family}"
+            raise Unsupported(f"the kernel of this build has no {lacks} (nothing launched)")
         if rc != 0:
             raise RuntimeError(f"kvfuzz_bench_append returned cudaError {rc}")
     return run
@@ -471,8 +705,20 @@ def make_torch_impls(torch, s):
     else:
         def convert(x, _):
             return x, None
+    if c.family == "mla":
+        def index_put_mla():  # vLLM's torch path: one entry = cat(kv_c, k_pe), K's scale
+            rows, _ = convert(torch.cat([s.key, s.rope], -1), s.k_scale)
+            s.k_cache.view(-1, D)[s.slots] = rows
+        impls["torch_index"] = index_put_mla
+        return impls
     pairs = ((s.key, s.k_cache, s.k_scale, s.k_scale_cache), (s.value, s.v_cache, s.v_scale, s.v_scale_cache))
-    if c.layout == "nhd":
+    if c.layout == "vllm_legacy":
+        def index_put_legacy():  # K [nb, H, D/x, bs, x] <- [T, H, D/x, x]; V [nb, H, D, bs] <- [T, H, D]
+            for (x, cache, sc, _), form in zip(pairs, ("x_packed", "transposed")):
+                rows, _ = convert(x, sc)
+                place_rows(form, cache, rows, s.blk, s.pos)
+        impls["torch_index"] = index_put_legacy
+    elif c.layout == "nhd":
         def index_put():
             for x, cache, sc, scache in pairs:
                 rows, scale = convert(x, sc)
@@ -602,6 +848,20 @@ def run_gpu(args, cases, out_dir):
         lib = ctypes.CDLL(str(pathlib.Path(path).resolve()))
         lib.kvfuzz_bench_append.restype = ctypes.c_int
         lib.kvfuzz_bench_append.argtypes = [ctypes.c_void_p]
+        if not hasattr(lib, "kvfuzz_bench_args_size"):
+            # An entry built before ABI v2 reads neither layout 6 nor the family fields: it would run an
+            # MLA case as K and V (V NULL: a fault that ends the process). Only paged K/V cases go to it.
+            print(f"bench: {path} has no kvfuzz_bench_args_size (a bench/cuda_entry.cu before ABI v2): "
+                  f"{name} runs paged NHD/HND K/V cases only; rebuild it with bench/build_cuda_entry.sh", file=sys.stderr)
+            lib.kv_only = True
+        else:
+            lib.kvfuzz_bench_args_size.restype = ctypes.c_longlong
+            size = lib.kvfuzz_bench_args_size()
+            if size != ctypes.sizeof(AppendArgs):
+                print(f"bench: {path} was built with a kvfz_append_args of {size} bytes, bench.py's AppendArgs has "
+                      f"{ctypes.sizeof(AppendArgs)}: rebuild it with bench/build_cuda_entry.sh", file=sys.stderr)
+                return 2
+            lib.kv_only = False
         libs.append((name, pattern, lib))
     props = torch.cuda.get_device_properties(0)
     import triton
@@ -628,7 +888,7 @@ def run_gpu(args, cases, out_dir):
         for r in rows:
             r.update({"case": case.name, "group": case.group, "tokens": case.tokens,
                       "bytes_moved": case.bytes_moved() if r["impl"] != "copy" else 2 * case.copy_bytes()})
-        failures += sum(1 for r in rows if r.get("verify") != "ok")
+        failures += sum(1 for r in rows if not verified(r))
         results += rows
         line = "  ".join(f"{r['impl']}={fmt(r.get('graph_us'))}" for r in rows)
         print(f"[{time.time() - t_start:6.1f}s] {case.name}: {line}", flush=True)
@@ -654,17 +914,32 @@ def run_gpu(args, cases, out_dir):
     meta["verify_failures"] = failures
     write_outputs(out_dir, results, meta)
     print(render_markdown(results, meta))
+    if failures:
+        bad = [f"{r['case']} {r['impl']}" for r in results if not verified(r)]
+        print(f"bench: {failures} rows failed verification or setup (not timed): {', '.join(bad)}", file=sys.stderr)
     return 1 if failures else 0
+
+
+def verified(row):
+    """True for a row that passed verification, or that does not apply to its case ("n/a")."""
+    v = row.get("verify", "")
+    return v == "ok" or v.startswith("n/a")
 
 
 def run_case(torch, kt, libs, args, case, gen):
     """Verifies and times every implementation on one case; returns its rows."""
     s = Setup(torch, case, gen)
     impls = []
+    rows = []
     for name, pattern, lib in libs:
         if select_cases([case], [pattern] if pattern else []):
-            impls.append((name, make_cuda_impl(torch, lib, s)))
-    if kt is not None:
+            if lib.kv_only and not (case.family == "kv" and case.layout in ("nhd", "hnd")):
+                rows.append({"impl": name, "verify": "n/a: entry built before ABI v2"})
+            else:
+                impls.append((name, make_cuda_impl(torch, lib, s)))
+    if kt is not None and not case.triton_supported():
+        rows.append({"impl": "triton", "verify": f"n/a: kvfuzz_triton takes layouts {'/'.join(TRITON_LAYOUTS)}, family kv"})
+    elif kt is not None:
         impls.append(("triton", make_triton_impl(torch, kt, s)))
         if case.tokens in args.triton_variants and case.heads == 8 and case.head_dim == 128:
             for w in (2, 8):
@@ -678,21 +953,22 @@ def run_case(torch, kt, libs, args, case, gen):
         impls += list(make_torch_impls(torch, s).items())
     src = torch.empty(case.copy_bytes(), dtype=torch.uint8, device="cuda").random_(0, 255, generator=gen)
     dst = torch.empty_like(src)
-    rows = []
     copy_t = time_impl(torch, lambda: dst.copy_(src), case.tokens, args.reps)
-    rows.append({"impl": "copy", "verify": "ok" if torch.equal(src, dst) else "FAIL", **copy_t})
+    rows.insert(0, {"impl": "copy", "verify": "ok" if torch.equal(src, dst) else "FAIL", **copy_t})
     for name, fn in impls:
         try:
             s.poison()
             fn()
             verdict = s.verify()
+        except Unsupported as e:
+            rows.append({"impl": name, "verify": f"n/a: {e}"})
+            continue
         except Exception as e:  # a launch or compile error is a result, not a crash of the bench
             verdict = f"error: {type(e).__name__}: {e}"[:300]
-        if verdict != "ok":
-            print(f"bench: {case.name} {name}: {verdict}", file=sys.stderr)
-            if verdict.startswith("error"):
-                rows.append({"impl": name, "verify": verdict})
-                continue
+        if verdict != "ok":  # a wrong cache is reported, never timed
+            print(f"bench: VERIFY FAILED {case.name} {name}: {verdict}", file=sys.stderr)
+            rows.append({"impl": name, "verify": verdict[:600]})
+            continue
         try:
             t = time_impl(torch, fn, case.tokens, args.reps)
         except Exception as e:

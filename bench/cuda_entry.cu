@@ -1,10 +1,18 @@
 // cuda_entry.cu — a C entry point to the CUDA append kernel for bench/bench.py (loaded with ctypes).
 //
 // Built by bench/build_cuda_entry.sh together with kernels/cuda/kv_append.cu into a shared object.
-// It converts the plugin ABI's argument struct (include/kvfuzz_plugin.h) into kvf::KvAppendParams and
-// calls kvf::kv_append_cuda(): the launcher and kernel the fuzzer's `cuda` target runs, nothing more.
+// It converts the plugin ABI's argument struct (include/kvfuzz_plugin.h, v2) into kvf::KvAppendParams
+// and calls kvf::kv_append_cuda(): the launcher and kernel the fuzzer's `cuda` target runs, nothing more.
+//
+// The same file builds against an older kernel folder (a baseline commit) whose KvAppendParams lacks
+// vllm_legacy or the format families: the fields are set only where the struct has them (a
+// requires-expression), and a case needing what the kernel lacks is refused with
+// KVFZ_BENCH_UNSUPPORTED before anything is launched.
 #include "kv_append_cuda.h"
 #include "kvfuzz_plugin.h"
+
+// kvfuzz_bench_append's return for "this build's kernel has no such format": no cudaError_t is negative.
+#define KVFZ_BENCH_UNSUPPORTED (-1)
 
 namespace {
 
@@ -12,9 +20,42 @@ kvf::CacheGeometry geometry(const kvfz_cache_geometry& g) {
   return kvf::CacheGeometry{g.num_blocks, g.block_size, g.stride_block, g.stride_pos, g.stride_head};
 }
 
+// Sets the layout and family fields of p that the kernel's KvAppendParams has; false when the case
+// needs a field it lacks. P is a template parameter so that a missing member is `false`, not an error.
+template <typename P>
+bool set_format(P& p, const kvfz_append_args* a) {
+  if (a->layout == KVFZ_LAYOUT_VLLM_LEGACY) {
+    if constexpr (requires { p.vllm_legacy; }) {
+      p.vllm_legacy = true;  // x-packed K, transposed V (kv_format.cuh)
+    } else {
+      return false;
+    }
+  }
+  if constexpr (requires { p.has_value; p.value_head_dim; p.value_cache; p.rope; p.rope_dim; }) {
+    p.has_value = a->family == KVFZ_FAMILY_KV || a->family == KVFZ_FAMILY_KV_SPLIT;
+    if (a->family == KVFZ_FAMILY_KV_SPLIT) {
+      p.value_head_dim = a->value_head_dim;
+      p.value_cache = geometry(a->value_cache);
+    }
+    p.rope = a->rope;
+    p.rope_stride_token = a->rope_stride_token;
+    p.rope_stride_head = a->rope_stride_head;
+    p.rope_dim = a->rope_dim;
+    return true;
+  } else {
+    return a->family == KVFZ_FAMILY_KV;
+  }
+}
+
 }  // namespace
 
-// Returns 0 after a successful launch, else the cudaError_t of the launch.
+// sizeof(kvfz_append_args) as compiled here: bench.py checks its ctypes mirror against it.
+extern "C" __attribute__((visibility("default"))) long long kvfuzz_bench_args_size() {
+  return static_cast<long long>(sizeof(kvfz_append_args));
+}
+
+// Returns 0 after a successful launch, KVFZ_BENCH_UNSUPPORTED (nothing launched) when the kernel
+// this was built with lacks the case's layout or family, else the cudaError_t of the launch.
 extern "C" __attribute__((visibility("default"))) int kvfuzz_bench_append(const kvfz_append_args* a) {
   kvf::KvAppendParams p;
   p.key = a->key;
@@ -41,6 +82,7 @@ extern "C" __attribute__((visibility("default"))) int kvfuzz_bench_append(const 
   p.k_scale_cache = a->k_scale_cache;
   p.v_scale_cache = a->v_scale_cache;
   p.scale_cache = geometry(a->scale_cache);
+  if (!set_format(p, a)) return KVFZ_BENCH_UNSUPPORTED;
   return static_cast<int>(kvf::kv_append_cuda(p, static_cast<cudaStream_t>(a->stream)));
 }
 

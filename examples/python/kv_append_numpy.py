@@ -16,23 +16,28 @@ numpy has no bf16 or fp8:
        k_scale_cache, v_scale_cache, invalid_slots, input_dtype, cache_dtype)
 
   key, value      [T_in, H, D] float16 / uint16 (bf16 bits) / float32 views; rows >= T are padding
-  key_cache,      [blocks, block_size, H, D] (layout "nhd") or [blocks, H, block_size, D] ("hnd");
-  value_cache     float16 / uint16 (bf16) / float32 / uint8 (fp8 bits) / int8; any strides
+  key_cache,      [blocks, block_size, H, D] (layout "nhd") or [blocks, H, block_size, D] ("hnd"),
+  value_cache     both; or vLLM's legacy pair (layout "vllm_legacy"): key_cache [blocks, H, D/x,
+                  block_size, x] (x = 16 bytes of cache elements) and value_cache [blocks, H, D,
+                  block_size]; float16 / uint16 (bf16) / float32 / uint8 (fp8 bits) / int8; any strides
   slot_mapping    [T] int32 / int64; < 0 padding, >= blocks * block_size invalid (counted)
   scale_kind      None for float caches, else "per_tensor" | "per_head" | "per_block" | "per_token_head"
   k_scale,        float32 [1] / [H] / [blocks, H] static scales, or None
   v_scale
-  k_scale_cache,  float32 [blocks, block_size, H] ("nhd") / [blocks, H, block_size] ("hnd") for
+  k_scale_cache,  float32 [blocks, block_size, H] ("nhd") / [blocks, H, block_size] (otherwise) for
   v_scale_cache   per_token_head, or None
   invalid_slots   int64 [1]: add the number of slot entries >= capacity
   input_dtype,    "f16" "bf16" "f32" / "f16" "bf16" "f32" "fp8_e4m3" "fp8_e5m2" "int8"
   cache_dtype
+
+kvfuzz sends vllm_legacy cases only to a function whose declared layouts list it, as this one's do
+(kv_append.kvfuzz_capabilities below).
 """
 import os
 
 os.environ.setdefault("TRITON_INTERPRET", "1")  # before kvfuzz_triton defines its kernel
 
-from kvfuzz_triton import HostPtr, KvAppendParams, launch  # noqa: E402
+from kvfuzz_triton import HostPtr, KvAppendParams, cache_fields, launch  # noqa: E402
 
 # Triton pointer types of the stored elements (1-byte caches are addressed as bytes).
 POINTER = {"f16": "fp16", "bf16": "bf16", "f32": "fp32", "fp8_e4m3": "u8", "fp8_e5m2": "u8", "int8": "u8"}
@@ -49,12 +54,9 @@ def kv_append(key, value, key_cache, value_cache, slot_mapping, *, layout, scale
         return None if array is None else HostPtr(array.ctypes.data, dtype)
 
     num_rows, num_heads, head_dim = key.shape
-    if layout == "nhd":
-        num_blocks, block_size = key_cache.shape[:2]
-        stride_block, stride_pos, stride_head, _ = _elements(key_cache)
-    else:
-        num_blocks, block_size = key_cache.shape[0], key_cache.shape[2]
-        stride_block, stride_head, stride_pos, _ = _elements(key_cache)
+    num_blocks, block_size, k_field, v_field = cache_fields(layout, num_heads, head_dim, key_cache.shape,
+                                                            _elements(key_cache), value_cache.shape,
+                                                            _elements(value_cache))
     scale_strides = (0, 0, 0)
     if k_scale_cache is not None:
         s = _elements(k_scale_cache)
@@ -66,9 +68,17 @@ def kv_append(key, value, key_cache, value_cache, slot_mapping, *, layout, scale
         slot_mapping=ptr(slot_mapping, "i32" if slot_mapping.itemsize == 4 else "i64"),
         num_slots=slot_mapping.shape[0],
         k_cache=ptr(key_cache, POINTER[cache_dtype]), v_cache=ptr(value_cache, POINTER[cache_dtype]),
-        num_blocks=num_blocks, block_size=block_size, stride_block=stride_block, stride_pos=stride_pos,
-        stride_head=stride_head, num_heads=num_heads, head_dim=head_dim, input_dtype=input_dtype,
+        num_blocks=num_blocks, block_size=block_size, stride_block=k_field.block, stride_pos=k_field.pos,
+        stride_head=k_field.head, k_field=k_field, v_field=v_field, num_heads=num_heads, head_dim=head_dim,
+        input_dtype=input_dtype,
         cache_dtype=cache_dtype, invalid_slots=ptr(invalid_slots, "i64"), scale_kind=scale_kind or "none",
         k_scale=ptr(k_scale, "fp32"), v_scale=ptr(v_scale, "fp32"),
         k_scale_cache=ptr(k_scale_cache, "fp32"), v_scale_cache=ptr(v_scale_cache, "fp32"),
         scale_stride_block=scale_strides[0], scale_stride_pos=scale_strides[1], scale_stride_head=scale_strides[2]))
+
+
+# Every layout, vllm_legacy included (kvfuzz leaves it out of undeclared functions); no other limit.
+kv_append.kvfuzz_capabilities = {
+    "layouts": ["paged_nhd", "paged_hnd", "contiguous_bshd", "contiguous_bhsd", "packed_kv_nhd",
+                "packed_content_hnd", "vllm_legacy"],
+}

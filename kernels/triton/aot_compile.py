@@ -39,7 +39,7 @@ INPUT_DTYPES = ("f16", "bf16", "f32")
 CACHE_DTYPES = ("f16", "bf16", "f32", "fp8_e4m3", "fp8_e5m2", "int8")
 SLOT_TYPES = ("i32", "i64")
 # Integer parameters that are 32-bit; every other integer parameter is int64 (strides, sizes: P10).
-INT32_PARAMS = {"num_heads", "head_dim", "scale_kind", "has_counter", "heads_per_program"}
+INT32_PARAMS = {"num_heads", "head_dim", "scale_kind", "has_counter", "heads_per_program", "k_dim_x", "v_dim_x"}
 # Parameters the compiled kernel takes after the Python ones (Triton 3.x ABI); passed as null.
 SCRATCH_PARAMS = ("global_scratch", "profile_scratch")
 

@@ -53,15 +53,21 @@ struct Capabilities {
   bool block_size_pow2_only = false;
 };
 
-// What the Triton kernels (triton, triton-interp) and Python functions take: every case but the
-// vllm_legacy layout (x-packed K, transposed V), which they do not implement yet (nor has Python a
-// calling convention for it). The CUDA kernel (cuda, cuda-emu) and plugins declaring
-// KVFZ_LAYOUT_VLLM_LEGACY receive it.
-// Nor do they implement the families other than kv (kv_split, k_only, mla) yet.
-inline Capabilities builtin_capabilities() {
+// The layouts a Python function target (python:, python-cuda:, python-numpy:) receives unless its
+// declaration lists "layouts": every one but vllm_legacy, whose caches come as a 5-D K and a 4-D V
+// (docs/targets.md) that a function written for the 4-D nhd/hnd views would misread. A function
+// whose declared layouts name vllm_legacy receives it; kvfuzz's own kernels take every layout.
+inline uint32_t undeclared_python_layouts() {
+  return ~(1u << static_cast<unsigned>(Layout::vllm_legacy));
+}
+
+// What kvfuzz's Triton kernels (triton, triton-interp) and Python functions take: family kv only;
+// the other families (kv_split, k_only, mla) are skipped and counted. The CUDA kernel (cuda,
+// cuda-emu) and plugins declaring them (kvfz_capabilities.families) receive them.
+inline uint32_t kv_family_only() { return 1u << static_cast<unsigned>(Family::kv); }
+inline Capabilities triton_capabilities() {
   Capabilities c;
-  c.layouts &= ~(1u << static_cast<unsigned>(Layout::vllm_legacy));
-  c.families = 1u << static_cast<unsigned>(Family::kv);
+  c.families = kv_family_only();
   return c;
 }
 

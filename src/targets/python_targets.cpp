@@ -47,14 +47,16 @@ class PythonTarget final : public Target {
     return hello.kind == PythonHello::Kind::ready ? "" : hello.message;
   }
 
-  // What the function declares (FUNCTION.kvfuzz_capabilities or FUNCTION_capabilities()), from the
-  // same probe; the triton-interp targets and undeclared functions take builtin_capabilities().
+  // The triton-interp targets: every layout, family kv (triton_capabilities()). A function: what
+  // it declares (FUNCTION.kvfuzz_capabilities or FUNCTION_capabilities()), from the same probe, with
+  // vllm_legacy only if its declaration lists it (undeclared_python_layouts()).
   std::optional<Capabilities> capabilities() const override {
+    if (spec_.config.value("mode", "") == "launch") return triton_capabilities();
     const PythonHello hello = probe_python_worker(spec_);
-    // No Python calling convention for vllm_legacy yet: a function never receives it.
-    Capabilities caps = hello.kind == PythonHello::Kind::ready && hello.capabilities ? *hello.capabilities : Capabilities{};
-    caps.layouts &= builtin_capabilities().layouts;
-    caps.families &= builtin_capabilities().families;  // nor for the families other than kv
+    const bool declared = hello.kind == PythonHello::Kind::ready && hello.capabilities;
+    Capabilities caps = declared ? *hello.capabilities : Capabilities{};
+    if (!declared || !hello.declares_layouts) caps.layouts &= undeclared_python_layouts();
+    caps.families &= kv_family_only();  // no Python calling convention for the other families yet
     return caps;
   }
 
@@ -70,9 +72,9 @@ class PythonTarget final : public Target {
 constexpr double kInterpreterTimeout = 600;
 
 const char* const kTritonSupports =
-    "what kvfuzz_triton implements: every layout but vllm_legacy (any strides), f16/bf16/f32 inputs, f16/bf16/f32/fp8_e4m3/fp8_e5m2/int8 "
-    "caches with per-tensor, per-head, per-block and per-token-head scales, i32/i64 slots, any H and D; slow (the "
-    "interpreter loops over the grid in Python)";
+    "what kvfuzz_triton implements: every layout (any strides; vllm_legacy through its per-field strides), family kv, "
+    "f16/bf16/f32 inputs, f16/bf16/f32/fp8_e4m3/fp8_e5m2/int8 caches with per-tensor, per-head, per-block and "
+    "per-token-head scales, i32/i64 slots, any H and D; slow (the interpreter loops over the grid in Python)";
 
 std::unique_ptr<Target> make_triton_interp(const TargetOptions& options, bool fp8_software) {
   TargetInfo info;
@@ -139,7 +141,8 @@ std::unique_ptr<Target> make_python_call(const std::string& argument, const Targ
       "k_scale, v_scale, k_scale_cache, v_scale_cache, invalid_slots" +
       std::string(convention == Convention::numpy ? ", input_dtype, cache_dtype" : "") +
       "), the convention of kvfuzz_triton.api.kv_append; a Python exception is a launch_error; cases inside "
-      "FUNCTION.kvfuzz_capabilities or FUNCTION_capabilities() if the module declares them";
+      "FUNCTION.kvfuzz_capabilities or FUNCTION_capabilities() if the module declares them, vllm_legacy (layout "
+      "\"vllm_legacy\": K [nb, H, D/x, bs, x], V [nb, H, D, bs]) only if its declared layouts list it";
   info.tolerance = "exact (--tolerance for a kernel with another rounding or scale convention)";
   info.needs_gpu = convention == Convention::torch_cuda;
   // On the CPU the function may well run Triton's interpreter; on the GPU the first case of each

@@ -28,6 +28,7 @@
 #include "case/errors.h"
 #include "kv_append.cuh"
 #include "python_worker_source.h"  // kPythonWorkerSource: python_worker.py, embedded by CMake
+#include "targets/triton/kernel_fields.h"
 
 extern char** environ;
 
@@ -220,6 +221,7 @@ const PythonHello& PythonWorker::start(double timeout_s) {
     if (hello.contains("capabilities")) {
       try {
         hello_.capabilities = capabilities_from_json(hello["capabilities"], hello.value("capabilities_from", std::string("capabilities")));
+        hello_.declares_layouts = hello["capabilities"].contains("layouts");
       } catch (const InputError& e) {
         hello_ = {PythonHello::Kind::bad_target, e.what(), {}, std::nullopt};
         stop();
@@ -299,11 +301,18 @@ nlohmann::json call_json(const Case& c, const ArenaLayout& layout, std::byte* im
   };
   const bool hnd = c.layout == Layout::paged_hnd || c.layout == Layout::contiguous_bhsd ||
                    c.layout == Layout::packed_content_hnd;
+  // K's and V's addressing as kvfuzz_triton's kernel takes it (every layout kvfuzz generates has one).
+  const auto field = [&](bool is_value) -> nlohmann::json {
+    KernelField f;
+    if (const std::string why = kernel_field(append_field_layout(p, is_value), f); !why.empty()) return why;
+    return {{"stride_block", f.stride_block}, {"stride_pos", f.stride_pos}, {"stride_head", f.stride_head},
+            {"x", f.x}, {"stride_dim0", f.stride_dim0}, {"stride_dim1", f.stride_dim1}};
+  };
   return {
       {"input_dtype", std::string(to_string(c.input_dtype))},
       {"cache_dtype", std::string(to_string(c.cache_dtype))},
       {"slot_dtype", std::string(to_string(c.slot_dtype))},
-      {"layout", hnd ? "hnd" : "nhd"},
+      {"layout", c.layout == Layout::vllm_legacy ? "vllm_legacy" : hnd ? "hnd" : "nhd"},
       {"num_slots", p.num_slots},
       {"num_input_rows", p.num_input_rows},
       {"num_heads", p.num_heads},
@@ -316,6 +325,8 @@ nlohmann::json call_json(const Case& c, const ArenaLayout& layout, std::byte* im
       {"cache",
        {{"num_blocks", p.cache.num_blocks}, {"block_size", p.cache.block_size}, {"stride_block", p.cache.stride_block},
         {"stride_pos", p.cache.stride_pos}, {"stride_head", p.cache.stride_head}}},
+      {"k_field", field(false)},
+      {"v_field", field(true)},
       {"invalid_slots", counter ? offset(p.invalid_slots) : nullptr},
       {"scale_kind", std::string(to_string(c.scale_kind))},
       {"num_scales", static_scale_count(c.scale_kind, c.num_heads, c.cache.num_blocks)},

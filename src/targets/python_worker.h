@@ -45,6 +45,7 @@ struct PythonHello {
   // FUNCTION_capabilities(), gen/capabilities.h); std::nullopt: every case. A declaration that does
   // not parse makes the hello bad_target, naming the key and the expected form.
   std::optional<Capabilities> capabilities;
+  bool declares_layouts = false;  // the declaration has the key "layouts" (vllm_legacy only if listed)
 };
 
 // The interpreter of the Python targets: `option` (--python) if given, else $KVFUZZ_PYTHON, else

@@ -32,9 +32,13 @@ the mapping past the image inaccessible for each case, so a write outside the im
 `crash` finding) instead of corrupting this process. CALL is one append with byte offsets into the
 image (python_worker.cpp, call_json()):
   input_dtype, cache_dtype ("f16" "bf16" "f32" "fp8_e4m3" "fp8_e5m2" "int8"), slot_dtype ("i32" "i64"),
-  layout ("nhd" | "hnd": the order of the 4-D cache view), num_slots, num_input_rows, num_heads,
+  layout ("nhd" | "hnd": the order of the 4-D cache views; "vllm_legacy": K 5-D [nb, H, D/x, bs, x],
+  V 4-D [nb, H, D, bs]), num_slots, num_input_rows, num_heads,
   head_dim, key/value {offset, stride_token, stride_head}, slot_mapping, k_cache, v_cache,
-  cache {num_blocks, block_size, stride_block, stride_pos, stride_head}, invalid_slots (null when the
+  cache {num_blocks, block_size, stride_block, stride_pos, stride_head}, k_field/v_field
+  {stride_block, stride_pos, stride_head, x, stride_dim0, stride_dim1}: where K and V keep (block,
+  pos, head, d), as kvfuzz_triton.FieldStrides (src/targets/triton/kernel_fields.h; a string says why
+  the kernel cannot address the field), invalid_slots (null when the
   function's capabilities leave out "invalid_slot_counter": it then gets invalid_slots=None), scale_kind,
   num_scales, k_scale, v_scale, k_scale_cache, v_scale_cache (offsets or null),
   scale_cache {stride_block, stride_pos, stride_head}. Strides are in elements.
@@ -159,26 +163,53 @@ class SharedImage:
 # ---------------------------------------------------------------------------------------------
 # Tensor geometry of one call (shared by every convention)
 
+def field(call, which):
+    """call["k_field"] or call["v_field"], refused when the kernel cannot address it."""
+    f = call[which]
+    if isinstance(f, str):
+        raise ValueError(f"{which}: {f}")
+    return f
+
+
+def cache_views(call):
+    """(shape, strides) of the key and value cache views in the call's layout (the torch convention
+    of kvfuzz_triton.api.kv_append): nhd [nb, bs, H, D], hnd [nb, H, bs, D], both for K and V;
+    vllm_legacy K [nb, H, D/x, bs, x] and V [nb, H, D, bs]."""
+    H, D = call["num_heads"], call["head_dim"]
+    g = call["cache"]
+    nb, bs = g["num_blocks"], g["block_size"]
+    if call["layout"] == "vllm_legacy":
+        k, v = field(call, "k_field"), field(call, "v_field")
+        x = k["x"]
+        key = ((nb, H, D // x, bs, x), (k["stride_block"], k["stride_head"], k["stride_dim1"], k["stride_pos"], k["stride_dim0"]))
+        value = ((nb, H, D, bs), (v["stride_block"], v["stride_head"], v["stride_dim1"], v["stride_pos"]))
+        return key, value
+    if call["layout"] == "nhd":
+        both = (nb, bs, H, D), (g["stride_block"], g["stride_pos"], g["stride_head"], 1)
+    else:
+        both = (nb, H, bs, D), (g["stride_block"], g["stride_head"], g["stride_pos"], 1)
+    return both, both
+
+
 def views(call):
     """(name, offset, dtype name, shape, element strides) of every tensor argument, and the kwargs'
-    None entries. The cache views are 4-D in the call's layout; scale caches 3-D the same way."""
+    None entries. The cache views are those of cache_views(); scale caches are 3-D [nb, bs, H] for
+    nhd, [nb, H, bs] otherwise."""
     H, D = call["num_heads"], call["head_dim"]
     g, s = call["cache"], call["scale_cache"]
     nb, bs = g["num_blocks"], g["block_size"]
-    nhd = call["layout"] == "nhd"
-    if nhd:
-        cache_shape, cache_strides = (nb, bs, H, D), (g["stride_block"], g["stride_pos"], g["stride_head"], 1)
+    if call["layout"] == "nhd":
         sc_shape, sc_strides = (nb, bs, H), (s["stride_block"], s["stride_pos"], s["stride_head"])
     else:
-        cache_shape, cache_strides = (nb, H, bs, D), (g["stride_block"], g["stride_head"], g["stride_pos"], 1)
         sc_shape, sc_strides = (nb, H, bs), (s["stride_block"], s["stride_head"], s["stride_pos"])
     rows = call["num_input_rows"]
     out = []
     for name in ("key", "value"):
         v = call[name]
         out.append((name, v["offset"], call["input_dtype"], (rows, H, D), (v["stride_token"], v["stride_head"], 1)))
-    out.append(("key_cache", call["k_cache"], call["cache_dtype"], cache_shape, cache_strides))
-    out.append(("value_cache", call["v_cache"], call["cache_dtype"], cache_shape, cache_strides))
+    (k_shape, k_strides), (v_shape, v_strides) = cache_views(call)
+    out.append(("key_cache", call["k_cache"], call["cache_dtype"], k_shape, k_strides))
+    out.append(("value_cache", call["v_cache"], call["cache_dtype"], v_shape, v_strides))
     out.append(("slot_mapping", call["slot_mapping"], call["slot_dtype"], (call["num_slots"],), (1,)))
     kind = call["scale_kind"]
     scale_shape = {"per_tensor": (1,), "per_head": (H,), "per_block": (nb, H)}.get(kind)
@@ -228,6 +259,11 @@ class Launcher:
         def ptr(offset, dtype):
             return None if offset is None else kt.HostPtr(image.base + offset, TRITON_PTR[dtype])
 
+        def strides(which):
+            f = field(call, which)
+            return kt.FieldStrides(f["stride_block"], f["stride_pos"], f["stride_head"], x=f["x"],
+                                   dim0=f["stride_dim0"], dim1=f["stride_dim1"])
+
         g, s = call["cache"], call["scale_cache"]
         p = kt.KvAppendParams(
             key=ptr(call["key"]["offset"], call["input_dtype"]), value=ptr(call["value"]["offset"], call["input_dtype"]),
@@ -241,7 +277,8 @@ class Launcher:
             invalid_slots=ptr(call["invalid_slots"], "i64"), scale_kind=call["scale_kind"],
             k_scale=ptr(call["k_scale"], "f32"), v_scale=ptr(call["v_scale"], "f32"),
             k_scale_cache=ptr(call["k_scale_cache"], "f32"), v_scale_cache=ptr(call["v_scale_cache"], "f32"),
-            scale_stride_block=s["stride_block"], scale_stride_pos=s["stride_pos"], scale_stride_head=s["stride_head"])
+            scale_stride_block=s["stride_block"], scale_stride_pos=s["stride_pos"], scale_stride_head=s["stride_head"],
+            k_field=strides("k_field"), v_field=strides("v_field"))
         kt.launch(p, fp8_software=self.fp8_software)
 
 

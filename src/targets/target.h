@@ -91,8 +91,9 @@ class Target {
   // InputError when probing shows the target's argument to be wrong (python:MODULE:FUNCTION with
   // no such module).
   virtual std::string unavailable_reason() const { return ""; }
-  // What the kernel supports; std::nullopt: every case the generator makes (golden, cuda, cuda-emu).
-  // The Triton targets take builtin_capabilities(). Campaigns send only cases inside it and count
+  // What the kernel supports; std::nullopt: every case the generator makes (golden, cuda, cuda-emu,
+  // triton, triton-interp).
+  // Plugins and Python functions declare theirs. Campaigns send only cases inside it and count
   // the others (gen/capabilities.h).
   virtual std::optional<Capabilities> capabilities() const { return std::nullopt; }
 

@@ -158,6 +158,29 @@ class PythonTargets(unittest.TestCase):
         self.assertRegex(r.stdout, rf"kvfuzz: skipped {skipped['cases']} cases outside the target's capabilities \(.*"
                                    r"layout paged_hnd: \d+")
 
+    def test_vllm_legacy_reaches_only_functions_whose_declared_layouts_list_it(self):
+        """kv_append_numpy.py lists every layout and gets vllm_legacy (5-D K, 4-D V views); a function that
+        declares no layouts never does: those cases are skipped, counted and replaced."""
+        formats = os.path.join(SRC, "configs", "formats.json")
+        summary_file = os.path.join(self.tmp, "s.json")
+        r = self.campaign("python-numpy:" + NUMPY_EXAMPLE + ":kv_append", "--config", formats, "--cases", "30",
+                          "--stats", "--json", summary_file)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertEqual(summary(r.stdout), (30, 0))
+        with open(summary_file) as f:
+            s = json.load(f)
+        self.assertEqual(s["skipped"]["cases"], 0, s["skipped"])
+        self.assertGreater(s["stats"].get("layout=vllm_legacy", 0), 0, s["stats"])
+        violations = os.path.join(self.tmp, "violations.txt")
+        r = self.campaign(f"python-numpy:{DECLARED}:triton_without_layouts", "--config", formats, "--cases", "30",
+                          "--stats", "--json", summary_file, env={"KVFUZZ_TEST_VIOLATIONS": violations})
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertFalse(os.path.exists(violations), open(violations).read() if os.path.exists(violations) else "")
+        with open(summary_file) as f:
+            s = json.load(f)
+        self.assertGreater(s["skipped"]["reasons"].get("layout vllm_legacy", 0), 0, s["skipped"])
+        self.assertEqual(s["stats"].get("layout=vllm_legacy", 0), 0, s["stats"])
+
     def test_a_companion_function_declares_a_head_dim_set_honoured_while_shrinking_and_replaying(self):
         violations = os.path.join(self.tmp, "violations.txt")
         found = os.path.join(self.tmp, "found")

@@ -2,7 +2,9 @@
 
 A Case holds every buffer as a flat numpy array of the stored element's unsigned type (uint16 for
 f16/bf16, uint32 for f32, uint8 for fp8/int8), with guard elements before and after each view and
-canary bits everywhere the contract says nothing is written. run_raw() launches the kernel on the
+canary bits everywhere the contract says nothing is written. Layouts: "nhd" and "hnd" (K and V of one
+geometry) and "vllm_legacy" (vLLM's K [nb, H, D/x, bs, x] and V [nb, H, D, bs], x = 16 bytes of
+cache elements). run_raw() launches the kernel on the
 buffers in place through HostPtr (interpreter only); run_torch() copies them into torch tensors
 (CPU under the interpreter, CUDA on a GPU), calls the torch API on strided views and copies back.
 """
@@ -20,7 +22,7 @@ GUARD = 5
 class Case:
     input_dtype: str
     cache_dtype: str
-    layout: str  # nhd | hnd (how the 4-D cache view is ordered)
+    layout: str  # nhd | hnd (how the 4-D cache view is ordered) | vllm_legacy (K 5-D, V 4-D)
     num_slots: int
     num_rows: int
     num_heads: int
@@ -41,6 +43,7 @@ class Case:
     scale_base: int = 0
     scale_strides: tuple = (0, 0, 0)
     counter: bool = True
+    x: int = 0  # vllm_legacy: elements per x-chunk of K (16 bytes of the cache dtype); 0 otherwise
 
 
 def random_bits(rng, n, dtype):
@@ -64,8 +67,20 @@ def values_bits(rng, n, dtype, magnitude):
     return x.view(np.uint32)
 
 
-def cache_strides(layout, nb, bs, h, d, pad):
-    """(stride_block, stride_pos, stride_head, extent) of a cache; pad > 0 adds gaps everywhere."""
+def xpack(cache_dtype):
+    """vLLM's x: the cache elements in 16 bytes."""
+    return 16 // np.dtype(STORAGE[cache_dtype]).itemsize
+
+
+def cache_strides(layout, nb, bs, h, d, pad, x=1):
+    """(stride_block, stride_pos, stride_head, extent) of a cache; pad > 0 adds gaps everywhere.
+    vllm_legacy: the block and head strides K and V share (dense inside a head, D*bs elements),
+    K's pos stride x, and the extent of either."""
+    if layout == "vllm_legacy":
+        sh = d * bs + pad
+        sb = h * sh + 2 * pad
+        extent = (nb - 1) * sb + (h - 1) * sh + d * bs if nb and bs else 0
+        return sb, x, sh, extent
     if layout == "nhd":
         sh = d + pad
         sp = h * sh + pad
@@ -110,7 +125,10 @@ def make_case(rng, *, input_dtype="f16", cache_dtype=None, layout="nhd", num_slo
             inputs[which] = (buf, GUARD, row, d + pad)
             input_buffer[which] = name
 
-    sb, sp, sh, extent = cache_strides(layout, nb, bs, h, d, pad)
+    x = xpack(cache_dtype) if layout == "vllm_legacy" else 0
+    if x:
+        assert d % x == 0 and not packed, "vllm_legacy: head_dim a multiple of x, K and V separate"
+    sb, sp, sh, extent = cache_strides(layout, nb, bs, h, d, pad, x)
     c_t = STORAGE[cache_dtype]
     canary = {np.uint8: 0xA5, np.uint16: 0x7E5A, np.uint32: 0x7FC0DEAD}[c_t]
     if packed:  # K and V in one [nb, 2, bs, H, D]-like tensor: V's base is half a block further
@@ -138,7 +156,7 @@ def make_case(rng, *, input_dtype="f16", cache_dtype=None, layout="nhd", num_slo
 
     case = Case(input_dtype, cache_dtype, layout, num_slots, rows, h, d, nb, bs, sb, sp, sh, slots,
                 buffers, inputs, input_buffer, cache_buffer, cache_base, scale_kind=scale_kind,
-                counter=counter)
+                counter=counter, x=x)
     if counter:
         buffers["invalid"] = np.array([3], np.int64)  # counts on top of what is there
 
@@ -153,8 +171,8 @@ def make_case(rng, *, input_dtype="f16", cache_dtype=None, layout="nhd", num_slo
             s = s.astype(np.float32)
             case.scales[which] = s
             buffers[f"{which}_scale"] = s.view(np.uint32)
-    elif scale_kind == "per_token_head":
-        ssb, ssp, ssh, sext = cache_strides(layout, nb, bs, h, 1, pad)
+    elif scale_kind == "per_token_head":  # [nb, bs, H] for nhd, [nb, H, bs] otherwise
+        ssb, ssp, ssh, sext = cache_strides("nhd" if layout == "nhd" else "hnd", nb, bs, h, 1, pad)
         case.scale_strides = (ssb, ssp, ssh)
         case.scale_base = GUARD
         for which in ("k", "v"):
@@ -167,7 +185,7 @@ def make_case(rng, *, input_dtype="f16", cache_dtype=None, layout="nhd", num_slo
 
 def run_raw(case, variant=None, fp8_software=None, tile=None):
     """Launches the kernel in place on the numpy buffers through HostPtr (interpreter only)."""
-    from kvfuzz_triton import HostPtr, KvAppendParams, launch
+    from kvfuzz_triton import HostPtr, KvAppendParams, launch, legacy_fields
 
     def ptr(buf, base, name):
         return HostPtr(buf.ctypes.data + base * buf.itemsize, name)
@@ -186,6 +204,8 @@ def run_raw(case, variant=None, fp8_software=None, tile=None):
         input_dtype=c.input_dtype, cache_dtype=c.cache_dtype,
         invalid_slots=ptr(c.buffers["invalid"], 0, "i64") if c.counter else None,
         scale_kind=c.scale_kind)
+    if c.layout == "vllm_legacy":
+        p.k_field, p.v_field = legacy_fields(c.stride_block, c.stride_head, c.block_size, c.x)
     if c.scales:
         p.k_scale = ptr(c.buffers["k_scale"], 0, "fp32")
         p.v_scale = ptr(c.buffers["v_scale"], 0, "fp32")
@@ -222,14 +242,18 @@ def run_torch(case, device, variant=None, fp8_software=None, cache_tensor_dtype=
     key = typed(c.input_buffer["k"], tdt[c.input_dtype]).as_strided(shape3, (kst, ksh, 1), kbase)
     value = typed(c.input_buffer["v"], tdt[c.input_dtype]).as_strided(shape3, (vst, vsh, 1), vbase)
     cache_dt = cache_tensor_dtype or tdt[c.cache_dtype]
-    if c.layout == "nhd":
-        shape4 = (c.num_blocks, c.block_size, c.num_heads, c.head_dim)
-        strides4 = (c.stride_block, c.stride_pos, c.stride_head, 1)
+    if c.layout == "vllm_legacy":  # vLLM's K [nb, H, D/x, bs, x] and V [nb, H, D, bs]
+        nb, h, d, bs, x = c.num_blocks, c.num_heads, c.head_dim, c.block_size, c.x
+        k_view = (nb, h, d // x, bs, x), (c.stride_block, c.stride_head, bs * x, x, 1)
+        v_view = (nb, h, d, bs), (c.stride_block, c.stride_head, bs, 1)
+    elif c.layout == "nhd":
+        k_view = v_view = ((c.num_blocks, c.block_size, c.num_heads, c.head_dim),
+                           (c.stride_block, c.stride_pos, c.stride_head, 1))
     else:
-        shape4 = (c.num_blocks, c.num_heads, c.block_size, c.head_dim)
-        strides4 = (c.stride_block, c.stride_head, c.stride_pos, 1)
-    kc = typed(c.cache_buffer["k"], cache_dt).as_strided(shape4, strides4, c.cache_base["k"])
-    vc = typed(c.cache_buffer["v"], cache_dt).as_strided(shape4, strides4, c.cache_base["v"])
+        k_view = v_view = ((c.num_blocks, c.num_heads, c.block_size, c.head_dim),
+                           (c.stride_block, c.stride_head, c.stride_pos, 1))
+    kc = typed(c.cache_buffer["k"], cache_dt).as_strided(*k_view, c.cache_base["k"])
+    vc = typed(c.cache_buffer["v"], cache_dt).as_strided(*v_view, c.cache_base["v"])
     kwargs = {"layout": c.layout, "variant": variant, "fp8_software": fp8_software}
     if c.counter:
         kwargs["invalid_slots"] = flat["invalid"]

@@ -111,6 +111,21 @@ def quantise(x, scale, dtype):
     return int8_byte(q) if dtype == "int8" else fp8_code(q, dtype)
 
 
+def cache_index(case, which, b, o, h, d):
+    """Flat element index of (block b, offset o, head h, dim d) in K's or V's cache buffer.
+
+    nhd/hnd: one geometry for K and V, dims contiguous. vllm_legacy (vLLM's picture): K is
+    [nb, H, D/x, bs, x], element [b, h, d // x, o, d % x]; V is [nb, H, D, bs], element [b, h, d, o];
+    each dense inside a head, heads and blocks at the case's strides."""
+    c = case
+    base = c.cache_base[which] + b * c.stride_block + h * c.stride_head
+    if c.layout != "vllm_legacy":
+        return base + o * c.stride_pos + d
+    if which == "k":
+        return base + (d // c.x) * (c.block_size * c.x) + o * c.x + d % c.x
+    return base + d * c.block_size + o
+
+
 def expected(case):
     """Expected (k_cache, v_cache, k_scale_cache, v_scale_cache, invalid) buffers after the append."""
     c = case
@@ -128,12 +143,10 @@ def expected(case):
         for which in ("k", "v"):
             src_buf, src_base, st, sh = c.inputs[which]
             cache = out[c.cache_buffer[which]]
-            cbase = c.cache_base[which]
             for h in range(c.num_heads):
                 row_bits = [src_buf[src_base + t * st + h * sh + d] for d in range(c.head_dim)]
                 x = widen(np.array(row_bits), c.input_dtype)
-                dst = [cbase + b * c.stride_block + o * c.stride_pos + h * c.stride_head + d
-                       for d in range(c.head_dim)]
+                dst = [cache_index(c, which, b, o, h, d) for d in range(c.head_dim)]
                 if c.cache_dtype == c.input_dtype:
                     for d in range(c.head_dim):
                         cache[dst[d]] = row_bits[d]

@@ -183,6 +183,80 @@ def test_empty_cache(rng, backend):
 
 
 # ---------------------------------------------------------------------------------------------
+# vLLM's legacy layout: K x-packed [nb, H, D/x, bs, x], V transposed [nb, H, D, bs]
+
+@pytest.mark.parametrize("input_dtype,cache_dtype", [
+    ("f16", "f16"), ("bf16", "bf16"), ("f32", "f32"), ("f16", "bf16"), ("bf16", "f32"), ("f32", "f16")])
+@pytest.mark.parametrize("variant", ["token", "head"])
+def test_vllm_legacy_float_caches(rng, backend, input_dtype, cache_dtype, variant):
+    # Bit copies (every pattern) and conversions; x = 8 (16-bit caches) or 4 (f32), 3 x-chunks.
+    x = 4 if cache_dtype == "f32" else 8
+    check(make_case(rng, input_dtype=input_dtype, cache_dtype=cache_dtype, layout="vllm_legacy",
+                    head_dim=3 * x, num_heads=3, block_size=5, num_slots=7), backend, variant=variant)
+
+
+@pytest.mark.parametrize("cache_dtype", ["fp8_e4m3", "fp8_e5m2", "int8"])
+@pytest.mark.parametrize("scale_kind", ["per_tensor", "per_head", "per_block", "per_token_head"])
+@pytest.mark.parametrize("input_dtype", ["f16", "bf16", "f32"])
+def test_vllm_legacy_quantised_caches(rng, backend, cache_dtype, scale_kind, input_dtype):
+    # x = 16 for 1-byte caches: D = 32 is two x-chunks; per_token_head's scale cache is [nb, H, bs].
+    check(make_case(rng, input_dtype=input_dtype, cache_dtype=cache_dtype, scale_kind=scale_kind,
+                    layout="vllm_legacy", values="values", magnitude=QMAX[cache_dtype] / 4, head_dim=32,
+                    num_heads=2, block_size=3, num_slots=5), backend, fp8_software=True)
+
+
+@pytest.mark.parametrize("pad", [0, 3])
+@pytest.mark.parametrize("head_dim", [8, 64])
+def test_vllm_legacy_gapped_strides_and_one_chunk(rng, backend, pad, head_dim):
+    # Gaps between heads and blocks; D = x (one chunk: pos stride x, no chunk stride) and D = 8x.
+    check(make_case(rng, input_dtype="f16", layout="vllm_legacy", pad=pad, head_dim=head_dim, num_heads=3,
+                    block_size=4, num_blocks=3, num_slots=6), backend)
+
+
+@interp_only
+@pytest.mark.parametrize("variant", ["token", "head"])
+@pytest.mark.parametrize("input_dtype,cache_dtype,scale_kind,head_dim", [
+    ("bf16", "bf16", "none", 136), ("f32", "f16", "none", 16), ("f16", "int8", "per_token_head", 160),
+    ("bf16", "fp8_e5m2", "per_block", 48)])
+def test_vllm_legacy_aot_tile(rng, variant, input_dtype, cache_dtype, scale_kind, head_dim):
+    # The AOT tile (4 heads x 64 dims) over 5 heads and several dim tiles, as the triton target runs it.
+    from kvfuzz_triton.api import AOT_TILE
+    case = make_case(rng, input_dtype=input_dtype, cache_dtype=cache_dtype, scale_kind=scale_kind,
+                     layout="vllm_legacy", values="bits" if scale_kind == "none" else "values", magnitude=30.0,
+                     num_heads=5, head_dim=head_dim, num_slots=3, num_blocks=2, block_size=3, pad=1)
+    check(case, "raw", variant=variant, tile=AOT_TILE, fp8_software=True)
+
+
+def test_vllm_legacy_padding_invalid_slots_and_counter(rng, backend):
+    check(make_case(rng, layout="vllm_legacy", slots=[-1, 0, 12, 11, -7, 13, 2 ** 40, 5], num_slots=8,
+                    num_blocks=3, block_size=4, head_dim=16), backend)
+
+
+def test_cache_fields_from_torch_shapes_and_strides():
+    # The torch API's description of each layout (kvfuzz_triton.cache_fields), without torch.
+    from kvfuzz_triton import FieldStrides, cache_fields, legacy_fields
+    nb, h, d, bs, x = 3, 2, 32, 5, 8
+    k_shape, k_strides = (nb, h, d // x, bs, x), (h * d * bs, d * bs, bs * x, x, 1)  # contiguous
+    v_shape, v_strides = (nb, h, d, bs), (h * d * bs, d * bs, bs, 1)
+    got = cache_fields("vllm_legacy", h, d, k_shape, k_strides, v_shape, v_strides)
+    assert got == (nb, bs, *legacy_fields(h * d * bs, d * bs, bs, x))
+    assert got[2] == FieldStrides(block=h * d * bs, pos=x, head=d * bs, x=x, dim0=1, dim1=bs * x)
+    assert got[3] == FieldStrides(block=h * d * bs, pos=1, head=d * bs, x=1, dim0=1, dim1=bs)
+    nhd = cache_fields("nhd", h, d, (nb, bs, h, d), (bs * h * d, h * d, d, 1), (nb, bs, h, d), (bs * h * d, h * d, d, 1))
+    assert nhd == (nb, bs, FieldStrides(bs * h * d, h * d, d), FieldStrides(bs * h * d, h * d, d))
+    hnd = cache_fields("hnd", h, d, (nb, h, bs, d), (h * bs * d, bs * d, d, 1), (nb, h, bs, d), (h * bs * d, bs * d, d, 1))
+    assert hnd[2] == FieldStrides(block=h * bs * d, pos=d, head=bs * d)
+    for args, match in [
+        ((h, d, k_shape[:4], k_strides[:4], v_shape, v_strides), "key_cache .* \\(5-D\\)"),
+        ((h, d + 8, k_shape, k_strides, v_shape, v_strides), "2 heads x 4\\*8 dims, but key has 2 heads x 40 dims"),
+        ((h + 1, d, k_shape, k_strides, v_shape, v_strides), "but key has 3 heads"),
+        ((h, d, k_shape, k_strides, (nb, h, bs, d), v_strides), "value_cache must be \\(3, 2, 32, 5\\)"),
+    ]:
+        with pytest.raises(ValueError, match=match):
+            cache_fields("vllm_legacy", *args)
+
+
+# ---------------------------------------------------------------------------------------------
 # Quantised caches
 
 @pytest.mark.parametrize("scale_kind", ["per_tensor", "per_head", "per_block", "per_token_head"])

@@ -8,10 +8,20 @@ torch API (CUDA tensors on a GPU; CPU tensors under TRITON_INTERPRET=1):
 
   key, value      [T_in, H, D] float16/bfloat16/float32 views (last dim contiguous; token and head
                   strides free: fused-QKV slices, unbind views, padded rows). Rows >= T are never read.
-  key_cache,      4-D caches of one shape, strides and dtype; `layout` says which dim is which and is
-  value_cache     never guessed from the shape: "nhd" = [blocks, block_size, H, D],
-                  "hnd" = [blocks, H, block_size, D]. Any strides (packed K/V: kv[:, 0], kv[:, 1]);
-                  contiguous per-sequence caches [B, S, H, D] are "nhd" with block = sequence.
+  key_cache,      the caches, of one dtype; `layout` says which dim is which and is never guessed
+  value_cache     from the shape:
+                    "nhd"  both [blocks, block_size, H, D]     one shape and strides for K and V; any
+                    "hnd"  both [blocks, H, block_size, D]     strides but D's, which is 1 (packed K/V:
+                                                               kv[:, 0], kv[:, 1]; contiguous
+                                                               per-sequence caches [B, S, H, D] are
+                                                               "nhd" with block = sequence)
+                    "vllm_legacy"  vLLM's legacy pair (its paged-attention v1/v2 caches):
+                           key_cache   5-D [blocks, H, D/x, block_size, x], x-packed: element
+                                       (block, pos, head, d) at [block, head, d // x, pos, d % x];
+                           value_cache 4-D [blocks, H, D, block_size], transposed: at [block, head, d, pos].
+                           vLLM's x is 16 bytes of cache elements (8 for 16-bit, 4 for float32, 16 for
+                           fp8/int8); any x >= 1 the key_cache's last dim gives is honoured, and
+                           every stride of both tensors is free (K and V may differ).
                   dtype float16/bfloat16/float32 (equal = bit copy, other = round to nearest even,
                   NaN canonical), float8_e4m3fn, float8_e5m2 or int8 (uint8 storage with
                   cache_dtype="fp8_e4m3"/"fp8_e5m2").
@@ -21,9 +31,10 @@ torch API (CUDA tensors on a GPU; CPU tensors under TRITON_INTERPRET=1):
   scale_kind      required for fp8/int8 caches, refused otherwise: "per_tensor" (k_scale, v_scale
                   float32 [1]), "per_head" ([H]), "per_block" ([blocks, H], the slot's physical block),
                   "per_token_head" (computed max(amax, 1e-6)/QMAX, written to k_scale_cache and
-                  v_scale_cache, float32 [blocks, block_size, H] for nhd or [blocks, H, block_size] for hnd).
+                  v_scale_cache, float32 [blocks, block_size, H] for nhd or [blocks, H, block_size] for
+                  hnd and vllm_legacy).
   variant         "token" (program per token: all heads) or "head" (program per token and head);
-                  None picks "head" when slots of one head are nearer than heads of one slot (HND).
+                  None: pick_variant(), which picks "token" for every layout (measured on an H200).
   fp8_software    fp8 conversion in exact integer arithmetic (default under the interpreter, whose
                   fp8 casts are wrong) instead of the hardware cvt.rn.satfinite (default on the GPU).
 
@@ -34,13 +45,17 @@ Raw entry point (no torch needed; used by the interpreter worker with HostPtr sh
 
     launch(KvAppendParams(...), variant=None, fp8_software=None, tile=None)
 
-  KvAppendParams mirrors kvf::KvAppendParams field for field (strides in elements). tile=AOT_TILE
-  runs the one tile the ahead-of-time build (kernels/triton/aot_compile.py) compiles.
+  KvAppendParams mirrors kvf::KvAppendParams field for field (strides in elements), except that the
+  cache is addressed per field: k_field/v_field (FieldStrides: block, pos, head, x, dim0, dim1; see
+  kv_append.py's docstring for the formula), by default the shared geometry with contiguous dims;
+  legacy_fields() gives vllm_legacy's. tile=AOT_TILE runs the one tile the ahead-of-time build
+  (kernels/triton/aot_compile.py) compiles.
 """
-from .api import (DTYPES, SCALE_KINDS, KvAppendParams, check_params, interpreting, kv_append, launch,
-                  pick_variant, tile_sizes)
+from .api import (DTYPES, LAYOUTS, SCALE_KINDS, FieldStrides, KvAppendParams, cache_fields, check_params,
+                  geometry_field, interpreting, kv_append, launch, legacy_fields, pick_variant, tile_sizes)
 from .hostptr import HostPtr
 from .kv_append import kv_append_kernel
 
-__all__ = ["DTYPES", "SCALE_KINDS", "HostPtr", "KvAppendParams", "check_params", "interpreting", "kv_append",
-           "kv_append_kernel", "launch", "pick_variant", "tile_sizes"]
+__all__ = ["DTYPES", "LAYOUTS", "SCALE_KINDS", "FieldStrides", "HostPtr", "KvAppendParams", "cache_fields",
+           "check_params", "geometry_field", "interpreting", "kv_append", "kv_append_kernel", "launch",
+           "legacy_fields", "pick_variant", "tile_sizes"]

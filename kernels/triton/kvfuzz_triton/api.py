@@ -27,6 +27,38 @@ def interpreting():
     return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 
 
+@dataclasses.dataclass(frozen=True)
+class FieldStrides:
+    """Where one cache field (K or V) keeps element (block, pos, head, d), in elements from its base:
+
+        block*block + pos*pos + head*head + (d % x)*dim0 + (d // x)*dim1
+
+    the format model's layout (kernels/cuda/kv_format.cuh) with the dim axis as the mode
+    (x, D/x):(dim0, dim1). Plain geometries (NHD, HND, contiguous, packed) are x = 1 and dim1 = the
+    dim stride (1); see legacy_fields() for vLLM's x-packed K and transposed V.
+    """
+    block: int
+    pos: int
+    head: int
+    x: int = 1  # >= 1; 1: the dim axis is flat with stride dim1
+    dim0: int = 1  # stride of d % x (inside an x-chunk)
+    dim1: int = 1  # stride of d // x (between x-chunks; the dim stride when x = 1)
+
+
+def geometry_field(stride_block, stride_pos, stride_head):
+    """The field of a plain cache geometry: the given strides, dims contiguous."""
+    return FieldStrides(stride_block, stride_pos, stride_head)
+
+
+def legacy_fields(stride_block, stride_head, block_size, x):
+    """(K, V) fields of vLLM's legacy caches, dense inside a head: K [nb, H, D/x, bs, x] and
+    V [nb, H, D, bs] (kvf::xpacked_key_layout / transposed_value_layout); x = 16 bytes of cache
+    elements in vLLM (8 for f16/bf16, 4 for f32, 16 for fp8/int8)."""
+    k = FieldStrides(stride_block, x, stride_head, x=x, dim0=1, dim1=block_size * x)
+    v = FieldStrides(stride_block, 1, stride_head, x=1, dim0=1, dim1=block_size)
+    return k, v
+
+
 @dataclasses.dataclass
 class KvAppendParams:
     """One append call in raw form; mirrors kvf::KvAppendParams (kernels/cuda/kv_append.cuh).
@@ -34,6 +66,10 @@ class KvAppendParams:
     Pointer fields take anything Triton accepts as a pointer: torch tensors, or HostPtr under the
     interpreter (the slot_mapping pointer's dtype, "i32" or "i64", selects the index type). Strides
     are in elements. Optional pointers are None when absent.
+
+    The cache is addressed per field: k_field and v_field (FieldStrides) when given, else both
+    geometry_field(stride_block, stride_pos, stride_head), kvf's shared geometry with contiguous
+    dims. Where kvf::KvAppendParams says vllm_legacy, give k_field, v_field = legacy_fields(...).
     """
     key: object
     value: object
@@ -63,6 +99,14 @@ class KvAppendParams:
     scale_stride_block: int = 0
     scale_stride_pos: int = 0
     scale_stride_head: int = 0
+    k_field: FieldStrides = None  # None: geometry_field(stride_block, stride_pos, stride_head)
+    v_field: FieldStrides = None
+
+
+def fields(p):
+    """(K, V) FieldStrides of p."""
+    plain = geometry_field(p.stride_block, p.stride_pos, p.stride_head)
+    return p.k_field or plain, p.v_field or plain
 
 
 def check_params(p):
@@ -88,6 +132,9 @@ def check_params(p):
             raise ValueError(f"{name} must be >= 0")
     if p.block_size == 0 and p.num_blocks != 0:
         raise ValueError("block_size must be > 0")
+    for name, f in zip(("k_field", "v_field"), fields(p)):
+        if f.x < 1 or f.x >= 2 ** 31:
+            raise ValueError(f"{name}.x must be in [1, 2^31), got {f.x}")
 
 
 def tile_sizes(num_heads, head_dim, variant):
@@ -135,6 +182,7 @@ def launch(p, *, variant=None, fp8_software=None, num_warps=4, tile=None):
     v_scale = p.v_scale_cache if dynamic else p.v_scale
     # Stand-ins for absent pointers, never dereferenced (float caches read no scale; has_counter = 0).
     dummy = p.key
+    k, v = fields(p)
     grid = (p.num_slots, triton.cdiv(p.num_heads, heads_per_program))
     return kv_append_kernel[grid](
         p.key, p.value, p.slot_mapping, p.k_cache, p.v_cache,
@@ -142,7 +190,9 @@ def launch(p, *, variant=None, fp8_software=None, num_warps=4, tile=None):
         p.slot_mapping if p.invalid_slots is None else p.invalid_slots,  # an integer pointer either way
         p.num_heads, p.head_dim,
         p.key_stride_token, p.key_stride_head, p.value_stride_token, p.value_stride_head,
-        p.num_blocks, p.block_size, p.stride_block, p.stride_pos, p.stride_head,
+        p.num_blocks, p.block_size,
+        k.block, k.pos, k.head, k.x, k.dim0, k.dim1,
+        v.block, v.pos, v.head, v.x, v.dim0, v.dim1,
         p.scale_stride_block, p.scale_stride_pos, p.scale_stride_head,
         SCALE_KINDS.index(p.scale_kind), int(p.invalid_slots is not None), heads_per_program,
         IN_DTYPE=DTYPES.index(p.input_dtype), CACHE_DTYPE=DTYPES.index(p.cache_dtype),
@@ -166,6 +216,52 @@ def _is_tensor(x):
     return isinstance(x, torch.Tensor)
 
 
+LAYOUTS = ("nhd", "hnd", "vllm_legacy")
+
+
+def cache_fields(layout, num_heads, head_dim, k_shape, k_strides, v_shape, v_strides):
+    """(num_blocks, block_size, k_field, v_field) of caches of `layout` with these shapes and element
+    strides (torch's .shape and .stride()); ValueError when they do not fit the layout or key's
+    [T, num_heads, head_dim]. See the package docstring for the layouts."""
+    k_shape, v_shape = tuple(k_shape), tuple(v_shape)
+    k_strides, v_strides = tuple(k_strides), tuple(v_strides)
+    if layout == "vllm_legacy":
+        if len(k_shape) != 5 or len(v_shape) != 4:
+            raise ValueError(f"vllm_legacy caches are key_cache [blocks, heads, head_dim/x, block_size, x] (5-D) "
+                             f"and value_cache [blocks, heads, head_dim, block_size] (4-D), got {k_shape} and {v_shape}")
+        num_blocks, heads, chunks, block_size, x = k_shape
+        if heads != num_heads or chunks * x != head_dim:
+            raise ValueError(f"key_cache is {k_shape} (vllm_legacy): {heads} heads x {chunks}*{x} dims, "
+                             f"but key has {num_heads} heads x {head_dim} dims")
+        if x < 1:
+            raise ValueError(f"key_cache's last dim x must be >= 1, got {k_shape}")
+        want = (num_blocks, heads, head_dim, block_size)
+        if v_shape != want:
+            raise ValueError(f"value_cache must be {want} ([blocks, heads, head_dim, block_size]) to go with "
+                             f"key_cache {k_shape}, got {v_shape}")
+        sb, sh, s_chunk, sp, sx = k_strides
+        vb, vh, vd, vp = v_strides
+        return (num_blocks, block_size, FieldStrides(sb, sp, sh, x=x, dim0=sx, dim1=s_chunk),
+                FieldStrides(vb, vp, vh, x=1, dim0=1, dim1=vd))
+    if len(k_shape) != 4 or len(v_shape) != 4:
+        raise ValueError(f"key_cache and value_cache must be 4-D, got {k_shape} and {v_shape}")
+    if k_shape != v_shape or k_strides != v_strides:
+        raise ValueError("key_cache and value_cache must have the same shape and strides")
+    if layout == "nhd":
+        num_blocks, block_size, cache_heads, cache_dim = k_shape
+        stride_block, stride_pos, stride_head, stride_dim = k_strides
+    else:
+        num_blocks, cache_heads, block_size, cache_dim = k_shape
+        stride_block, stride_head, stride_pos, stride_dim = k_strides
+    if (cache_heads, cache_dim) != (num_heads, head_dim):
+        raise ValueError(f"cache is {k_shape} ({layout}): {cache_heads} heads x {cache_dim} dims, "
+                         f"but key has {num_heads} heads x {head_dim} dims")
+    if head_dim > 1 and stride_dim != 1:
+        raise ValueError("the last dim of the caches must be contiguous (stride 1)")
+    field = geometry_field(stride_block, stride_pos, stride_head)
+    return num_blocks, block_size, field, field
+
+
 def kv_append(key, value, key_cache, value_cache, slot_mapping, *, layout, scale_kind=None,
               k_scale=None, v_scale=None, k_scale_cache=None, v_scale_cache=None,
               invalid_slots=None, cache_dtype=None, variant=None, fp8_software=None):
@@ -176,9 +272,10 @@ def kv_append(key, value, key_cache, value_cache, slot_mapping, *, layout, scale
         raise ValueError(f"kv_append: {msg}")
 
     names = _torch_dtype_names()
-    if layout not in ("nhd", "hnd"):
-        fail(f'layout must be "nhd" ([blocks, block_size, heads, head_dim]) or "hnd" '
-             f'([blocks, heads, block_size, head_dim]), got {layout!r}')
+    if layout not in LAYOUTS:
+        fail(f'layout must be "nhd" ([blocks, block_size, heads, head_dim]), "hnd" '
+             f'([blocks, heads, block_size, head_dim]) or "vllm_legacy" (key_cache [blocks, heads, head_dim/x, '
+             f'block_size, x], value_cache [blocks, heads, head_dim, block_size]), got {layout!r}')
     for name, t in (("key", key), ("value", value), ("key_cache", key_cache),
                     ("value_cache", value_cache), ("slot_mapping", slot_mapping)):
         if not _is_tensor(t):
@@ -205,23 +302,13 @@ def kv_append(key, value, key_cache, value_cache, slot_mapping, *, layout, scale
     if num_slots > num_rows:
         fail(f"slot_mapping has {num_slots} entries but key has only {num_rows} rows")
 
-    if key_cache.dim() != 4 or value_cache.dim() != 4:
-        fail(f"key_cache and value_cache must be 4-D, got {tuple(key_cache.shape)} and {tuple(value_cache.shape)}")
-    if key_cache.shape != value_cache.shape or key_cache.stride() != value_cache.stride():
-        fail("key_cache and value_cache must have the same shape and strides")
+    try:
+        num_blocks, block_size, k_field, v_field = cache_fields(
+            layout, num_heads, head_dim, key_cache.shape, key_cache.stride(), value_cache.shape, value_cache.stride())
+    except ValueError as e:
+        fail(str(e))
     if key_cache.dtype != value_cache.dtype:
         fail(f"key_cache and value_cache dtypes differ: {key_cache.dtype} vs {value_cache.dtype}")
-    if layout == "nhd":
-        num_blocks, block_size, cache_heads, cache_dim = key_cache.shape
-        stride_block, stride_pos, stride_head, stride_dim = key_cache.stride()
-    else:
-        num_blocks, cache_heads, block_size, cache_dim = key_cache.shape
-        stride_block, stride_head, stride_pos, stride_dim = key_cache.stride()
-    if (cache_heads, cache_dim) != (num_heads, head_dim):
-        fail(f"cache is {tuple(key_cache.shape)} ({layout}): {cache_heads} heads x {cache_dim} dims, "
-             f"but key has {num_heads} heads x {head_dim} dims")
-    if head_dim > 1 and stride_dim != 1:
-        fail("the last dim of the caches must be contiguous (stride 1)")
 
     tensor_cache_dtype = "uint8" if key_cache.dtype == torch.uint8 else names.get(key_cache.dtype)
     if cache_dtype is None:
@@ -299,8 +386,9 @@ def kv_append(key, value, key_cache, value_cache, slot_mapping, *, layout, scale
         key=key, value=value, key_stride_token=key.stride(0), key_stride_head=key.stride(1),
         value_stride_token=value.stride(0), value_stride_head=value.stride(1),
         slot_mapping=slot_mapping, num_slots=num_slots, k_cache=key_cache, v_cache=value_cache,
-        num_blocks=num_blocks, block_size=block_size, stride_block=stride_block, stride_pos=stride_pos,
-        stride_head=stride_head, num_heads=num_heads, head_dim=head_dim, input_dtype=input_dtype,
+        num_blocks=num_blocks, block_size=block_size, stride_block=k_field.block, stride_pos=k_field.pos,
+        stride_head=k_field.head, k_field=k_field, v_field=v_field, num_heads=num_heads, head_dim=head_dim,
+        input_dtype=input_dtype,
         cache_dtype=cache_dtype, invalid_slots=invalid_slots, scale_kind=scale_kind,
         k_scale=k_scale, v_scale=v_scale, k_scale_cache=k_scale_cache, v_scale_cache=v_scale_cache,
         scale_stride_block=scale_strides[0], scale_stride_pos=scale_strides[1],

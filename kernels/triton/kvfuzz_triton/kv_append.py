@@ -1,12 +1,27 @@
 """Triton kernels of the kvfuzz append contract (docs/contract.md), bit for bit the CUDA kernel's.
 
 One @triton.jit kernel, `kv_append_kernel`, covers the whole contract. Only the dtypes and the tile
-are constexpr; the scale kind, the counter and the variant are runtime integers, and the kernel
-loops over heads and dims in [BLOCK_H, BLOCK_D] tiles, so one compiled kernel per (input dtype,
-cache dtype, slot dtype) serves every shape (the ahead-of-time build, kernels/triton/aot_compile.py,
-compiles exactly those). Arguments are pointers, int scalars and constexprs only (scales travel as
-fp32 pointers: AOT passes float scalars as double, research/triton-tooling.md P1), every address is
-computed in int64 (P10), constexprs come last (P6), and the callers never launch an empty grid (P2).
+are constexpr; the scale kind, the counter, the variant and the cache format are runtime integers,
+and the kernel loops over heads and dims in tiles of BLOCK_H x BLOCK_D, so one compiled kernel per
+(input dtype, cache dtype, slot dtype) serves every shape and layout (the ahead-of-time build,
+kernels/triton/aot_compile.py, compiles exactly those). Arguments are pointers, int scalars and
+constexprs only (scales travel as fp32 pointers: AOT passes float scalars as double,
+research/triton-tooling.md P1), every address is computed in int64 (P10), constexprs come last
+(P6), and the callers never launch an empty grid (P2).
+
+Cache addressing (the format model of kernels/cuda/kv_format.cuh, docs/formats.md): K and V are
+separate fields, each with its own strides, and element (block, pos, head, d) of a field is at
+  base + block*s_block + pos*s_pos + head*s_head + (d % x)*s_dim0 + (d // x)*s_dim1
+(the dim mode (x, D/x):(s_dim0, s_dim1), in int64; d % x and d // x in int32, d < D). The plain
+geometries (NHD, HND, contiguous, packed) are x = 1, s_dim0 = 1, s_dim1 = 1; vLLM's legacy pair
+is K [nb, H, D/x, bs, x]: x = 16 bytes of cache elements, s_pos = x, s_dim0 = 1, s_dim1 = bs*x, and
+V [nb, H, D, bs]: x = 1, s_pos = 1, s_dim1 = bs.
+
+Tiles are held dims first, [BLOCK_D, BLOCK_H]: with a runtime dim stride no axis of the store's
+pointers is provably contiguous, and Triton 3.6's coalescing then orders a tile by its first axis;
+dims first gives the store the load's layout (consecutive dims across lanes), so no tile is shuffled
+through shared memory between them (the compiled kernels use the shared memory they did when dims
+were contiguous at compile time: none, or 32 bytes for the scale reductions).
 
 Grid: (num_slots, cdiv(num_heads, heads_per_program)). Program (t, p) handles slot entry t, heads
 [p * heads_per_program, (p + 1) * heads_per_program), BLOCK_H heads x BLOCK_D dims at a time:
@@ -154,9 +169,9 @@ def _head_scales(src_rows, scale_ptr, block, pos, heads, head_mask, num_heads, h
         amax = tl.zeros([BLOCK_H], dtype=tl.float32)
         for d0 in range(0, head_dim, BLOCK_D):
             dims = (d0 + tl.arange(0, BLOCK_D)).to(tl.int64)
-            mask = head_mask[:, None] & (dims < head_dim)[None, :]
-            x = _load_f32(src_rows + dims[None, :], mask, IN_DTYPE)
-            amax = tl.maximum(amax, tl.max(tl.where(x != x, 0.0, tl.abs(x)), axis=1))  # masked dims load as 0
+            mask = (dims < head_dim)[:, None] & head_mask[None, :]
+            x = _load_f32(src_rows + dims[:, None], mask, IN_DTYPE)
+            amax = tl.maximum(amax, tl.max(tl.where(x != x, 0.0, tl.abs(x)), axis=0))  # masked dims load as 0
         scale = tl.math.div_rn(tl.maximum(amax, 1e-6), QMAX)
         cell = block * scale_stride_block + pos * scale_stride_pos + heads * scale_stride_head
         tl.store(scale_ptr + cell, scale, mask=head_mask)
@@ -170,32 +185,41 @@ def _head_scales(src_rows, scale_ptr, block, pos, heads, head_mask, num_heads, h
 
 
 @triton.jit
+def _dim_offsets(dims, dim_x, stride_dim0, stride_dim1):
+    """int64 element offsets of head dims `dims` (int32, >= 0) in the dim mode (x, D/x):(s_dim0, s_dim1)."""
+    return (dims % dim_x).to(tl.int64) * stride_dim0 + (dims // dim_x).to(tl.int64) * stride_dim1
+
+
+@triton.jit
 def _append_rows(src_base, stride_token, stride_head, dst_base, scale_ptr, token, block, pos, h0,
-                 h_end, num_heads, head_dim, cache_stride_block, cache_stride_pos, cache_stride_head,
+                 h_end, num_heads, head_dim, field_stride_block, field_stride_pos, field_stride_head,
+                 field_dim_x, field_stride_dim0, field_stride_dim1,
                  scale_stride_block, scale_stride_pos, scale_stride_head, scale_kind,
                  IN_DTYPE: tl.constexpr, CACHE_DTYPE: tl.constexpr, FP8_SOFTWARE: tl.constexpr,
                  BLOCK_H: tl.constexpr, BLOCK_D: tl.constexpr):
-    """Writes heads [h0, min(h0 + BLOCK_H, h_end)) of one input row into one cache slot, BLOCK_D dims at a time."""
+    """Writes heads [h0, min(h0 + BLOCK_H, h_end)) of one input row into one cache slot of one field
+    (K or V, addressed by its field_* strides), BLOCK_D dims at a time."""
     heads = (h0 + tl.arange(0, BLOCK_H)).to(tl.int64)
     head_mask = heads < h_end
-    src_rows = _bits_ptr(src_base, IN_DTYPE) + (token * stride_token + heads[:, None] * stride_head)
-    dst_rows = _bits_ptr(dst_base, CACHE_DTYPE) + (block * cache_stride_block + pos * cache_stride_pos
-                                                   + heads[:, None] * cache_stride_head)
+    src_rows = _bits_ptr(src_base, IN_DTYPE) + (token * stride_token + heads[None, :] * stride_head)
+    dst_rows = _bits_ptr(dst_base, CACHE_DTYPE) + (block * field_stride_block + pos * field_stride_pos
+                                                   + heads[None, :] * field_stride_head)
     if CACHE_DTYPE > F32:
         scale = _head_scales(src_rows, scale_ptr, block, pos, heads, head_mask, num_heads, head_dim, scale_kind,
                              scale_stride_block, scale_stride_pos, scale_stride_head, IN_DTYPE, CACHE_DTYPE,
                              BLOCK_H, BLOCK_D)
     for d0 in range(0, head_dim, BLOCK_D):
-        dims = (d0 + tl.arange(0, BLOCK_D)).to(tl.int64)
-        mask = head_mask[:, None] & (dims < head_dim)[None, :]
-        src = src_rows + dims[None, :]
-        dst = dst_rows + dims[None, :]
+        dims32 = d0 + tl.arange(0, BLOCK_D)
+        dims = dims32.to(tl.int64)
+        mask = (dims < head_dim)[:, None] & head_mask[None, :]
+        src = src_rows + dims[:, None]
+        dst = dst_rows + _dim_offsets(dims32, field_dim_x, field_stride_dim0, field_stride_dim1)[:, None]
         if CACHE_DTYPE == IN_DTYPE:
             tl.store(dst, tl.load(src, mask=mask, other=0), mask=mask)
         elif CACHE_DTYPE <= F32:
             tl.store(dst, _float_bits(_load_f32(src, mask, IN_DTYPE), CACHE_DTYPE), mask=mask)
         else:
-            q = tl.math.div_rn(_load_f32(src, mask, IN_DTYPE), scale[:, None])
+            q = tl.math.div_rn(_load_f32(src, mask, IN_DTYPE), scale[None, :])
             if CACHE_DTYPE == INT8:
                 tl.store(dst, _int8_bits(q), mask=mask)
             else:
@@ -211,7 +235,10 @@ def kv_append_kernel(
     invalid_slots_ptr,  # int64 counter (only touched when has_counter != 0)
     num_heads, head_dim,
     key_stride_token, key_stride_head, value_stride_token, value_stride_head,
-    num_blocks, block_size, cache_stride_block, cache_stride_pos, cache_stride_head,
+    num_blocks, block_size,
+    # Where K and V keep (block, pos, head, d): the module docstring's formula, per field.
+    k_stride_block, k_stride_pos, k_stride_head, k_dim_x, k_stride_dim0, k_stride_dim1,
+    v_stride_block, v_stride_pos, v_stride_head, v_dim_x, v_stride_dim0, v_stride_dim1,
     scale_stride_block, scale_stride_pos, scale_stride_head,
     scale_kind,  # kvf::ScaleKind value; SCALE_NONE for float caches
     has_counter,  # 0 or 1
@@ -233,12 +260,12 @@ def kv_append_kernel(
         else:
             for h0 in range(h_begin, h_end, BLOCK_H):
                 _append_rows(key_ptr, key_stride_token, key_stride_head, k_cache_ptr, k_scale_ptr, token,
-                             block, pos, h0, h_end, num_heads, head_dim, cache_stride_block,
-                             cache_stride_pos, cache_stride_head, scale_stride_block, scale_stride_pos,
-                             scale_stride_head, scale_kind, IN_DTYPE, CACHE_DTYPE, FP8_SOFTWARE, BLOCK_H,
-                             BLOCK_D)
+                             block, pos, h0, h_end, num_heads, head_dim, k_stride_block, k_stride_pos,
+                             k_stride_head, k_dim_x, k_stride_dim0, k_stride_dim1, scale_stride_block,
+                             scale_stride_pos, scale_stride_head, scale_kind, IN_DTYPE, CACHE_DTYPE,
+                             FP8_SOFTWARE, BLOCK_H, BLOCK_D)
                 _append_rows(value_ptr, value_stride_token, value_stride_head, v_cache_ptr, v_scale_ptr,
-                             token, block, pos, h0, h_end, num_heads, head_dim, cache_stride_block,
-                             cache_stride_pos, cache_stride_head, scale_stride_block, scale_stride_pos,
-                             scale_stride_head, scale_kind, IN_DTYPE, CACHE_DTYPE, FP8_SOFTWARE, BLOCK_H,
-                             BLOCK_D)
+                             token, block, pos, h0, h_end, num_heads, head_dim, v_stride_block, v_stride_pos,
+                             v_stride_head, v_dim_x, v_stride_dim0, v_stride_dim1, scale_stride_block,
+                             scale_stride_pos, scale_stride_head, scale_kind, IN_DTYPE, CACHE_DTYPE,
+                             FP8_SOFTWARE, BLOCK_H, BLOCK_D)

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "case/errors.h"
+#include "targets/triton/kernel_fields.h"
 
 namespace kvf {
 namespace {
@@ -118,8 +119,21 @@ struct ArgValue {
 ArgValue pointer(const void* p) { return {true, static_cast<int64_t>(reinterpret_cast<uintptr_t>(p))}; }
 ArgValue integer(int64_t v) { return {false, v}; }
 
-// The value of kv_append_kernel's parameter `name` (kernels/triton/kvfuzz_triton/kv_append.py).
-std::optional<ArgValue> argument(const std::string& name, const KvAppendParams& p, const AotLaunchPlan& plan) {
+// The value of a per-field parameter (k_stride_block, ..., v_stride_dim1) of field f, or nullopt.
+std::optional<ArgValue> field_argument(const std::string& suffix, const KernelField& f) {
+  if (suffix == "stride_block") return integer(f.stride_block);
+  if (suffix == "stride_pos") return integer(f.stride_pos);
+  if (suffix == "stride_head") return integer(f.stride_head);
+  if (suffix == "dim_x") return integer(f.x);
+  if (suffix == "stride_dim0") return integer(f.stride_dim0);
+  if (suffix == "stride_dim1") return integer(f.stride_dim1);
+  return std::nullopt;
+}
+
+// The value of kv_append_kernel's parameter `name` (kernels/triton/kvfuzz_triton/kv_append.py);
+// fields[0] is K's addressing, fields[1] V's.
+std::optional<ArgValue> argument(const std::string& name, const KvAppendParams& p, const AotLaunchPlan& plan,
+                                 const KernelField (&fields)[2]) {
   const bool dynamic = p.scale_kind == ScaleKind::per_token_head;
   if (name == "key_ptr") return pointer(p.key);
   if (name == "value_ptr") return pointer(p.value);
@@ -137,9 +151,10 @@ std::optional<ArgValue> argument(const std::string& name, const KvAppendParams& 
   if (name == "value_stride_head") return integer(p.value_stride_head);
   if (name == "num_blocks") return integer(p.cache.num_blocks);
   if (name == "block_size") return integer(p.cache.block_size);
-  if (name == "cache_stride_block") return integer(p.cache.stride_block);
-  if (name == "cache_stride_pos") return integer(p.cache.stride_pos);
-  if (name == "cache_stride_head") return integer(p.cache.stride_head);
+  if (name.rfind("k_", 0) == 0)
+    if (std::optional<ArgValue> v = field_argument(name.substr(2), fields[0])) return v;
+  if (name.rfind("v_", 0) == 0)
+    if (std::optional<ArgValue> v = field_argument(name.substr(2), fields[1])) return v;
   if (name == "scale_stride_block") return integer(p.scale_cache.stride_block);
   if (name == "scale_stride_pos") return integer(p.scale_cache.stride_pos);
   if (name == "scale_stride_head") return integer(p.scale_cache.stride_head);
@@ -268,12 +283,16 @@ std::string plan_launch(const AotManifest& m, const KvAppendParams& p, AotLaunch
 std::string pack_arguments(const AotKernel& k, const KvAppendParams& p, const AotLaunchPlan& plan, PackedArgs& out) {
   out.cells.assign(k.params.size(), {});
   out.pointers.assign(k.params.size(), nullptr);
+  KernelField fields[2];
+  for (int v = 0; v < 2; ++v)
+    if (std::string why = kernel_field(append_field_layout(p, v == 1), fields[v]); !why.empty())
+      return std::string("kernel ") + k.name + " cannot address the " + (v == 1 ? "V" : "K") + " cache: " + why;
   for (size_t i = 0; i < k.params.size(); ++i) {
     const KernelParam& param = k.params[i];
     std::array<std::byte, 8>& cell = out.cells[i];
     out.pointers[i] = cell.data();
     if (param.type == ParamType::scratch) continue;  // null
-    const std::optional<ArgValue> v = argument(param.name, p, plan);
+    const std::optional<ArgValue> v = argument(param.name, p, plan, fields);
     if (!v) return "kernel " + k.name + " takes a parameter \"" + param.name + "\" this loader does not know";
     if (v->is_pointer != (param.type == ParamType::pointer))
       return "kernel " + k.name + ": parameter \"" + param.name + "\" is declared " +

@@ -4,6 +4,9 @@
                          f16 and the head-dim set {64, 128}; appends a line to $KVFUZZ_TEST_VIOLATIONS
                          for every call outside that (kvfuzz must never make one), and raises for 2+
                          heads (a launch_error, so that campaigns shrink)
+  triton_without_layouts declares slot dtypes only (no "layouts"), so kvfuzz must never send it
+                         vllm_legacy; runs kvfuzz_triton (examples/python/kv_append_numpy.py) and appends
+                         to $KVFUZZ_TEST_VIOLATIONS for a vllm_legacy call
   bad_layout, bad_head_dims, not_a_dict, raises_in_capabilities, declared_twice
                          declarations kvfuzz must refuse (exit 2) naming the key and the expected form
 """
@@ -32,6 +35,16 @@ def head_dims_64_128(key, value, key_cache, value_cache, slot_mapping, **kw):
 
 def head_dims_64_128_capabilities():
     return {"layouts": ("paged_nhd",), "input_dtypes": {"f16"}, "cache_dtypes": ["f16"], "head_dims": [128, 64]}
+
+
+def triton_without_layouts(key, value, key_cache, value_cache, slot_mapping, **kw):
+    if kw["layout"] == "vllm_legacy":
+        violation("vllm_legacy sent to a function that declares no layouts")
+    from kv_append_numpy import kv_append as triton_numpy  # imports triton: only when called
+    triton_numpy(key, value, key_cache, value_cache, slot_mapping, **kw)
+
+
+triton_without_layouts.kvfuzz_capabilities = {"slot_dtypes": ["i32", "i64"]}
 
 
 def bad_layout(*args, **kw):

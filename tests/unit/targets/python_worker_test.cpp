@@ -49,6 +49,33 @@ TEST(PythonWorker, namesTheCacheOrderAndTheStaticScales) {
   EXPECT_TRUE(j["k_scale_cache"].is_null());
 }
 
+TEST(PythonWorker, sendsEachFieldsAddressingAndTheLegacyLayout) {
+  Case c = test::paged_nhd_case();  // f16: x = 8 = D, one x-chunk
+  const ArenaLayout l = plan_arena(c);
+  std::vector<std::byte> image(static_cast<size_t>(l.total_bytes));
+  nlohmann::json j = call_json(c, l, image.data());
+  for (const char* f : {"k_field", "v_field"}) {
+    EXPECT_EQ(j[f]["stride_pos"], c.cache.stride_pos) << f;
+    EXPECT_EQ(j[f]["x"], 1) << f;
+    EXPECT_EQ(j[f]["stride_dim1"], 1) << f;
+  }
+  c.layout = Layout::vllm_legacy;  // K [8, 2, 1, 4, 8], V [8, 2, 8, 4]
+  c.cache = CacheGeometry{8, 4, 2 * 8 * 4, 8, 8 * 4};
+  j = call_json(c, l, image.data());
+  EXPECT_EQ(j["layout"], "vllm_legacy");
+  EXPECT_EQ(j["k_field"], (nlohmann::json{{"stride_block", 64}, {"stride_pos", 8}, {"stride_head", 32}, {"x", 1},
+                                          {"stride_dim0", 1}, {"stride_dim1", 1}}));  // one chunk: flat dims
+  EXPECT_EQ(j["v_field"], (nlohmann::json{{"stride_block", 64}, {"stride_pos", 1}, {"stride_head", 32}, {"x", 1},
+                                          {"stride_dim0", 1}, {"stride_dim1", 4}}));
+  c.cache_dtype = DType::int8;  // x = 16: D = 32 is two chunks
+  c.head_dim = 32;
+  c.cache = CacheGeometry{8, 4, 2 * 32 * 4, 16, 32 * 4};
+  j = call_json(c, l, image.data());
+  EXPECT_EQ(j["k_field"]["x"], 16);
+  EXPECT_EQ(j["k_field"]["stride_pos"], 16);
+  EXPECT_EQ(j["k_field"]["stride_dim1"], 4 * 16);
+}
+
 TEST(PythonWorker, picksTheOptionThenTheEnvironment) {
   EXPECT_EQ(resolve_python("/opt/py/bin/python"), "/opt/py/bin/python");
   setenv("KVFUZZ_PYTHON", "/env/python", 1);

@@ -61,7 +61,7 @@ TEST(TritonAotManifest, packsArgumentsInTheManifestsOrder) {
   const AotManifest m = parse_aot_manifest(
       fixture(R"([{"name": "head_dim", "type": "i32"}, {"name": "key_ptr", "type": "*fp16"},
                   {"name": "heads_per_program", "type": "i32"}, {"name": "scale_kind", "type": "i32"},
-                  {"name": "cache_stride_pos", "type": "i64"}, {"name": "global_scratch", "type": "scratch"}])"),
+                  {"name": "k_stride_pos", "type": "i64"}, {"name": "global_scratch", "type": "scratch"}])"),
       "fixture.json");
   ASSERT_EQ(m.kernels.size(), 1u);
   const KvAppendParams p = small_params();
@@ -77,6 +77,43 @@ TEST(TritonAotManifest, packsArgumentsInTheManifestsOrder) {
   EXPECT_EQ(cell_i32(a, 3), 2);  // ScaleKind::per_head
   EXPECT_EQ(cell_i64(a, 4), 42);
   EXPECT_EQ(cell_i64(a, 5), 0);  // scratch: null
+}
+
+// Each field's addressing comes from the format model (kernel_fields.h): the geometry with x = 1
+// and contiguous dims, or vllm_legacy's x-packed K and transposed V.
+TEST(TritonAotManifest, packsEachFieldsStridesFromTheFormatModel) {
+  std::string params;
+  for (const char* f : {"k_", "v_"})
+    for (const char* a : {"stride_block", "stride_pos", "stride_head", "stride_dim0", "stride_dim1"})
+      params += std::string(params.empty() ? "" : ", ") + R"({"name": ")" + f + a + R"(", "type": "i64"})";
+  params += R"(, {"name": "k_dim_x", "type": "i32"}, {"name": "v_dim_x", "type": "i32"})";
+  const AotManifest m = parse_aot_manifest(fixture("[" + params + "]"), "fixture.json");
+  KvAppendParams p = small_params();
+  AotLaunchPlan plan;
+  PackedArgs a;
+  ASSERT_EQ(plan_launch(m, p, plan), "");
+  ASSERT_EQ(pack_arguments(m.kernels[0], p, plan, a), "");
+  const std::vector<int64_t> nhd = {4 * 6 * 7, 6 * 7, 7, 1, 1};  // block, pos, head, dim0, dim1
+  for (size_t i = 0; i < 5; ++i) {
+    EXPECT_EQ(cell_i64(a, i), nhd[i]) << i;
+    EXPECT_EQ(cell_i64(a, 5 + i), nhd[i]) << i;
+  }
+  EXPECT_EQ(cell_i32(a, 10), 1);
+  EXPECT_EQ(cell_i32(a, 11), 1);
+
+  // int8 cache: x = 16; K [nb, H, D/x, bs, x], V [nb, H, D, bs], block and head strides shared.
+  p.head_dim = 32;
+  p.cache = CacheGeometry{3, 4, 6 * 32 * 4 + 5, 16, 32 * 4 + 1};
+  p.vllm_legacy = true;
+  ASSERT_EQ(pack_arguments(m.kernels[0], p, plan, a), "");
+  const std::vector<int64_t> k = {6 * 32 * 4 + 5, 16, 32 * 4 + 1, 1, 4 * 16};
+  const std::vector<int64_t> v = {6 * 32 * 4 + 5, 1, 32 * 4 + 1, 1, 4};
+  for (size_t i = 0; i < 5; ++i) {
+    EXPECT_EQ(cell_i64(a, i), k[i]) << i;
+    EXPECT_EQ(cell_i64(a, 5 + i), v[i]) << i;
+  }
+  EXPECT_EQ(cell_i32(a, 10), 16);
+  EXPECT_EQ(cell_i32(a, 11), 1);
 }
 
 TEST(TritonAotManifest, plansTokenMajorForNhdAndHeadMajorForHnd) {
@@ -175,11 +212,12 @@ TEST(TritonAotBuiltIn, hasOneSm90aKernelPerDtypePairAndSlotType) {
       }
 }
 
-// Every case of the default and quant profiles gets a kernel, a grid and every argument, and the
-// arguments say what the case says.
+// Every case of the default, quant and formats profiles gets a kernel, a grid and every argument,
+// and the arguments say what the case says.
 TEST(TritonAotBuiltIn, everyGeneratedCaseSelectsAKernelAndPacksItsArguments) {
   std::vector<Profile> profiles = {default_profile(),
-                                   load_profile(std::filesystem::path(KVFUZZ_SOURCE_DIR) / "configs" / "quant.json")};
+                                   load_profile(std::filesystem::path(KVFUZZ_SOURCE_DIR) / "configs" / "quant.json"),
+                                   load_profile(std::filesystem::path(KVFUZZ_SOURCE_DIR) / "configs" / "formats.json")};
   std::set<std::string> used;
   constexpr int64_t kBase = int64_t{1} << 32;  // the image's address; never dereferenced
   std::byte* const base = reinterpret_cast<std::byte*>(kBase);
@@ -205,7 +243,18 @@ TEST(TritonAotBuiltIn, everyGeneratedCaseSelectsAKernelAndPacksItsArguments) {
       EXPECT_EQ(cell_i32(a, at.at("num_heads")), c.num_heads);
       EXPECT_EQ(cell_i32(a, at.at("head_dim")), c.head_dim);
       EXPECT_EQ(cell_i64(a, at.at("block_size")), c.cache.block_size);
-      EXPECT_EQ(cell_i64(a, at.at("cache_stride_head")), c.cache.stride_head);
+      EXPECT_EQ(cell_i64(a, at.at("k_stride_head")), c.cache.stride_head);
+      EXPECT_EQ(cell_i64(a, at.at("v_stride_head")), c.cache.stride_head);
+      // vllm_legacy K: x-chunks of x = xpack() dims, block_size * x apart (one chunk, D = x: flat);
+      // V: dim stride block_size, pos stride 1. Every other layout: x = 1, contiguous dims.
+      const bool legacy = c.layout == Layout::vllm_legacy;
+      const bool chunked = legacy && c.head_dim > c.xpack();
+      EXPECT_EQ(cell_i32(a, at.at("k_dim_x")), chunked ? c.xpack() : 1);
+      EXPECT_EQ(cell_i64(a, at.at("k_stride_dim1")), chunked ? c.cache.block_size * c.xpack() : 1);
+      EXPECT_EQ(cell_i64(a, at.at("k_stride_pos")), c.cache.stride_pos);
+      EXPECT_EQ(cell_i32(a, at.at("v_dim_x")), 1);
+      EXPECT_EQ(cell_i64(a, at.at("v_stride_dim1")), legacy ? c.cache.block_size : 1);
+      EXPECT_EQ(cell_i64(a, at.at("v_stride_pos")), legacy ? 1 : c.cache.stride_pos);
       EXPECT_EQ(cell_i32(a, at.at("scale_kind")), static_cast<int32_t>(c.scale_kind));
       EXPECT_EQ(cell_i32(a, at.at("has_counter")), 1);
       const int64_t k_scale = cell_i64(a, at.at("k_scale_ptr"));
