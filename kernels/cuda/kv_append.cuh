@@ -320,9 +320,11 @@ template <typename CacheT>
 KVF_HD CacheT* cache_base(const KvAppendParams& p, bool is_value) {
   return static_cast<CacheT*>(is_value ? p.v_cache : p.k_cache);
 }
-template <typename CacheT>
+// kFields: the format families' path (V of its own geometry, no V, an MLA entry), else K and V of
+// one shape and geometry (family kv), whose code does not pay for the others.
+template <typename CacheT, bool kFields = true>
 KVF_HD CacheT* cache_row(const KvAppendParams& p, bool is_value, int64_t block, int64_t pos, int64_t head) {
-  return cache_base<CacheT>(p, is_value) + cache_elem_offset(is_value ? value_geometry(p) : p.cache, block, pos, head, 0);
+  return cache_base<CacheT>(p, is_value) + cache_elem_offset(kFields && is_value ? value_geometry(p) : p.cache, block, pos, head, 0);
 }
 KVF_HD float* scale_cell(const KvAppendParams& p, bool is_value, int64_t block, int64_t pos, int64_t head) {
   return (is_value ? p.v_scale_cache : p.k_scale_cache) + cache_elem_offset(p.scale_cache, block, pos, head, 0);
@@ -395,18 +397,18 @@ struct RowPart {
 };
 
 // The parts of tensor is_value's row of (token, head) stored at (block, pos, head); returns their count.
-template <typename InT, typename CacheT>
+template <typename InT, typename CacheT, bool kFields>
 KVF_HD int row_parts(const KvAppendParams& p, bool is_value, int64_t token, int64_t block, int64_t pos, int64_t head,
                      RowPart<InT, CacheT> (&out)[2]) {
-  CacheT* dst = cache_row<CacheT>(p, is_value, block, pos, head);
+  CacheT* dst = cache_row<CacheT, kFields>(p, is_value, block, pos, head);
   const InT* src = input_row<InT>(p, is_value, token, head);
   if (is_value) {
-    out[0] = {src, dst, value_dim(p)};
+    out[0] = {src, dst, kFields ? value_dim(p) : p.head_dim};
     return 1;
   }
-  const int64_t key_dims = p.head_dim - p.rope_dim;
+  const int64_t key_dims = p.head_dim - (kFields ? p.rope_dim : 0);
   out[0] = {src, dst, key_dims};
-  if (p.rope_dim <= 0) return 1;
+  if (!kFields || p.rope_dim <= 0) return 1;
   out[1] = {static_cast<const InT*>(p.rope) + input_elem_offset(p.rope_stride_token, p.rope_stride_head, token, head, 0), dst + key_dims,
             p.rope_dim};
   return 2;
@@ -457,46 +459,103 @@ KVF_HD void append_chunk(const KvAppendParams& p, int64_t block, int64_t head, b
 
 // Work item (head, chunk) of row `token`, stored at (block, pos): the chunk of the K row (or MLA
 // entry) and of the V row.
-template <typename InT, typename CacheT>
+template <typename InT, typename CacheT, bool kFields>
 KVF_HD void append_item(const KvAppendParams& p, int64_t token, int64_t block, int64_t pos, int64_t head, int64_t chunk) {
   RowPart<InT, CacheT> k_parts[2], v_parts[2], k, v;
   int64_t k_lo = 0, k_hi = 0, v_lo = 0, v_hi = 0;
-  const bool has_k = row_chunk(k_parts, row_parts<InT, CacheT>(p, false, token, block, pos, head, k_parts), chunk, k, k_lo, k_hi);
-  const bool has_v =
-      p.has_value && row_chunk(v_parts, row_parts<InT, CacheT>(p, true, token, block, pos, head, v_parts), chunk, v, v_lo, v_hi);
+  const bool has_k = row_chunk(k_parts, row_parts<InT, CacheT, kFields>(p, false, token, block, pos, head, k_parts), chunk, k, k_lo, k_hi);
+  const bool has_v = (!kFields || p.has_value) &&
+                     row_chunk(v_parts, row_parts<InT, CacheT, kFields>(p, true, token, block, pos, head, v_parts), chunk, v, v_lo, v_hi);
   append_chunk<InT, CacheT>(p, block, head, has_k, k, k_lo, k_hi, has_v, v, v_lo, v_hi);
 }
 
-// vLLM's legacy layout: no dim of it is contiguous in both K and V, so each work item is one whole
-// (K or V, head) row, stored element by element through the format model's field_offset(). Values
-// follow the same rules as the geometry path (bit copy, conversion, static or per-token-head scale).
+// Stores elements [lo, hi) of a run (src[0..) -> dst[e * stride]): the chunk paths when the run is
+// contiguous (stride 1), element by element otherwise. `scale` is used by quantised caches only.
+template <typename InT, typename CacheT>
+KVF_HD void store_run(const InT* src, CacheT* dst, int64_t lo, int64_t hi, int64_t stride, float scale) {
+  if (stride == 1) {
+    constexpr int64_t kVec = 16 / sizeof(InT);
+    for (int64_t c = lo; c < hi; c += kVec) {  // 16-byte input chunks
+      const int64_t end = c + kVec < hi ? c + kVec : hi;
+      if constexpr (std::is_same_v<InT, CacheT>) {
+        store_chunk(load_chunk(src, c, end), dst, c, end);
+      } else if constexpr (kIsQuantized<CacheT>) {
+        store_quantized<InT, CacheT>(load_chunk(src, c, end), dst, c, end, scale);
+      } else {
+        copy_chunk<InT, CacheT>(src, dst, c, end, kVec);
+      }
+    }
+    return;
+  }
+  for (int64_t e = lo; e < hi; ++e) {
+    if constexpr (std::is_same_v<InT, CacheT>) {
+      dst[e * stride] = src[e];
+    } else if constexpr (kIsQuantized<CacheT>) {
+      dst[e * stride] = quantize<CacheT>(to_float(src[e]), scale);
+    } else {
+      dst[e * stride] = from_float<CacheT>(to_float(src[e]));
+    }
+  }
+}
+
+// vLLM's legacy layout (kv_format.cuh): K x-packed, V transposed. A field's dim mode is walked in
+// runs of its first sub-mode (extent e0, stride s0: K's x contiguous elements, V's whole row at
+// stride block_size), each run starting at mode_offset() of its first dim, so no element costs a
+// division. Work items are (tensor, head, run, 16-byte input chunk of the run); a dynamic per-token-
+// head scale needs the whole row's amax first, so there a work item is a whole (tensor, head) row.
+// Values follow the geometry path's rules (bit copy, conversion, static or per-token-head scale).
 template <typename InT, typename CacheT>
 KVF_HD void append_legacy_rows(const KvAppendParams& p, int64_t token, int64_t block, int64_t pos, int thread, int threads) {
+  constexpr int64_t kVec = 16 / sizeof(InT);
   const int64_t x = 16 / static_cast<int64_t>(sizeof(CacheT));
-  const FieldLayout k_field = xpacked_key_layout(p.cache, 0, p.num_heads, p.head_dim, x);
-  const FieldLayout v_field = transposed_value_layout(p.cache, 0, p.num_heads, p.head_dim);
-  for (int64_t work = thread; work < 2 * int64_t{p.num_heads}; work += threads) {
-    const bool is_value = work >= p.num_heads;
-    const int64_t head = work % p.num_heads;
-    const InT* src = input_row<InT>(p, is_value, token, head);
-    CacheT* dst = cache_base<CacheT>(p, is_value);
-    const FieldLayout& field = is_value ? v_field : k_field;
-    if constexpr (kIsQuantized<CacheT>) {
-      float scale = 0.0f;
-      if (p.scale_kind == ScaleKind::per_token_head) {
+  const FieldLayout fields[2] = {xpacked_key_layout(p.cache, 0, p.num_heads, p.head_dim, x),
+                                 transposed_value_layout(p.cache, 0, p.num_heads, p.head_dim)};
+  const int64_t H = p.num_heads, D = p.head_dim;
+  if constexpr (kIsQuantized<CacheT>) {
+    if (p.scale_kind == ScaleKind::per_token_head) {
+      for (int64_t work = thread; work < 2 * H; work += threads) {
+        const bool is_value = work >= H;
+        const int64_t head = work % H;
+        const FieldLayout& f = fields[is_value ? 1 : 0];
+        const InT* src = input_row<InT>(p, is_value, token, head);
         float amax = 0.0f;
-        for (int64_t d = 0; d < p.head_dim; ++d) amax = fmaxf(amax, fabsf(to_float(src[d])));  // NaN ignored
-        scale = dynamic_scale<CacheT>(amax);
+        for (int64_t d = 0; d < D; ++d) amax = fmaxf(amax, fabsf(to_float(src[d])));  // NaN ignored
+        const float scale = dynamic_scale<CacheT>(amax);
         *scale_cell(p, is_value, block, pos, head) = scale;
-      } else {
-        scale = static_scale(p, is_value, block, head);
+        CacheT* row = cache_base<CacheT>(p, is_value) + field_offset(f, block, pos, head, 0);
+        const int64_t e0 = f.mode[3].extent[0], s0 = f.mode[3].stride[0];
+        for (int64_t first = 0; first < D; first += e0) {
+          const int64_t len = first + e0 < D ? e0 : D - first;
+          store_run<InT, CacheT>(src + first, row + mode_offset(f.mode[3], first), 0, len, s0, scale);
+        }
       }
-      for (int64_t d = 0; d < p.head_dim; ++d) dst[field_offset(field, block, pos, head, d)] = quantize<CacheT>(to_float(src[d]), scale);
-    } else if constexpr (std::is_same_v<InT, CacheT>) {
-      for (int64_t d = 0; d < p.head_dim; ++d) dst[field_offset(field, block, pos, head, d)] = src[d];
-    } else {
-      for (int64_t d = 0; d < p.head_dim; ++d) dst[field_offset(field, block, pos, head, d)] = from_float<CacheT>(to_float(src[d]));
+      return;
     }
+  }
+  int64_t items[2], chunks[2];  // per tensor: work items, and chunks per run
+  for (int t = 0; t < 2; ++t) {
+    const int64_t e0 = fields[t].mode[3].extent[0];
+    chunks[t] = (e0 + kVec - 1) / kVec;
+    items[t] = H * ((D + e0 - 1) / e0) * chunks[t];
+  }
+  for (int64_t work = thread; work < items[0] + items[1]; work += threads) {
+    const bool is_value = work >= items[0];
+    const int t = is_value ? 1 : 0;
+    const FieldLayout& f = fields[t];
+    const int64_t e0 = f.mode[3].extent[0], s0 = f.mode[3].stride[0];
+    const int64_t item = is_value ? work - items[0] : work;
+    const int64_t runs = (D + e0 - 1) / e0;
+    const int64_t head = item / (runs * chunks[t]);
+    const int64_t first = (item / chunks[t]) % runs * e0;  // the run's first dim
+    const int64_t len = first + e0 < D ? e0 : D - first;
+    const int64_t lo = item % chunks[t] * kVec;
+    const int64_t hi = lo + kVec < len ? lo + kVec : len;
+    if (lo >= hi) continue;
+    const InT* src = input_row<InT>(p, is_value, token, head) + first;
+    CacheT* run = cache_base<CacheT>(p, is_value) + field_offset(f, block, pos, head, 0) + mode_offset(f.mode[3], first);
+    float scale = 1.0f;
+    if constexpr (kIsQuantized<CacheT>) scale = static_scale(p, is_value, block, head);
+    store_run<InT, CacheT>(src, run, lo, hi, s0, scale);
   }
 }
 
@@ -505,6 +564,9 @@ KVF_HD void append_legacy_rows(const KvAppendParams& p, int64_t token, int64_t b
 // heads x 16-byte chunks of head_dim, each work item covering that chunk of the K row and of the V
 // row, so any head count and head_dim are covered. With a dynamic per-token-head scale a work item
 // is a whole (K or V, head) row instead: the row's amax must be known before any element is stored.
+
+template <typename InT, typename CacheT, bool kFields>
+KVF_HD void append_rows(const KvAppendParams& p, int64_t token, int64_t block, int64_t pos, int thread, int threads);
 
 template <typename InT, typename CacheT, typename SlotT>
 KVF_HD void kv_append_thread(const KvAppendParams& p, int64_t cta, int thread, int threads) {
@@ -521,8 +583,19 @@ KVF_HD void kv_append_thread(const KvAppendParams& p, int64_t cta, int thread, i
     append_legacy_rows<InT, CacheT>(p, token, block, pos, thread, threads);
     return;
   }
+  const bool one_shape = p.has_value && p.rope_dim == 0 && p.value_head_dim == 0 && p.value_cache.num_blocks == 0;
+  if (one_shape) {
+    append_rows<InT, CacheT, false>(p, token, block, pos, thread, threads);
+  } else {
+    append_rows<InT, CacheT, true>(p, token, block, pos, thread, threads);
+  }
+}
+
+// The rows of `token` at (block, pos), work items strided over the block's threads.
+template <typename InT, typename CacheT, bool kFields>
+KVF_HD void append_rows(const KvAppendParams& p, int64_t token, int64_t block, int64_t pos, int thread, int threads) {
   constexpr int64_t kVec = 16 / sizeof(InT);  // elements per chunk
-  const int num_tensors = p.has_value ? 2 : 1;
+  const int num_tensors = !kFields || p.has_value ? 2 : 1;
 
   if constexpr (kIsQuantized<CacheT>) {
     if (p.scale_kind == ScaleKind::per_token_head) {
@@ -530,7 +603,7 @@ KVF_HD void kv_append_thread(const KvAppendParams& p, int64_t cta, int thread, i
         const bool is_value = work >= p.num_heads;
         const int64_t head = work % p.num_heads;
         RowPart<InT, CacheT> parts[2];
-        const int num_parts = row_parts<InT, CacheT>(p, is_value, token, block, pos, head, parts);
+        const int num_parts = row_parts<InT, CacheT, kFields>(p, is_value, token, block, pos, head, parts);
         float amax = 0.0f;
         for (int i = 0; i < num_parts; ++i) {
           for (int64_t lo = 0; lo < parts[i].len; lo += kVec) {  // chunks read whole; zeros past the part
@@ -555,10 +628,13 @@ KVF_HD void kv_append_thread(const KvAppendParams& p, int64_t cta, int thread, i
   // Work item = one chunk (16 bytes of input) of one head, of the K row and of the V row (rows of
   // unequal length: the shorter one's item past its end does nothing). The item's head and chunk
   // advance by `threads` items per iteration, without a division.
-  const int64_t key_dims = p.head_dim - p.rope_dim;
-  const int k_chunks = static_cast<int>((key_dims + kVec - 1) / kVec + (p.rope_dim + kVec - 1) / kVec);
-  const int v_chunks = p.has_value ? static_cast<int>((value_dim(p) + kVec - 1) / kVec) : 0;
-  const int chunks = k_chunks > v_chunks ? k_chunks : v_chunks;
+  int chunks = static_cast<int>((p.head_dim + kVec - 1) / kVec);
+  if constexpr (kFields) {
+    const int64_t key_dims = p.head_dim - p.rope_dim;
+    const int k_chunks = static_cast<int>((key_dims + kVec - 1) / kVec + (p.rope_dim + kVec - 1) / kVec);
+    const int v_chunks = p.has_value ? static_cast<int>((value_dim(p) + kVec - 1) / kVec) : 0;
+    chunks = k_chunks > v_chunks ? k_chunks : v_chunks;
+  }
   if (chunks == 0) return;
   const int64_t per_tensor = static_cast<int64_t>(p.num_heads) * chunks;
   int item_head = thread / chunks;
@@ -568,7 +644,7 @@ KVF_HD void kv_append_thread(const KvAppendParams& p, int64_t cta, int thread, i
 
   for (int64_t work = thread; work < per_tensor; work += threads) {
     const int64_t head = item_head;
-    append_item<InT, CacheT>(p, token, block, pos, head, item_chunk);
+    append_item<InT, CacheT, kFields>(p, token, block, pos, head, item_chunk);
     item_head += head_step;
     item_chunk += chunk_step;
     if (item_chunk >= chunks) {
