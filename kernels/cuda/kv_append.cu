@@ -1,16 +1,17 @@
 // kv_append.cu — GPU launcher of the CUDA append kernel (kv_append.cuh). Built by nvcc for sm_90
 // by default (CMake option KVFUZZ_CUDA_ARCHITECTURES).
 //
-// kv_append_cuda() does grid math and the launch, nothing else, and returns the launch status.
+// kv_append_cuda() does grid math and the launch (of the instantiation needs_fields_path() picks),
+// nothing else, and returns the launch status.
 // An empty batch (num_slots == 0) launches nothing: a zero-size grid is a launch error in CUDA.
 #include "kv_append.cuh"
 #include "kv_append_cuda.h"
 
 namespace kvf {
 
-template <typename InT, typename CacheT, typename SlotT>
+template <typename InT, typename CacheT, typename SlotT, bool kFields>
 __global__ void kv_append_kernel(const KvAppendParams p) {
-  kv_append_thread<InT, CacheT, SlotT>(p, blockIdx.x, threadIdx.x, blockDim.x);
+  kv_append_thread<InT, CacheT, SlotT, kFields>(p, blockIdx.x, threadIdx.x, blockDim.x);
 }
 
 cudaError_t kv_append_cuda(const KvAppendParams& p, cudaStream_t stream) {
@@ -21,8 +22,11 @@ cudaError_t kv_append_cuda(const KvAppendParams& p, cudaStream_t stream) {
     using InT = typename decltype(in)::type;
     using CacheT = typename decltype(cache)::type;
     using SlotT = typename decltype(slot)::type;
-    kv_append_kernel<InT, CacheT, SlotT>
-        <<<static_cast<unsigned>(cfg.grid), cfg.block, 0, stream>>>(p);
+    if (needs_fields_path(p)) {
+      kv_append_kernel<InT, CacheT, SlotT, true><<<static_cast<unsigned>(cfg.grid), cfg.block, 0, stream>>>(p);
+    } else {
+      kv_append_kernel<InT, CacheT, SlotT, false><<<static_cast<unsigned>(cfg.grid), cfg.block, 0, stream>>>(p);
+    }
   });
   if (!supported) return cudaErrorInvalidValue;
   return cudaGetLastError();

@@ -568,7 +568,15 @@ KVF_HD void append_legacy_rows(const KvAppendParams& p, int64_t token, int64_t b
 template <typename InT, typename CacheT, bool kFields>
 KVF_HD void append_rows(const KvAppendParams& p, int64_t token, int64_t block, int64_t pos, int thread, int threads);
 
-template <typename InT, typename CacheT, typename SlotT>
+// Which of the kernel's two instantiations runs a call: kFields false for family kv in a geometry
+// (K and V of one shape; the common case, whose registers and occupancy then owe nothing to the
+// rest), true for the format families and vllm_legacy. The GPU launcher and the emulator both
+// choose by this, so cuda-emu runs the path the GPU runs.
+KVF_HD bool needs_fields_path(const KvAppendParams& p) {
+  return p.vllm_legacy || !p.has_value || p.rope_dim != 0 || p.value_head_dim != 0 || p.value_cache.num_blocks != 0;
+}
+
+template <typename InT, typename CacheT, typename SlotT, bool kFields>
 KVF_HD void kv_append_thread(const KvAppendParams& p, int64_t cta, int thread, int threads) {
   const int64_t token = cta;
   const int64_t slot = load_slot<SlotT>(p.slot_mapping, token);
@@ -579,16 +587,13 @@ KVF_HD void kv_append_thread(const KvAppendParams& p, int64_t cta, int thread, i
   }
   const int64_t block = slot / p.cache.block_size;
   const int64_t pos = slot % p.cache.block_size;
-  if (p.vllm_legacy) {
-    append_legacy_rows<InT, CacheT>(p, token, block, pos, thread, threads);
-    return;
+  if constexpr (kFields) {
+    if (p.vllm_legacy) {
+      append_legacy_rows<InT, CacheT>(p, token, block, pos, thread, threads);
+      return;
+    }
   }
-  const bool one_shape = p.has_value && p.rope_dim == 0 && p.value_head_dim == 0 && p.value_cache.num_blocks == 0;
-  if (one_shape) {
-    append_rows<InT, CacheT, false>(p, token, block, pos, thread, threads);
-  } else {
-    append_rows<InT, CacheT, true>(p, token, block, pos, thread, threads);
-  }
+  append_rows<InT, CacheT, kFields>(p, token, block, pos, thread, threads);
 }
 
 // The rows of `token` at (block, pos), work items strided over the block's threads.

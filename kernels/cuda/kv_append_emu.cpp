@@ -16,9 +16,15 @@ LaunchStatus kv_append_emu(const KvAppendParams& p) {
     using InT = typename decltype(in)::type;
     using CacheT = typename decltype(cache)::type;
     using SlotT = typename decltype(slot)::type;
+    const bool fields = needs_fields_path(p);  // the instantiation the GPU launcher runs
     for (int64_t cta = 0; cta < cfg.grid; ++cta)
-      for (int thread = 0; thread < cfg.block; ++thread)
-        kv_append_thread<InT, CacheT, SlotT>(p, cta, thread, cfg.block);
+      for (int thread = 0; thread < cfg.block; ++thread) {
+        if (fields) {
+          kv_append_thread<InT, CacheT, SlotT, true>(p, cta, thread, cfg.block);
+        } else {
+          kv_append_thread<InT, CacheT, SlotT, false>(p, cta, thread, cfg.block);
+        }
+      }
   });
   return supported ? LaunchStatus::ok : LaunchStatus::unsupported_dtype;
 }
