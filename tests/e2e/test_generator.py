@@ -146,8 +146,13 @@ class Formats(unittest.TestCase):
             for c in cases:
                 by_family.setdefault(c.get("format", {}).get("family", "kv"), []).append(c)
             self.assertEqual(set(by_family), {"kv", "kv_split", "k_only", "mla"})
-            for c in cases:  # the oldest version that expresses the case
-                self.assertEqual(c["version"], 2 if "format" in c else 1)
+            for c in cases:  # the oldest version that expresses the case: 2 for a family (or placement)
+                if "format" in c:
+                    self.assertEqual(c["version"], 2)
+                placed = any("positions" in r for r in c["requests"]) or "scattered_positions" in c.get("genotype", {}) \
+                    or "shared_prefix_blocks" in c.get("genotype", {})
+                if "format" not in c and not placed:
+                    self.assertEqual(c["version"], 1)
             for c in by_family["mla"]:  # one head; kv_c ++ k_pe; no V
                 self.assertEqual(c["shape"]["num_heads"], 1)
                 self.assertLess(c["format"]["rope_dim"], c["shape"]["head_dim"])

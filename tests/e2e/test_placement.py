@@ -28,7 +28,7 @@ ENV = dict(os.environ, CI="1")
 # Block 1 is free.
 CASE = {
     "schema": "kvfuzz-case",
-    "version": 1,
+    "version": 2,  # positions and shared blocks are version-2 content
     "shape": {"num_heads": 1, "head_dim": 4, "num_q_heads": 0,
               "input_dtype": "f16", "cache_dtype": "f16", "slot_dtype": "i64"},
     "cache": {"layout": "paged_nhd", "num_blocks": 4, "block_size": 4,

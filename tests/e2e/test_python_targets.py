@@ -169,7 +169,8 @@ class PythonTargets(unittest.TestCase):
         self.assertEqual(summary(r.stdout), (30, 0))
         with open(summary_file) as f:
             s = json.load(f)
-        self.assertEqual(s["skipped"]["cases"], 0, s["skipped"])
+        # No layout is skipped; the format families Python functions have no convention for yet are.
+        self.assertEqual({k for k in s["skipped"]["reasons"] if not k.startswith("family ")}, set(), s["skipped"])
         self.assertGreater(s["stats"].get("layout=vllm_legacy", 0), 0, s["stats"])
         violations = os.path.join(self.tmp, "violations.txt")
         r = self.campaign(f"python-numpy:{DECLARED}:triton_without_layouts", "--config", formats, "--cases", "30",
