@@ -228,7 +228,7 @@ std::string count_of(int64_t n, const char* singular, const char* plural) {
   return num(n) + " " + (n == 1 ? singular : plural);
 }
 
-std::string tensors(const Group& g) { return g.k && g.v ? "K and V" : g.v ? "V" : "K"; }
+std::string tensors(const Case& c, const Group& g) { return g.k && g.v ? "K and V" : c.field_name(g.v); }
 
 std::string block_list(const BlockList& b) {
   if (b.ids.empty()) return "no block";
@@ -459,7 +459,7 @@ class Differ {
     Group& g = group(GroupKey{FindingKind::input_modified, Victim::static_scales, Writer::kernel, -1, -1}, [&](Group& ng) {
       const auto exp = static_cast<uint32_t>(load_elem(expected_.scales(), i, 4));
       const auto act = static_cast<uint32_t>(load_elem(actual_.scales(), i, 4));
-      ng.example = std::string("static ") + (is_value ? "V" : "K") + " scale " + num(index) + " (scales element " + num(i) + "): expected " +
+      ng.example = std::string("static ") + c_.field_name(is_value) + " scale " + num(index) + " (scales element " + num(i) + "): expected " +
                    hex_bits(exp, 4) + " (" + value_text(exp, DType::f32) + "), found " + hex_bits(act, 4) + " (" + value_text(act, DType::f32) + ")";
     });
     (is_value ? g.v : g.k) = true;
@@ -499,7 +499,7 @@ class Differ {
     Group& g = group(key, [&](Group& ng) {
       ng.example = cell_name(cell, e, true) + ": expected " + hex_bits(exp, 4) + " (" + meaning_expected(cell, true) + ", " + value_text(exp, DType::f32) +
                    "), found " + hex_bits(act, 4) + " (" + (unwritten ? "its pre-run value: not written" : value_text(act, DType::f32)) + ")";
-      ng.first_clause = std::string(cell.is_value ? "V" : "K") + " head " + num(cell.head) +
+      ng.first_clause = std::string(c_.field_name(cell.is_value)) + " head " + num(cell.head) +
                         (unwritten ? " was not written" : " holds " + value_text(act, DType::f32)) + ", expected " + value_text(exp, DType::f32);
     });
     g.elem.add(e);
@@ -604,7 +604,7 @@ class Differ {
     }
 
     Group& g = group(key, [&](Group& ng) {
-      const std::string where = std::string(cell.is_value ? "V" : "K") + " head " + num(cell.head) + " dim " + num(cell.dim);
+      const std::string where = std::string(c_.field_name(cell.is_value)) + " head " + num(cell.head) + " dim " + num(cell.dim);
       if (quantized_) {
         // Stored codes with their decoded values, and the distance for expected writes.
         const std::string found = key.kind == FindingKind::missing_write ? "its pre-run value" : value_text(act, c_.cache_dtype);
@@ -656,7 +656,7 @@ class Differ {
   std::string cell_name(const CacheCell& cell, int64_t e, bool scale = false) const {
     const std::string buffer = scale ? "scale cache element " : "cache element ";
     if (cell.role == CacheCell::Role::gap) return buffer + num(e) + " (stride gap)";
-    std::string s = std::string(cell.is_value ? "V" : "K") + (scale ? " scale" : "") + " block " + num(cell.block) + " slot " + num(cell.pos) +
+    std::string s = std::string(c_.field_name(cell.is_value)) + (scale ? " scale" : "") + " block " + num(cell.block) + " slot " + num(cell.pos) +
                     " head " + num(cell.head) + (scale ? "" : " dim " + num(cell.dim)) + " (" + buffer + num(e) + "; ";
     switch (cell.role) {
       case CacheCell::Role::context:
@@ -685,9 +685,9 @@ class Differ {
     return "?";
   }
 
-  static std::string value_name(const DecodedValue& d) {
+  std::string value_name(const DecodedValue& d) const {
     return "request " + num(d.request) + " token " + num(d.token) + " head " + num(d.head) + " dim " + num(d.dim) + "'s " +
-           (d.is_value ? "V" : "K") + " value";
+           c_.field_name(d.is_value) + " value";
   }
 
   std::string meaning_found(const GroupKey& key, const DecodedValue& d, std::optional<Canary> tag) const {
@@ -798,8 +798,8 @@ class Differ {
     const std::string buffer = g.key.scale_cache ? "scale cache buffer " : "cache buffer ";
     if (g.key.victim == Victim::gap) return buffer + span("element", "elements", g.elem) + " (stride gaps)";
     if (g.blocks.ids.empty()) return buffer + span("element", "elements", g.elem);
-    if (g.key.scale_cache) return tensors(g) + " scale cache " + cells_phrase(g);
-    return tensors(g) + " " + cells_phrase(g) + ", " + span("dim", "dims", g.dim);
+    if (g.key.scale_cache) return tensors(c_, g) + " scale cache " + cells_phrase(g);
+    return tensors(c_, g) + " " + cells_phrase(g) + ", " + span("dim", "dims", g.dim);
   }
 
   // "max 3 ulp in fp8_e4m3" (and NaN against a number) for a wrong_value group.
@@ -841,7 +841,7 @@ class Differ {
     }
     if (k.writer == Writer::request) f.writer_request = k.writer_id;
     // "K and V, 32 cells"; cells of stride gaps belong to neither tensor.
-    const std::string cells = (g.k || g.v ? tensors(g) + ", " : std::string()) + count_of(g.cells, "cell", "cells");
+    const std::string cells = (g.k || g.v ? tensors(c_, g) + ", " : std::string()) + count_of(g.cells, "cell", "cells");
     const std::string subject =
         k.writer == Writer::unknown ? "an unknown writer" : k.writer == Writer::ambiguous ? "an ambiguous writer (the values match several input elements)" : f.writer;
 
@@ -890,7 +890,7 @@ class Differ {
       case FindingKind::input_modified: {
         const std::string elems = count_of(g.cells, "element", "elements");
         if (k.victim == Victim::static_scales) {
-          f.where = "static " + tensors(g) + " " + span("scale", "scales", g.elem);
+          f.where = "static " + tensors(c_, g) + " " + span("scale", "scales", g.elem);
           f.sentence = f.where + " changed (" + elems + ")";
         } else if (k.victim == Victim::slot_mapping) {
           f.where = "slot_mapping " + span("entry", "entries", g.elem);

@@ -152,6 +152,8 @@ struct Case {
 
   int64_t num_slots() const { return static_cast<int64_t>(slot_mapping.size()); }
   bool has_value() const { return family == Family::kv || family == Family::kv_split; }
+  // What findings and reports call a field: "K", "V", or "latent" (an MLA entry).
+  const char* field_name(bool is_value) const { return is_value ? "V" : family == Family::mla ? "latent" : "K"; }
   int64_t num_fields() const { return has_value() ? 2 : 1; }
   // V's head dim and geometry (K's unless kv_split).
   int64_t value_dim() const { return family == Family::kv_split ? value_head_dim : head_dim; }

@@ -132,7 +132,7 @@ std::string found_meaning(const Case& c, const CacheDiff& x, const WriterKey& wr
   switch (d.source) {
     case ValueSource::request:
       return "request " + num(d.request) + " token " + num(d.token) + " head " + num(d.head) + " dim " + num(d.dim) + "'s " +
-             (d.is_value ? "V" : "K") + " value (input row " + num(d.row) + ")";
+             c.field_name(d.is_value) + " value (input row " + num(d.row) + ")";
     case ValueSource::padding_row:
     case ValueSource::invalid_row:
     case ValueSource::graph_row:
