@@ -360,22 +360,6 @@ class Differ {
   }
 
  private:
-  static int severity(FindingKind k) {
-    switch (k) {
-      case FindingKind::oob_write: return 0;
-      case FindingKind::cross_request_write: return 1;
-      case FindingKind::padding_leak: return 2;
-      case FindingKind::stray_write: return 3;
-      case FindingKind::input_modified: return 4;
-      case FindingKind::oob_read_suspected: return 5;
-      case FindingKind::wrong_value: return 6;
-      case FindingKind::scale_mismatch: return 7;
-      case FindingKind::missing_write: return 8;
-      case FindingKind::invalid_slot_miscount: return 9;
-      default: return 10;
-    }
-  }
-
   // Calls on_diff(element index within the section) for every differing element of [begin, end) (a
   // section starting 256-byte aligned and holding whole elements, or a part of one that starts at
   // `origin`).

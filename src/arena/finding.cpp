@@ -22,4 +22,23 @@ std::string_view to_string(FindingKind k) {
   return "unknown";
 }
 
+int severity(FindingKind k) {
+  switch (k) {
+    case FindingKind::oob_write: return 0;
+    case FindingKind::cross_request_write: return 1;
+    case FindingKind::padding_leak: return 2;
+    case FindingKind::stray_write: return 3;
+    case FindingKind::input_modified: return 4;
+    case FindingKind::oob_read_suspected: return 5;
+    case FindingKind::wrong_value: return 6;
+    case FindingKind::scale_mismatch: return 7;
+    case FindingKind::missing_write: return 8;
+    case FindingKind::invalid_slot_miscount: return 9;
+    case FindingKind::crash:
+    case FindingKind::timeout:
+    case FindingKind::launch_error: break;  // outcomes of a run, not of a comparison
+  }
+  return 10;
+}
+
 }  // namespace kvf

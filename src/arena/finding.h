@@ -26,6 +26,11 @@ enum class FindingKind : uint8_t {
 
 std::string_view to_string(FindingKind k);
 
+// The one severity order of the finding kinds, most severe 0: the order of a verdict's findings, of
+// the kinds in a report's cell map and of "worst" everywhere. Corruption outside the case's memory,
+// then of other requests, then stray writes, then wrong and missing values of the case's own cells.
+int severity(FindingKind k);
+
 // One group of differing cells sharing (kind, victim, writer).
 struct Finding {
   FindingKind kind = FindingKind::wrong_value;

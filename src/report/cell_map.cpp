@@ -179,21 +179,6 @@ struct SlotAcc {
 
 }  // namespace
 
-int severity(FindingKind k) {
-  switch (k) {
-    case FindingKind::oob_write: return 0;
-    case FindingKind::cross_request_write: return 1;
-    case FindingKind::padding_leak: return 2;
-    case FindingKind::stray_write: return 3;
-    case FindingKind::input_modified: return 4;
-    case FindingKind::oob_read_suspected: return 5;
-    case FindingKind::wrong_value: return 6;
-    case FindingKind::missing_write: return 7;
-    case FindingKind::invalid_slot_miscount: return 8;
-    default: return 9;
-  }
-}
-
 std::string_view to_string(SlotRole r) {
   switch (r) {
     case SlotRole::free_block: return "free";

@@ -117,9 +117,6 @@ std::filesystem::path report_dir_for(const std::filesystem::path& case_file);
 // Short names for reports.
 std::string_view to_string(SlotRole r);
 
-// Severity order of finding kinds, most severe first (0), as the classifier sorts findings.
-int severity(FindingKind k);
-
 // The report as JSON (schema "kvfuzz-report", version 1). Lists at most `max_damage` damaged slots.
 nlohmann::json case_report_json(const CaseReport& r, size_t max_damage = 2000);
 
