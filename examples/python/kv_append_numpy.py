@@ -13,7 +13,7 @@ kvfuzz_triton.api.kv_append, with numpy arrays instead of tensors and the dtypes
 numpy has no bf16 or fp8:
 
     fn(key, value, key_cache, value_cache, slot_mapping, *, layout, scale_kind, k_scale, v_scale,
-       k_scale_cache, v_scale_cache, invalid_slots, input_dtype, cache_dtype)
+       k_scale_cache, v_scale_cache, invalid_slots, input_dtype, cache_dtype[, rope])
 
   key, value      [T_in, H, D] float16 / uint16 (bf16 bits) / float32 views; rows >= T are padding
   key_cache,      [blocks, block_size, H, D] (layout "nhd") or [blocks, H, block_size, D] ("hnd"),
@@ -30,14 +30,21 @@ numpy has no bf16 or fp8:
   input_dtype,    "f16" "bf16" "f32" / "f16" "bf16" "f32" "fp8_e4m3" "fp8_e5m2" "int8"
   cache_dtype
 
-kvfuzz sends vllm_legacy cases only to a function whose declared layouts list it, as this one's do
-(kv_append.kvfuzz_capabilities below).
+The format families (docs/formats.md) change the arguments, not the signature:
+  kv_split  value [T_in, H, Dv] and value_cache [.., Dv] with V's own strides (nhd/hnd)
+  k_only    value, value_cache, v_scale, v_scale_cache None
+  mla       key = kv_c [T_in, D_c], rope = k_pe [T_in, rope_dim] (a keyword only mla passes),
+            key_cache = the latent cache [blocks, block_size, D_c + rope_dim]; value, value_cache None;
+            scale_kind None or "per_tensor"
+
+kvfuzz sends vllm_legacy cases and the families other than kv only to a function whose declared
+layouts and families list them, as this one's do (kv_append.kvfuzz_capabilities below).
 """
 import os
 
 os.environ.setdefault("TRITON_INTERPRET", "1")  # before kvfuzz_triton defines its kernel
 
-from kvfuzz_triton import HostPtr, KvAppendParams, cache_fields, launch  # noqa: E402
+from kvfuzz_triton import FieldStrides, HostPtr, KvAppendParams, cache_fields, launch  # noqa: E402
 
 # Triton pointer types of the stored elements (1-byte caches are addressed as bytes).
 POINTER = {"f16": "fp16", "bf16": "bf16", "f32": "fp32", "fp8_e4m3": "u8", "fp8_e5m2": "u8", "int8": "u8"}
@@ -49,22 +56,40 @@ def _elements(array):
 
 
 def kv_append(key, value, key_cache, value_cache, slot_mapping, *, layout, scale_kind=None, k_scale=None,
-              v_scale=None, k_scale_cache=None, v_scale_cache=None, invalid_slots=None, input_dtype, cache_dtype):
+              v_scale=None, k_scale_cache=None, v_scale_cache=None, invalid_slots=None, input_dtype, cache_dtype,
+              rope=None):
     def ptr(array, dtype):
         return None if array is None else HostPtr(array.ctypes.data, dtype)
 
-    num_rows, num_heads, head_dim = key.shape
-    num_blocks, block_size, k_field, v_field = cache_fields(layout, num_heads, head_dim, key_cache.shape,
-                                                            _elements(key_cache), value_cache.shape,
-                                                            _elements(value_cache))
+    family = {}  # KvAppendParams' family fields; none for kv
+    if rope is not None:  # mla: one head; the entry is kv_c's dims, then k_pe's
+        num_rows, head_dim, num_heads = key.shape[0], key.shape[1] + rope.shape[1], 1
+        key_strides = (_elements(key)[0], 0)
+        num_blocks, block_size = key_cache.shape[:2]
+        k_field = v_field = FieldStrides(_elements(key_cache)[0], _elements(key_cache)[1], 0)
+        family = {"has_value": False, "rope": ptr(rope, POINTER[input_dtype]),
+                  "rope_stride_token": _elements(rope)[0], "rope_dim": rope.shape[1]}
+    else:
+        num_rows, num_heads, head_dim = key.shape
+        key_strides = _elements(key)[:2]
+        value_dim = None if value is None else value.shape[2]
+        num_blocks, block_size, k_field, v_field = cache_fields(
+            layout, num_heads, head_dim, key_cache.shape, _elements(key_cache),
+            None if value_cache is None else value_cache.shape, None if value_cache is None else _elements(value_cache),
+            value_dim)
+        if value is None:  # k_only
+            family = {"has_value": False}
+        elif value_dim != head_dim:  # kv_split
+            family = {"value_head_dim": value_dim}
+    value_strides = (0, 0) if value is None else _elements(value)[:2]
     scale_strides = (0, 0, 0)
     if k_scale_cache is not None:
         s = _elements(k_scale_cache)
         scale_strides = (s[0], s[1], s[2]) if layout == "nhd" else (s[0], s[2], s[1])
     launch(KvAppendParams(
         key=ptr(key, POINTER[input_dtype]), value=ptr(value, POINTER[input_dtype]),
-        key_stride_token=_elements(key)[0], key_stride_head=_elements(key)[1],
-        value_stride_token=_elements(value)[0], value_stride_head=_elements(value)[1],
+        key_stride_token=key_strides[0], key_stride_head=key_strides[1],
+        value_stride_token=value_strides[0], value_stride_head=value_strides[1],
         slot_mapping=ptr(slot_mapping, "i32" if slot_mapping.itemsize == 4 else "i64"),
         num_slots=slot_mapping.shape[0],
         k_cache=ptr(key_cache, POINTER[cache_dtype]), v_cache=ptr(value_cache, POINTER[cache_dtype]),
@@ -74,11 +99,14 @@ def kv_append(key, value, key_cache, value_cache, slot_mapping, *, layout, scale
         cache_dtype=cache_dtype, invalid_slots=ptr(invalid_slots, "i64"), scale_kind=scale_kind or "none",
         k_scale=ptr(k_scale, "fp32"), v_scale=ptr(v_scale, "fp32"),
         k_scale_cache=ptr(k_scale_cache, "fp32"), v_scale_cache=ptr(v_scale_cache, "fp32"),
-        scale_stride_block=scale_strides[0], scale_stride_pos=scale_strides[1], scale_stride_head=scale_strides[2]))
+        scale_stride_block=scale_strides[0], scale_stride_pos=scale_strides[1], scale_stride_head=scale_strides[2],
+        **family))
 
 
-# Every layout, vllm_legacy included (kvfuzz leaves it out of undeclared functions); no other limit.
+# Every layout, vllm_legacy included, and every family (kvfuzz leaves vllm_legacy and the families
+# other than kv out of undeclared functions); no other limit.
 kv_append.kvfuzz_capabilities = {
     "layouts": ["paged_nhd", "paged_hnd", "contiguous_bshd", "contiguous_bhsd", "packed_kv_nhd",
                 "packed_content_hnd", "vllm_legacy"],
+    "families": ["kv", "kv_split", "k_only", "mla"],
 }

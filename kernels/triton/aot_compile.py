@@ -39,7 +39,8 @@ INPUT_DTYPES = ("f16", "bf16", "f32")
 CACHE_DTYPES = ("f16", "bf16", "f32", "fp8_e4m3", "fp8_e5m2", "int8")
 SLOT_TYPES = ("i32", "i64")
 # Integer parameters that are 32-bit; every other integer parameter is int64 (strides, sizes: P10).
-INT32_PARAMS = {"num_heads", "head_dim", "scale_kind", "has_counter", "heads_per_program", "k_dim_x", "v_dim_x"}
+INT32_PARAMS = {"num_heads", "head_dim", "scale_kind", "has_counter", "heads_per_program", "k_dim_x", "v_dim_x",
+                "value_head_dim", "has_value", "rope_dim"}
 # Parameters the compiled kernel takes after the Python ones (Triton 3.x ABI); passed as null.
 SCRATCH_PARAMS = ("global_scratch", "profile_scratch")
 
@@ -52,7 +53,8 @@ def signature(kernel, in_dtype, cache_dtype, slot_type, constexprs):
     """Parameter name -> Triton type for one specialisation (every parameter, constexprs included)."""
     pointers = {"key_ptr": ELEMENT[in_dtype], "value_ptr": ELEMENT[in_dtype], "slot_ptr": ELEMENT[slot_type],
                 "k_cache_ptr": ELEMENT[cache_dtype], "v_cache_ptr": ELEMENT[cache_dtype],
-                "k_scale_ptr": "fp32", "v_scale_ptr": "fp32", "invalid_slots_ptr": "i64"}
+                "k_scale_ptr": "fp32", "v_scale_ptr": "fp32", "invalid_slots_ptr": "i64",
+                "rope_ptr": ELEMENT[in_dtype]}
     sig = {}
     for name in kernel.arg_names:
         if name in constexprs:

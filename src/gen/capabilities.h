@@ -61,15 +61,12 @@ inline uint32_t undeclared_python_layouts() {
   return ~(1u << static_cast<unsigned>(Layout::vllm_legacy));
 }
 
-// What kvfuzz's Triton kernels (triton, triton-interp) and Python functions take: family kv only;
-// the other families (kv_split, k_only, mla) are skipped and counted. The CUDA kernel (cuda,
-// cuda-emu) and plugins declaring them (kvfz_capabilities.families) receive them.
-inline uint32_t kv_family_only() { return 1u << static_cast<unsigned>(Family::kv); }
-inline Capabilities triton_capabilities() {
-  Capabilities c;
-  c.families = kv_family_only();
-  return c;
-}
+// The format families a Python function target receives unless its declaration lists "families":
+// kv alone. kv_split, k_only and mla come in their own calling conventions (docs/targets.md: V with
+// its own head dim, V None, the latent cache with rope=k_pe) that a function written for kv would
+// misread; a function whose declared families name them receives them. kvfuzz's own kernels (cuda,
+// cuda-emu, triton, triton-interp) take every family.
+inline uint32_t undeclared_python_families() { return 1u << static_cast<unsigned>(Family::kv); }
 
 // Capabilities from a Python target's declaration, a JSON object whose keys are all optional (a
 // missing key: no restriction) and mirror kvfz_capabilities:

@@ -47,16 +47,17 @@ class PythonTarget final : public Target {
     return hello.kind == PythonHello::Kind::ready ? "" : hello.message;
   }
 
-  // The triton-interp targets: every layout, family kv (triton_capabilities()). A function: what
-  // it declares (FUNCTION.kvfuzz_capabilities or FUNCTION_capabilities()), from the same probe, with
-  // vllm_legacy only if its declaration lists it (undeclared_python_layouts()).
+  // The triton-interp targets: none (every case). A function: what it declares
+  // (FUNCTION.kvfuzz_capabilities or FUNCTION_capabilities()), from the same probe, with vllm_legacy
+  // and the families other than kv only if its declaration lists them (undeclared_python_layouts(),
+  // undeclared_python_families()).
   std::optional<Capabilities> capabilities() const override {
-    if (spec_.config.value("mode", "") == "launch") return triton_capabilities();
+    if (spec_.config.value("mode", "") == "launch") return std::nullopt;
     const PythonHello hello = probe_python_worker(spec_);
     const bool declared = hello.kind == PythonHello::Kind::ready && hello.capabilities;
     Capabilities caps = declared ? *hello.capabilities : Capabilities{};
     if (!declared || !hello.declares_layouts) caps.layouts &= undeclared_python_layouts();
-    caps.families &= kv_family_only();  // no Python calling convention for the other families yet
+    if (!declared || !hello.declares_families) caps.families &= undeclared_python_families();
     return caps;
   }
 
@@ -72,7 +73,8 @@ class PythonTarget final : public Target {
 constexpr double kInterpreterTimeout = 600;
 
 const char* const kTritonSupports =
-    "what kvfuzz_triton implements: every layout (any strides; vllm_legacy through its per-field strides), family kv, "
+    "what kvfuzz_triton implements: every layout (any strides; vllm_legacy through its per-field strides), "
+    "every family (kv, kv_split: V's own head dim and strides, k_only, mla: kv_c and k_pe into one latent entry), "
     "f16/bf16/f32 inputs, f16/bf16/f32/fp8_e4m3/fp8_e5m2/int8 caches with per-tensor, per-head, per-block and "
     "per-token-head scales, i32/i64 slots, any H and D; slow (the interpreter loops over the grid in Python)";
 
@@ -142,7 +144,10 @@ std::unique_ptr<Target> make_python_call(const std::string& argument, const Targ
       std::string(convention == Convention::numpy ? ", input_dtype, cache_dtype" : "") +
       "), the convention of kvfuzz_triton.api.kv_append; a Python exception is a launch_error; cases inside "
       "FUNCTION.kvfuzz_capabilities or FUNCTION_capabilities() if the module declares them, vllm_legacy (layout "
-      "\"vllm_legacy\": K [nb, H, D/x, bs, x], V [nb, H, D, bs]) only if its declared layouts list it";
+      "\"vllm_legacy\": K [nb, H, D/x, bs, x], V [nb, H, D, bs]) only if its declared layouts list it, the "
+      "families kv_split (value [T, H, Dv], value_cache with its own strides), k_only (value, value_cache None) and "
+      "mla (key = kv_c [T, D_c], key_cache [nb, bs, D], rope=k_pe [T, rope_dim], value, value_cache None) only if "
+      "its declared families list them";
   info.tolerance = "exact (--tolerance for a kernel with another rounding or scale convention)";
   info.needs_gpu = convention == Convention::torch_cuda;
   // On the CPU the function may well run Triton's interpreter; on the GPU the first case of each

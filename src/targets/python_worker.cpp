@@ -222,6 +222,7 @@ const PythonHello& PythonWorker::start(double timeout_s) {
       try {
         hello_.capabilities = capabilities_from_json(hello["capabilities"], hello.value("capabilities_from", std::string("capabilities")));
         hello_.declares_layouts = hello["capabilities"].contains("layouts");
+        hello_.declares_families = hello["capabilities"].contains("families");
       } catch (const InputError& e) {
         hello_ = {PythonHello::Kind::bad_target, e.what(), {}, std::nullopt};
         stop();
@@ -301,6 +302,10 @@ nlohmann::json call_json(const Case& c, const ArenaLayout& layout, std::byte* im
   };
   const bool hnd = c.layout == Layout::paged_hnd || c.layout == Layout::contiguous_bhsd ||
                    c.layout == Layout::packed_content_hnd;
+  const auto geometry = [](const CacheGeometry& g) -> nlohmann::json {
+    return {{"num_blocks", g.num_blocks}, {"block_size", g.block_size}, {"stride_block", g.stride_block},
+            {"stride_pos", g.stride_pos}, {"stride_head", g.stride_head}};
+  };
   // K's and V's addressing as kvfuzz_triton's kernel takes it (every layout kvfuzz generates has one).
   const auto field = [&](bool is_value) -> nlohmann::json {
     KernelField f;
@@ -322,9 +327,16 @@ nlohmann::json call_json(const Case& c, const ArenaLayout& layout, std::byte* im
       {"slot_mapping", offset(p.slot_mapping)},
       {"k_cache", offset(p.k_cache)},
       {"v_cache", offset(p.v_cache)},
-      {"cache",
-       {{"num_blocks", p.cache.num_blocks}, {"block_size", p.cache.block_size}, {"stride_block", p.cache.stride_block},
-        {"stride_pos", p.cache.stride_pos}, {"stride_head", p.cache.stride_head}}},
+      {"cache", geometry(p.cache)},
+      {"family", std::string(to_string(c.family))},
+      {"has_value", p.has_value},
+      {"value_head_dim", value_dim(p)},
+      {"value_cache", geometry(value_geometry(p))},
+      {"rope",
+       p.rope == nullptr ? nlohmann::json(nullptr)
+                         : nlohmann::json{{"offset", offset(p.rope)}, {"stride_token", p.rope_stride_token},
+                                          {"stride_head", p.rope_stride_head}}},
+      {"rope_dim", p.rope_dim},
       {"k_field", field(false)},
       {"v_field", field(true)},
       {"invalid_slots", counter ? offset(p.invalid_slots) : nullptr},

@@ -46,6 +46,7 @@ struct PythonHello {
   // not parse makes the hello bad_target, naming the key and the expected form.
   std::optional<Capabilities> capabilities;
   bool declares_layouts = false;  // the declaration has the key "layouts" (vllm_legacy only if listed)
+  bool declares_families = false; // the declaration has the key "families" (kv_split, k_only, mla only if listed)
 };
 
 // The interpreter of the Python targets: `option` (--python) if given, else $KVFUZZ_PYTHON, else

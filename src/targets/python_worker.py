@@ -38,7 +38,11 @@ image (python_worker.cpp, call_json()):
   cache {num_blocks, block_size, stride_block, stride_pos, stride_head}, k_field/v_field
   {stride_block, stride_pos, stride_head, x, stride_dim0, stride_dim1}: where K and V keep (block,
   pos, head, d), as kvfuzz_triton.FieldStrides (src/targets/triton/kernel_fields.h; a string says why
-  the kernel cannot address the field), invalid_slots (null when the
+  the kernel cannot address the field), family ("kv" "kv_split" "k_only" "mla", docs/formats.md),
+  has_value (false for k_only and mla: value, v_cache, v_scale, v_scale_cache are null),
+  value_head_dim (V's head dim, head_dim but for kv_split), value_cache (V's geometry, like cache; its
+  own for kv_split), rope ({offset, stride_token, stride_head} of mla's k_pe, else null), rope_dim
+  (K's last rope_dim dims come from rope), invalid_slots (null when the
   function's capabilities leave out "invalid_slot_counter": it then gets invalid_slots=None), scale_kind,
   num_scales, k_scale, v_scale, k_scale_cache, v_scale_cache (offsets or null),
   scale_cache {stride_block, stride_pos, stride_head}. Strides are in elements.
@@ -171,30 +175,44 @@ def field(call, which):
     return f
 
 
+def geometry_view(layout, g, H, D):
+    """(shape, strides) of a 4-D nhd [nb, bs, H, D] or hnd [nb, H, bs, D] view of geometry g."""
+    nb, bs = g["num_blocks"], g["block_size"]
+    if layout == "nhd":
+        return (nb, bs, H, D), (g["stride_block"], g["stride_pos"], g["stride_head"], 1)
+    return (nb, H, bs, D), (g["stride_block"], g["stride_head"], g["stride_pos"], 1)
+
+
 def cache_views(call):
-    """(shape, strides) of the key and value cache views in the call's layout (the torch convention
-    of kvfuzz_triton.api.kv_append): nhd [nb, bs, H, D], hnd [nb, H, bs, D], both for K and V;
-    vllm_legacy K [nb, H, D/x, bs, x] and V [nb, H, D, bs]."""
+    """(shape, strides) of the key and value cache views in the call's layout and family (the torch
+    convention of kvfuzz_triton.api.kv_append): nhd [nb, bs, H, D], hnd [nb, H, bs, D], both for K and
+    V (kv_split: V's own geometry and head dim Dv); vllm_legacy K [nb, H, D/x, bs, x] and V [nb, H, D, bs];
+    k_only: V None; mla: the latent cache [nb, bs, D] (one head) and V None."""
     H, D = call["num_heads"], call["head_dim"]
     g = call["cache"]
     nb, bs = g["num_blocks"], g["block_size"]
+    family = call.get("family", "kv")
+    if family == "mla":
+        return ((nb, bs, D), (g["stride_block"], g["stride_pos"], 1)), None
+    if family != "kv":
+        key = geometry_view(call["layout"], g, H, D)
+        value = geometry_view(call["layout"], call["value_cache"], H, call["value_head_dim"]) if family == "kv_split" else None
+        return key, value
     if call["layout"] == "vllm_legacy":
         k, v = field(call, "k_field"), field(call, "v_field")
         x = k["x"]
         key = ((nb, H, D // x, bs, x), (k["stride_block"], k["stride_head"], k["stride_dim1"], k["stride_pos"], k["stride_dim0"]))
         value = ((nb, H, D, bs), (v["stride_block"], v["stride_head"], v["stride_dim1"], v["stride_pos"]))
         return key, value
-    if call["layout"] == "nhd":
-        both = (nb, bs, H, D), (g["stride_block"], g["stride_pos"], g["stride_head"], 1)
-    else:
-        both = (nb, H, bs, D), (g["stride_block"], g["stride_head"], g["stride_pos"], 1)
+    both = geometry_view(call["layout"], g, H, D)
     return both, both
 
 
 def views(call):
-    """(name, offset, dtype name, shape, element strides) of every tensor argument, and the kwargs'
-    None entries. The cache views are those of cache_views(); scale caches are 3-D [nb, bs, H] for
-    nhd, [nb, H, bs] otherwise."""
+    """(name, offset, dtype name, shape, element strides) of every tensor argument; absent ones (V for
+    k_only and mla, scales a case has not) are left out. key and value are [T_in, H, D] and
+    [T_in, H, Dv]; for mla key is kv_c [T_in, D - rope_dim] and rope k_pe [T_in, rope_dim]. The cache
+    views are those of cache_views(); scale caches are 3-D [nb, bs, H] for nhd, [nb, H, bs] otherwise."""
     H, D = call["num_heads"], call["head_dim"]
     g, s = call["cache"], call["scale_cache"]
     nb, bs = g["num_blocks"], g["block_size"]
@@ -204,12 +222,21 @@ def views(call):
         sc_shape, sc_strides = (nb, H, bs), (s["stride_block"], s["stride_head"], s["stride_pos"])
     rows = call["num_input_rows"]
     out = []
-    for name in ("key", "value"):
-        v = call[name]
-        out.append((name, v["offset"], call["input_dtype"], (rows, H, D), (v["stride_token"], v["stride_head"], 1)))
-    (k_shape, k_strides), (v_shape, v_strides) = cache_views(call)
-    out.append(("key_cache", call["k_cache"], call["cache_dtype"], k_shape, k_strides))
-    out.append(("value_cache", call["v_cache"], call["cache_dtype"], v_shape, v_strides))
+    if call.get("family") == "mla":
+        k, r, rope_dim = call["key"], call["rope"], call["rope_dim"]
+        out.append(("key", k["offset"], call["input_dtype"], (rows, D - rope_dim), (k["stride_token"], 1)))
+        out.append(("rope", r["offset"], call["input_dtype"], (rows, rope_dim), (r["stride_token"], 1)))
+    else:
+        dims = {"key": D, "value": call.get("value_head_dim", D)}
+        for name in ("key", "value"):
+            v = call[name]
+            if v["offset"] is not None:
+                out.append((name, v["offset"], call["input_dtype"], (rows, H, dims[name]),
+                            (v["stride_token"], v["stride_head"], 1)))
+    key_view, value_view = cache_views(call)
+    out.append(("key_cache", call["k_cache"], call["cache_dtype"]) + key_view)
+    if value_view is not None:
+        out.append(("value_cache", call["v_cache"], call["cache_dtype"]) + value_view)
     out.append(("slot_mapping", call["slot_mapping"], call["slot_dtype"], (call["num_slots"],), (1,)))
     kind = call["scale_kind"]
     scale_shape = {"per_tensor": (1,), "per_head": (H,), "per_block": (nb, H)}.get(kind)
@@ -278,7 +305,11 @@ class Launcher:
             k_scale=ptr(call["k_scale"], "f32"), v_scale=ptr(call["v_scale"], "f32"),
             k_scale_cache=ptr(call["k_scale_cache"], "f32"), v_scale_cache=ptr(call["v_scale_cache"], "f32"),
             scale_stride_block=s["stride_block"], scale_stride_pos=s["stride_pos"], scale_stride_head=s["stride_head"],
-            k_field=strides("k_field"), v_field=strides("v_field"))
+            k_field=strides("k_field"), v_field=strides("v_field"),
+            value_head_dim=call["value_head_dim"], has_value=call["has_value"],
+            rope=ptr(call["rope"]["offset"], call["input_dtype"]) if call["rope"] else None,
+            rope_stride_token=call["rope"]["stride_token"] if call["rope"] else 0,
+            rope_stride_head=call["rope"]["stride_head"] if call["rope"] else 0, rope_dim=call["rope_dim"])
         kt.launch(p, fp8_software=self.fp8_software)
 
 
@@ -347,13 +378,16 @@ class Caller:
         self.versions = versions
         self.device_buffer = None
 
-    # The keyword arguments besides the tensors: the torch convention of kvfuzz_triton.api.kv_append.
+    # The keyword arguments besides the tensors: the torch convention of kvfuzz_triton.api.kv_append
+    # (mla adds rope=k_pe; no other family adds a keyword).
     def kwargs(self, call, tensors):
         quantised = call["scale_kind"] != "none"
         kw = {"layout": call["layout"], "scale_kind": call["scale_kind"] if quantised else None,
               "k_scale": tensors.get("k_scale"), "v_scale": tensors.get("v_scale"),
               "k_scale_cache": tensors.get("k_scale_cache"), "v_scale_cache": tensors.get("v_scale_cache"),
               "invalid_slots": tensors.get("invalid_slots")}
+        if "rope" in tensors:
+            kw["rope"] = tensors["rope"]
         if self.convention == "numpy":  # numpy has no bf16 or fp8: the arrays hold their bits
             kw["input_dtype"] = call["input_dtype"]
             kw["cache_dtype"] = call["cache_dtype"]
@@ -385,7 +419,7 @@ class Caller:
                 size = t.itemsize if hasattr(t, "itemsize") else torch.empty(0, dtype=t).element_size()
                 span = span_elements(shape, strides) * size
                 tensors[name] = whole[offset:offset + span].view(t).as_strided(shape, strides)
-        positional = [tensors.pop(n) for n in ("key", "value", "key_cache", "value_cache", "slot_mapping")]
+        positional = [tensors.pop(n, None) for n in ("key", "value", "key_cache", "value_cache", "slot_mapping")]
         kw = self.kwargs(call, tensors)
         self.fn(*positional, **kw)
         if self.convention == "torch" and self.device != "cpu":

@@ -52,6 +52,19 @@ class PythonTargets(unittest.TestCase):
 
     # --- campaigns that pass -------------------------------------------------------------------
 
+    def test_triton_interp_runs_every_format_family_unskipped(self):
+        # The Triton kernel takes every layout and family (kv_split, k_only, mla): nothing is skipped.
+        summary_file = os.path.join(self.tmp, "s.json")
+        r = self.kvfuzz("run", "--target", "triton-interp", "--config", os.path.join(SRC, "configs", "formats.json"),
+                        "--cases", "300", "--seed", "7", "--json", summary_file)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertEqual(summary(r.stdout), (300, 0))
+        with open(summary_file) as f:
+            s = json.load(f)
+        self.assertEqual(s["skipped"]["cases"], 0, s["skipped"])
+        self.assertEqual(set(s["formats"]), {"paged", "contiguous", "block_packed", "content_packed", "x_packed",
+                                             "kv_split", "k_only", "mla"})
+
     def test_numpy_convention_runs_kvfuzz_triton_clean(self):
         r = self.campaign("python-numpy:" + NUMPY_EXAMPLE + ":kv_append", "--config",
                           os.path.join(SRC, "configs", "interp.json"), "--cases", "40")
@@ -158,9 +171,10 @@ class PythonTargets(unittest.TestCase):
         self.assertRegex(r.stdout, rf"kvfuzz: skipped {skipped['cases']} cases outside the target's capabilities \(.*"
                                    r"layout paged_hnd: \d+")
 
-    def test_vllm_legacy_reaches_only_functions_whose_declared_layouts_list_it(self):
-        """kv_append_numpy.py lists every layout and gets vllm_legacy (5-D K, 4-D V views); a function that
-        declares no layouts never does: those cases are skipped, counted and replaced."""
+    def test_vllm_legacy_and_the_families_reach_only_functions_whose_declaration_lists_them(self):
+        """kv_append_numpy.py lists every layout and family and gets vllm_legacy (5-D K, 4-D V views) and
+        kv_split, k_only and mla (their calling conventions, docs/targets.md), bit-exact; a function that
+        declares neither never does: those cases are skipped, counted and replaced."""
         formats = os.path.join(SRC, "configs", "formats.json")
         summary_file = os.path.join(self.tmp, "s.json")
         r = self.campaign("python-numpy:" + NUMPY_EXAMPLE + ":kv_append", "--config", formats, "--cases", "30",
@@ -169,9 +183,11 @@ class PythonTargets(unittest.TestCase):
         self.assertEqual(summary(r.stdout), (30, 0))
         with open(summary_file) as f:
             s = json.load(f)
-        # No layout is skipped; the format families Python functions have no convention for yet are.
-        self.assertEqual({k for k in s["skipped"]["reasons"] if not k.startswith("family ")}, set(), s["skipped"])
+        # Nothing is skipped: every layout and family runs, and is counted under its format.
+        self.assertEqual(s["skipped"]["cases"], 0, s["skipped"])
         self.assertGreater(s["stats"].get("layout=vllm_legacy", 0), 0, s["stats"])
+        for family in ("kv_split", "k_only", "mla"):
+            self.assertGreater(s["formats"].get(family, 0), 0, s["formats"])
         violations = os.path.join(self.tmp, "violations.txt")
         r = self.campaign(f"python-numpy:{DECLARED}:triton_without_layouts", "--config", formats, "--cases", "30",
                           "--stats", "--json", summary_file, env={"KVFUZZ_TEST_VIOLATIONS": violations})
@@ -181,6 +197,8 @@ class PythonTargets(unittest.TestCase):
             s = json.load(f)
         self.assertGreater(s["skipped"]["reasons"].get("layout vllm_legacy", 0), 0, s["skipped"])
         self.assertEqual(s["stats"].get("layout=vllm_legacy", 0), 0, s["stats"])
+        self.assertGreater(sum(n for k, n in s["skipped"]["reasons"].items() if k.startswith("family ")), 0, s["skipped"])
+        self.assertEqual({k for k in s["formats"]} & {"kv_split", "k_only", "mla"}, set(), s["formats"])
 
     def test_a_companion_function_declares_a_head_dim_set_honoured_while_shrinking_and_replaying(self):
         violations = os.path.join(self.tmp, "violations.txt")

@@ -114,20 +114,35 @@ def quantise(x, scale, dtype):
 def cache_index(case, which, b, o, h, d):
     """Flat element index of (block b, offset o, head h, dim d) in K's or V's cache buffer.
 
-    nhd/hnd: one geometry for K and V, dims contiguous. vllm_legacy (vLLM's picture): K is
-    [nb, H, D/x, bs, x], element [b, h, d // x, o, d % x]; V is [nb, H, D, bs], element [b, h, d, o];
-    each dense inside a head, heads and blocks at the case's strides."""
+    nhd/hnd: K and V each at their strides (one geometry, but kv_split's V has its own), dims
+    contiguous. vllm_legacy (vLLM's picture): K is [nb, H, D/x, bs, x], element [b, h, d // x, o, d % x];
+    V is [nb, H, D, bs], element [b, h, d, o]; each dense inside a head, heads and blocks at the
+    case's strides."""
     c = case
-    base = c.cache_base[which] + b * c.stride_block + h * c.stride_head
     if c.layout != "vllm_legacy":
-        return base + o * c.stride_pos + d
+        stride_block, stride_pos, stride_head = c.strides(which)
+        return c.cache_base[which] + b * stride_block + o * stride_pos + h * stride_head + d
+    base = c.cache_base[which] + b * c.stride_block + h * c.stride_head
     if which == "k":
         return base + (d // c.x) * (c.block_size * c.x) + o * c.x + d % c.x
     return base + d * c.block_size + o
 
 
+def source_bits(case, which, t, h, d):
+    """Stored bits of input element d of token t, head h of the row field `which` is written from.
+    kv, kv_split, k_only: key's or value's row. mla: the entry's dims [0, D_c) are kv_c's (inputs "k"),
+    [D_c, D) are k_pe's (inputs "r") at d - D_c, D_c = head_dim - rope_dim."""
+    c = case
+    src = "k" if which == "k" else "v"
+    if which == "k" and c.rope_dim and d >= c.head_dim - c.rope_dim:
+        src, d = "r", d - (c.head_dim - c.rope_dim)
+    buf, base, st, sh = c.inputs[src]
+    return buf[base + t * st + h * sh + d]
+
+
 def expected(case):
-    """Expected (k_cache, v_cache, k_scale_cache, v_scale_cache, invalid) buffers after the append."""
+    """Expected (k_cache, v_cache, k_scale_cache, v_scale_cache, invalid) buffers after the append:
+    every field the family stores (case.fields()), each row of its own head dim (case.dims())."""
     c = case
     out = {name: buf.copy() for name, buf in c.buffers.items()}
     invalid = 0
@@ -140,23 +155,23 @@ def expected(case):
             invalid += 1
             continue
         b, o = divmod(slot, c.block_size)
-        for which in ("k", "v"):
-            src_buf, src_base, st, sh = c.inputs[which]
+        for which in c.fields():
+            dims = c.dims(which)
             cache = out[c.cache_buffer[which]]
             for h in range(c.num_heads):
-                row_bits = [src_buf[src_base + t * st + h * sh + d] for d in range(c.head_dim)]
+                row_bits = [source_bits(c, which, t, h, d) for d in range(dims)]
                 x = widen(np.array(row_bits), c.input_dtype)
-                dst = [cache_index(c, which, b, o, h, d) for d in range(c.head_dim)]
+                dst = [cache_index(c, which, b, o, h, d) for d in range(dims)]
                 if c.cache_dtype == c.input_dtype:
-                    for d in range(c.head_dim):
+                    for d in range(dims):
                         cache[dst[d]] = row_bits[d]
                 elif c.cache_dtype in ("f16", "bf16", "f32"):
-                    for d in range(c.head_dim):
+                    for d in range(dims):
                         cache[dst[d]] = narrow(x[d], c.cache_dtype)
                 else:
                     if c.scale_kind == "per_token_head":
                         amax = np.float32(0.0)
-                        for d in range(c.head_dim):
+                        for d in range(dims):
                             if not np.isnan(x[d]):
                                 amax = max(amax, np.float32(abs(x[d])))
                         scale = np.float32(max(amax, np.float32(1e-6))) / np.float32(QMAX[c.cache_dtype])
@@ -167,6 +182,6 @@ def expected(case):
                         s = c.scales[which]
                         scale = {"per_tensor": lambda: s[0], "per_head": lambda: s[h],
                                  "per_block": lambda: s[b * c.num_heads + h]}[c.scale_kind]()
-                    for d in range(c.head_dim):
+                    for d in range(dims):
                         cache[dst[d]] = quantise(x[d], scale, c.cache_dtype)
     return out, invalid

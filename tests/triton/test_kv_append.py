@@ -388,6 +388,104 @@ def _compiled(kernel):
 
 
 # ---------------------------------------------------------------------------------------------
+# Format families (docs/formats.md): kv_split, k_only, mla
+
+FAMILY_CONVERSIONS = [  # (input dtype, cache dtype, scale kind): copies, float conversions, quantised
+    ("f16", "f16", "none"), ("bf16", "bf16", "none"), ("f32", "f32", "none"), ("f32", "bf16", "none"),
+    ("bf16", "f16", "none"), ("f16", "f32", "none"), ("f16", "fp8_e4m3", "per_tensor"),
+    ("bf16", "fp8_e5m2", "per_head"), ("f32", "int8", "per_block"), ("bf16", "int8", "per_token_head"),
+    ("f16", "fp8_e4m3", "per_token_head")]
+MLA_CONVERSIONS = [c for c in FAMILY_CONVERSIONS if c[2] in ("none", "per_tensor")] + [
+    ("bf16", "fp8_e5m2", "per_tensor"), ("f32", "int8", "per_tensor")]
+
+
+def family_case(rng, family, input_dtype, cache_dtype, scale_kind, **kw):
+    values = "bits" if scale_kind == "none" and input_dtype == cache_dtype else "values"
+    return make_case(rng, family=family, input_dtype=input_dtype, cache_dtype=cache_dtype, scale_kind=scale_kind,
+                     values=values, magnitude=30.0, **kw)
+
+
+@pytest.mark.parametrize("input_dtype,cache_dtype,scale_kind", FAMILY_CONVERSIONS)
+@pytest.mark.parametrize("layout", ["nhd", "hnd"])
+@pytest.mark.parametrize("value_dim", [5, 12])  # V narrower and wider than K's 8 dims
+def test_kv_split_writes_v_with_its_own_head_dim_and_strides(rng, backend, input_dtype, cache_dtype, scale_kind,
+                                                             layout, value_dim):
+    case = family_case(rng, "kv_split", input_dtype, cache_dtype, scale_kind, layout=layout, value_dim=value_dim,
+                       pad=1)
+    check(case, backend)
+
+
+@pytest.mark.parametrize("input_dtype,cache_dtype,scale_kind", FAMILY_CONVERSIONS)
+@pytest.mark.parametrize("layout", ["nhd", "hnd"])
+def test_k_only_writes_k_alone(rng, backend, input_dtype, cache_dtype, scale_kind, layout):
+    case = family_case(rng, "k_only", input_dtype, cache_dtype, scale_kind, layout=layout, pad=1)
+    check(case, backend)
+
+
+@pytest.mark.parametrize("input_dtype,cache_dtype,scale_kind", MLA_CONVERSIONS)
+@pytest.mark.parametrize("head_dim,rope_dim", [(8, 3), (9, 9), (20, 4)])
+@pytest.mark.parametrize("mla_fused", [False, True])
+def test_mla_concatenates_kv_c_and_k_pe_into_one_entry(rng, backend, input_dtype, cache_dtype, scale_kind,
+                                                       head_dim, rope_dim, mla_fused):
+    case = family_case(rng, "mla", input_dtype, cache_dtype, scale_kind, head_dim=head_dim, rope_dim=rope_dim,
+                       mla_fused=mla_fused, pad=2)
+    check(case, backend)
+
+
+@pytest.mark.parametrize("family,extra", [("kv_split", {"value_dim": 130}), ("k_only", {}),
+                                          ("mla", {"head_dim": 576, "rope_dim": 64})])
+@pytest.mark.parametrize("variant", ["token", "head"])
+@pytest.mark.parametrize("input_dtype,cache_dtype,scale_kind", [
+    ("bf16", "bf16", "none"), ("f16", "fp8_e4m3", "per_tensor"), ("f32", "int8", "per_token_head")])
+def test_families_with_the_aot_tile(rng, family, extra, variant, input_dtype, cache_dtype, scale_kind):
+    # AOT_TILE's 64 dims: kv_c and k_pe meet inside a dim tile (576 = 9 * 64, D_c 512 ends a tile:
+    # 20 + 9 the rope part starts mid-tile), V wider than K spans more tiles, and per_token_head's
+    # amax runs over each row's own dims.
+    from kvfuzz_triton.api import AOT_TILE
+    if family == "mla" and scale_kind == "per_token_head":
+        scale_kind = "per_tensor"
+    for head_dim, rope_dim in ([(576, 64), (100, 37)] if family == "mla" else [(72, 0)]):
+        kw = dict(extra, head_dim=head_dim, rope_dim=rope_dim) if family == "mla" else dict(extra, head_dim=head_dim)
+        case = family_case(rng, family, input_dtype, cache_dtype, scale_kind, num_heads=3, num_slots=3,
+                           num_blocks=2, block_size=2, pad=1, **kw)
+        check(case, "raw", variant=variant, tile=AOT_TILE, fp8_software=True)
+
+
+def test_families_padding_and_invalid_slots(rng, backend):
+    slots = [-1, 0, 12, 11, -7, 13, 5]
+    for family, kw in (("kv_split", {"value_dim": 6}), ("k_only", {}), ("mla", {"rope_dim": 2})):
+        case = make_case(rng, family=family, slots=slots, num_slots=len(slots), **kw)
+        check(case, backend)
+
+
+def test_mla_per_token_head_amax_covers_both_sources(rng):
+    # Not a combination the format family uses (mla: none or per_tensor), but the raw kernel's
+    # amax is over the whole entry: kv_c's and k_pe's dims.
+    case = family_case(rng, "mla", "f32", "int8", "per_token_head", head_dim=10, rope_dim=4)
+    check(case, "raw")
+
+
+@needs_torch
+def test_kv_append_mla_takes_concat_and_cache_mla_arguments(rng):
+    # kv_append_mla(kv_c, k_pe, kv_cache, slot_mapping, scale=...) against the same case through kv_append.
+    import torch
+    from kvfuzz_triton import kv_append_mla
+    case = family_case(rng, "mla", "bf16", "fp8_e4m3", "per_tensor", head_dim=12, rope_dim=4, counter=False)
+    want, _ = expected(case)
+    flat = {n: torch.from_numpy(b.view(np.int16) if b.dtype == np.uint16 else b.copy()).to(DEVICE)
+            for n, b in case.buffers.items()}
+    kb, kbase, kst, _ = case.inputs["k"]
+    rb, rbase, rst, _ = case.inputs["r"]
+    kv_c = flat["kv_c"].view(torch.bfloat16).as_strided((case.num_rows, 8), (kst, 1), kbase)
+    k_pe = flat["k_pe"].view(torch.bfloat16).as_strided((case.num_rows, 1, 4), (rst, 4, 1), rbase)
+    cache = flat["k_cache"].view(torch.float8_e4m3fn).as_strided(
+        (case.num_blocks, case.block_size, 12), (case.stride_block, case.stride_pos, 1), case.cache_base["k"])
+    kv_append_mla(kv_c, k_pe, cache, flat["slots"], scale=flat["k_scale"].view(torch.float32))
+    got = flat["k_cache"].cpu().numpy()
+    assert (got == want["k_cache"]).all()
+
+
+# ---------------------------------------------------------------------------------------------
 # Torch API: argument validation
 
 @needs_torch
@@ -428,7 +526,14 @@ class TestValidation:
         self.expect("key and value shapes differ", value=self.value[:, :1])
         self.expect(r"cache is \(3, 4, 2, 8\) \(hnd\): 4 heads x 8 dims, but key has 2 heads", layout="hnd")
         self.expect("key_cache and value_cache must be 4-D", key_cache=self.kc[0])
-        self.expect("same shape and strides", value_cache=self.vc.transpose(1, 2).contiguous().transpose(1, 2))
+        assert self.call(value_cache=self.vc.transpose(1, 2).contiguous().transpose(1, 2)) is None  # V's own strides
+        self.expect("differ in blocks or block_size", value_cache=self.vc[:2])
+        self.expect(r"value_cache is \(3, 4, 2, 8\) \(nhd\): 2 heads x 8 dims, but value has 2 heads x 4 dims",
+                    value=self.value[..., :4])
+        self.expect("value and value_cache go together", value=None)
+        self.expect("rope .* has no V", rope=self.key[:, 0])
+        self.expect("mla: key_cache is the latent cache", value=None, value_cache=None, key=self.key[:, 0],
+                    rope=self.key[:, 0])
         self.expect("slot_mapping has 5 entries but key has only 4 rows",
                     slot_mapping=t.zeros(5, dtype=t.int64, device=self.dev))
         self.expect("slot_mapping must be 1-D", slot_mapping=self.slots.reshape(2, 2))

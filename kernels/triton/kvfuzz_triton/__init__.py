@@ -2,15 +2,18 @@
 
 torch API (CUDA tensors on a GPU; CPU tensors under TRITON_INTERPRET=1):
 
-    kv_append(key, value, key_cache, value_cache, slot_mapping, *, layout,
+    kv_append(key, value, key_cache, value_cache, slot_mapping, *, layout, rope=None,
               scale_kind=None, k_scale=None, v_scale=None, k_scale_cache=None, v_scale_cache=None,
               invalid_slots=None, cache_dtype=None, variant=None, fp8_software=None) -> None
 
   key, value      [T_in, H, D] float16/bfloat16/float32 views (last dim contiguous; token and head
                   strides free: fused-QKV slices, unbind views, padded rows). Rows >= T are never read.
+                  value may have its own head dim Dv (family kv_split: value [T_in, H, Dv], value_cache
+                  [.., Dv] with its own strides, nhd/hnd) or be None with value_cache None (k_only: K
+                  alone; no v_scale / v_scale_cache).
   key_cache,      the caches, of one dtype; `layout` says which dim is which and is never guessed
   value_cache     from the shape:
-                    "nhd"  both [blocks, block_size, H, D]     one shape and strides for K and V; any
+                    "nhd"  both [blocks, block_size, H, D]     any
                     "hnd"  both [blocks, H, block_size, D]     strides but D's, which is 1 (packed K/V:
                                                                kv[:, 0], kv[:, 1]; contiguous
                                                                per-sequence caches [B, S, H, D] are
@@ -22,6 +25,7 @@ torch API (CUDA tensors on a GPU; CPU tensors under TRITON_INTERPRET=1):
                            vLLM's x is 16 bytes of cache elements (8 for 16-bit, 4 for float32, 16 for
                            fp8/int8); any x >= 1 the key_cache's last dim gives is honoured, and
                            every stride of both tensors is free (K and V may differ).
+                  K's and V's strides are free in every layout; their blocks and block_size agree.
                   dtype float16/bfloat16/float32 (equal = bit copy, other = round to nearest even,
                   NaN canonical), float8_e4m3fn, float8_e5m2 or int8 (uint8 storage with
                   cache_dtype="fp8_e4m3"/"fp8_e5m2").
@@ -33,6 +37,10 @@ torch API (CUDA tensors on a GPU; CPU tensors under TRITON_INTERPRET=1):
                   "per_token_head" (computed max(amax, 1e-6)/QMAX, written to k_scale_cache and
                   v_scale_cache, float32 [blocks, block_size, H] for nhd or [blocks, H, block_size] for
                   hnd and vllm_legacy).
+  rope            MLA (family mla) only: k_pe [T_in, rope_dim] (or [T_in, 1, rope_dim]), with key = kv_c
+                  [T_in, D_c] (or [T_in, 1, D_c]), value = value_cache = None and key_cache the latent
+                  cache [blocks, block_size, D_c + rope_dim]: each slot's entry is kv_c's row followed by
+                  k_pe's. `layout` is then moot (one head); scale_kind None or "per_tensor" (k_scale).
   variant         "token" (program per token: all heads) or "head" (program per token and head);
                   None: pick_variant(), which picks "token" for every layout (measured on an H200).
   fp8_software    fp8 conversion in exact integer arithmetic (default under the interpreter, whose
@@ -41,6 +49,13 @@ torch API (CUDA tensors on a GPU; CPU tensors under TRITON_INTERPRET=1):
   Inputs are never written; the call returns nothing; an empty batch launches nothing. Arguments
   are validated and a ValueError names the problem.
 
+    kv_append_mla(kv_c, k_pe, kv_cache, slot_mapping, *, scale=None, cache_dtype=None,
+                  invalid_slots=None, variant=None, fp8_software=None) -> None
+
+  MLA in the shape of vLLM's concat_and_cache_mla(kv_c, k_pe, kv_cache, slot_mapping,
+  kv_cache_dtype, scale): kv_append(kv_c, None, kv_cache, None, slot_mapping, layout="nhd",
+  rope=k_pe), with `scale` (float32 [1], q = x / scale) for fp8/int8 caches.
+
 Raw entry point (no torch needed; used by the interpreter worker with HostPtr shims):
 
     launch(KvAppendParams(...), variant=None, fp8_software=None, tile=None)
@@ -48,14 +63,16 @@ Raw entry point (no torch needed; used by the interpreter worker with HostPtr sh
   KvAppendParams mirrors kvf::KvAppendParams field for field (strides in elements), except that the
   cache is addressed per field: k_field/v_field (FieldStrides: block, pos, head, x, dim0, dim1; see
   kv_append.py's docstring for the formula), by default the shared geometry with contiguous dims;
-  legacy_fields() gives vllm_legacy's. tile=AOT_TILE runs the one tile the ahead-of-time build
+  legacy_fields() gives vllm_legacy's. The family fields (value_head_dim, has_value, rope,
+  rope_stride_token, rope_stride_head, rope_dim) default to family kv. tile=AOT_TILE runs the one tile the ahead-of-time build
   (kernels/triton/aot_compile.py) compiles.
 """
 from .api import (DTYPES, LAYOUTS, SCALE_KINDS, FieldStrides, KvAppendParams, cache_fields, check_params,
-                  geometry_field, interpreting, kv_append, launch, legacy_fields, pick_variant, tile_sizes)
+                  geometry_field, interpreting, kv_append, kv_append_mla, launch, legacy_fields, pick_variant,
+                  tile_sizes)
 from .hostptr import HostPtr
 from .kv_append import kv_append_kernel
 
 __all__ = ["DTYPES", "LAYOUTS", "SCALE_KINDS", "FieldStrides", "HostPtr", "KvAppendParams", "cache_fields",
-           "check_params", "geometry_field", "interpreting", "kv_append", "kv_append_kernel", "launch",
+           "check_params", "geometry_field", "interpreting", "kv_append", "kv_append_kernel", "kv_append_mla", "launch",
            "legacy_fields", "pick_variant", "tile_sizes"]

@@ -70,6 +70,12 @@ class KvAppendParams:
     The cache is addressed per field: k_field and v_field (FieldStrides) when given, else both
     geometry_field(stride_block, stride_pos, stride_head), kvf's shared geometry with contiguous
     dims. Where kvf::KvAppendParams says vllm_legacy, give k_field, v_field = legacy_fields(...).
+
+    Format families (docs/formats.md), as in kvf::KvAppendParams: kv_split gives value_head_dim
+    (V's rows [.., H, value_head_dim]) and V's own v_field; k_only and mla set has_value=False (value,
+    v_cache and V's scales are then never touched and may be None); mla gives rope (k_pe, its
+    strides) and rope_dim: K's dims [head_dim - rope_dim, head_dim) are read from rope's row, the
+    others from key's (kv_c). The defaults are family kv.
     """
     key: object
     value: object
@@ -101,12 +107,23 @@ class KvAppendParams:
     scale_stride_head: int = 0
     k_field: FieldStrides = None  # None: geometry_field(stride_block, stride_pos, stride_head)
     v_field: FieldStrides = None
+    value_head_dim: int = 0  # 0: head_dim
+    has_value: bool = True
+    rope: object = None  # [T_in, H, rope_dim] view (mla's k_pe), last dim contiguous
+    rope_stride_token: int = 0
+    rope_stride_head: int = 0
+    rope_dim: int = 0  # 0: K's row is key's alone
 
 
 def fields(p):
     """(K, V) FieldStrides of p."""
     plain = geometry_field(p.stride_block, p.stride_pos, p.stride_head)
     return p.k_field or plain, p.v_field or plain
+
+
+def value_dim(p):
+    """V's head dim: value_head_dim, or head_dim when 0."""
+    return p.value_head_dim or p.head_dim
 
 
 def check_params(p):
@@ -123,11 +140,17 @@ def check_params(p):
     if not quantised and p.scale_kind != "none":
         raise ValueError(f"scale_kind {p.scale_kind!r} needs a quantised cache, not {p.cache_dtype}")
     if p.scale_kind == "per_token_head":
-        if p.k_scale_cache is None or p.v_scale_cache is None:
-            raise ValueError("per_token_head needs k_scale_cache and v_scale_cache")
-    elif p.scale_kind != "none" and (p.k_scale is None or p.v_scale is None):
-        raise ValueError(f"{p.scale_kind} needs k_scale and v_scale")
-    for name in ("num_slots", "num_heads", "head_dim", "num_blocks", "block_size"):
+        if p.k_scale_cache is None or (p.has_value and p.v_scale_cache is None):
+            raise ValueError("per_token_head needs k_scale_cache" + (" and v_scale_cache" if p.has_value else ""))
+    elif p.scale_kind != "none" and (p.k_scale is None or (p.has_value and p.v_scale is None)):
+        raise ValueError(f"{p.scale_kind} needs k_scale" + (" and v_scale" if p.has_value else ""))
+    if p.has_value and (p.value is None or p.v_cache is None):
+        raise ValueError("has_value needs value and v_cache (has_value=False for k_only and mla)")
+    if not 0 <= p.rope_dim <= p.head_dim:
+        raise ValueError(f"rope_dim must be in [0, head_dim = {p.head_dim}], got {p.rope_dim}")
+    if p.rope_dim > 0 and p.rope is None:
+        raise ValueError("rope_dim > 0 needs rope (k_pe)")
+    for name in ("num_slots", "num_heads", "head_dim", "num_blocks", "block_size", "value_head_dim"):
         if getattr(p, name) < 0:
             raise ValueError(f"{name} must be >= 0")
     if p.block_size == 0 and p.num_blocks != 0:
@@ -138,7 +161,8 @@ def check_params(p):
 
 
 def tile_sizes(num_heads, head_dim, variant):
-    """(BLOCK_H, BLOCK_D): the whole head dim, and heads up to TILE_ELEMENTS (1 head head-major)."""
+    """(BLOCK_H, BLOCK_D): the whole head dim (the larger of K's and V's), and heads up to
+    TILE_ELEMENTS (1 head head-major)."""
     block_d = triton.next_power_of_2(max(head_dim, 1))
     if variant == "head":
         return 1, block_d
@@ -175,7 +199,7 @@ def launch(p, *, variant=None, fp8_software=None, num_warps=4, tile=None):
         return None  # nothing to write; never launch an empty grid
     if fp8_software is None:
         fp8_software = interpreting()
-    block_h, block_d = tile if tile is not None else tile_sizes(p.num_heads, p.head_dim, variant)
+    block_h, block_d = tile if tile is not None else tile_sizes(p.num_heads, max(p.head_dim, value_dim(p)), variant)
     heads_per_program = block_h if variant == "head" else p.num_heads
     dynamic = p.scale_kind == "per_token_head"
     k_scale = p.k_scale_cache if dynamic else p.k_scale
@@ -183,9 +207,11 @@ def launch(p, *, variant=None, fp8_software=None, num_warps=4, tile=None):
     # Stand-ins for absent pointers, never dereferenced (float caches read no scale; has_counter = 0).
     dummy = p.key
     k, v = fields(p)
+    value = p.value if p.has_value else dummy
+    v_cache = p.v_cache if p.has_value else p.k_cache
     grid = (p.num_slots, triton.cdiv(p.num_heads, heads_per_program))
     return kv_append_kernel[grid](
-        p.key, p.value, p.slot_mapping, p.k_cache, p.v_cache,
+        p.key, value, p.slot_mapping, p.k_cache, v_cache,
         dummy if k_scale is None else k_scale, dummy if v_scale is None else v_scale,
         p.slot_mapping if p.invalid_slots is None else p.invalid_slots,  # an integer pointer either way
         p.num_heads, p.head_dim,
@@ -195,6 +221,8 @@ def launch(p, *, variant=None, fp8_software=None, num_warps=4, tile=None):
         v.block, v.pos, v.head, v.x, v.dim0, v.dim1,
         p.scale_stride_block, p.scale_stride_pos, p.scale_stride_head,
         SCALE_KINDS.index(p.scale_kind), int(p.invalid_slots is not None), heads_per_program,
+        value_dim(p), int(bool(p.has_value)), dummy if p.rope is None else p.rope, p.rope_stride_token,
+        p.rope_stride_head, p.rope_dim,
         IN_DTYPE=DTYPES.index(p.input_dtype), CACHE_DTYPE=DTYPES.index(p.cache_dtype),
         FP8_SOFTWARE=bool(fp8_software), BLOCK_H=block_h, BLOCK_D=block_d, num_warps=num_warps)
 
@@ -219,13 +247,34 @@ def _is_tensor(x):
 LAYOUTS = ("nhd", "hnd", "vllm_legacy")
 
 
-def cache_fields(layout, num_heads, head_dim, k_shape, k_strides, v_shape, v_strides):
+def _geometry(layout, shape, strides, num_heads, head_dim, what, source):
+    """(num_blocks, block_size, FieldStrides) of one 4-D nhd/hnd cache tensor holding rows of
+    num_heads x head_dim; ValueError naming the cache (`what`) and its `source` when it does not fit."""
+    if layout == "nhd":
+        num_blocks, block_size, cache_heads, cache_dim = shape
+        stride_block, stride_pos, stride_head, stride_dim = strides
+    else:
+        num_blocks, cache_heads, block_size, cache_dim = shape
+        stride_block, stride_head, stride_pos, stride_dim = strides
+    if (cache_heads, cache_dim) != (num_heads, head_dim):
+        raise ValueError(f"{what} is {shape} ({layout}): {cache_heads} heads x {cache_dim} dims, "
+                         f"but {source} has {num_heads} heads x {head_dim} dims")
+    if head_dim > 1 and stride_dim != 1:
+        raise ValueError("the last dim of the caches must be contiguous (stride 1)")
+    return num_blocks, block_size, geometry_field(stride_block, stride_pos, stride_head)
+
+
+def cache_fields(layout, num_heads, head_dim, k_shape, k_strides, v_shape, v_strides, value_head_dim=None):
     """(num_blocks, block_size, k_field, v_field) of caches of `layout` with these shapes and element
     strides (torch's .shape and .stride()); ValueError when they do not fit the layout or key's
-    [T, num_heads, head_dim]. See the package docstring for the layouts."""
-    k_shape, v_shape = tuple(k_shape), tuple(v_shape)
-    k_strides, v_strides = tuple(k_strides), tuple(v_strides)
+    [T, num_heads, head_dim] (and value's [T, num_heads, value_head_dim], default head_dim). v_shape
+    None: no V cache (k_only; v_field None). See the package docstring for the layouts."""
+    k_shape, k_strides = tuple(k_shape), tuple(k_strides)
+    value_head_dim = head_dim if value_head_dim is None else value_head_dim
     if layout == "vllm_legacy":
+        if v_shape is None or value_head_dim != head_dim:
+            raise ValueError("vllm_legacy caches hold K and V of one head dim (kv_split and k_only take nhd or hnd)")
+        v_shape, v_strides = tuple(v_shape), tuple(v_strides)
         if len(k_shape) != 5 or len(v_shape) != 4:
             raise ValueError(f"vllm_legacy caches are key_cache [blocks, heads, head_dim/x, block_size, x] (5-D) "
                              f"and value_cache [blocks, heads, head_dim, block_size] (4-D), got {k_shape} and {v_shape}")
@@ -243,29 +292,27 @@ def cache_fields(layout, num_heads, head_dim, k_shape, k_strides, v_shape, v_str
         vb, vh, vd, vp = v_strides
         return (num_blocks, block_size, FieldStrides(sb, sp, sh, x=x, dim0=sx, dim1=s_chunk),
                 FieldStrides(vb, vp, vh, x=1, dim0=1, dim1=vd))
-    if len(k_shape) != 4 or len(v_shape) != 4:
-        raise ValueError(f"key_cache and value_cache must be 4-D, got {k_shape} and {v_shape}")
-    if k_shape != v_shape or k_strides != v_strides:
-        raise ValueError("key_cache and value_cache must have the same shape and strides")
-    if layout == "nhd":
-        num_blocks, block_size, cache_heads, cache_dim = k_shape
-        stride_block, stride_pos, stride_head, stride_dim = k_strides
-    else:
-        num_blocks, cache_heads, block_size, cache_dim = k_shape
-        stride_block, stride_head, stride_pos, stride_dim = k_strides
-    if (cache_heads, cache_dim) != (num_heads, head_dim):
-        raise ValueError(f"cache is {k_shape} ({layout}): {cache_heads} heads x {cache_dim} dims, "
-                         f"but key has {num_heads} heads x {head_dim} dims")
-    if head_dim > 1 and stride_dim != 1:
-        raise ValueError("the last dim of the caches must be contiguous (stride 1)")
-    field = geometry_field(stride_block, stride_pos, stride_head)
-    return num_blocks, block_size, field, field
+    if len(k_shape) != 4 or (v_shape is not None and len(v_shape) != 4):
+        raise ValueError(f"key_cache and value_cache must be 4-D, got {k_shape} and {None if v_shape is None else tuple(v_shape)}")
+    num_blocks, block_size, k_field = _geometry(layout, k_shape, k_strides, num_heads, head_dim,
+                                                "cache" if value_head_dim == head_dim else "key_cache", "key")
+    if v_shape is None:
+        return num_blocks, block_size, k_field, None
+    v_shape, v_strides = tuple(v_shape), tuple(v_strides)
+    v_blocks, v_block_size, v_field = _geometry(layout, v_shape, v_strides, num_heads, value_head_dim,
+                                                "cache" if value_head_dim == head_dim else "value_cache",
+                                                "key" if value_head_dim == head_dim else "value")
+    if (v_blocks, v_block_size) != (num_blocks, block_size):
+        raise ValueError(f"key_cache {k_shape} and value_cache {v_shape} ({layout}) differ in blocks or block_size")
+    return num_blocks, block_size, k_field, v_field
 
 
-def kv_append(key, value, key_cache, value_cache, slot_mapping, *, layout, scale_kind=None,
+def kv_append(key, value, key_cache, value_cache, slot_mapping, *, layout, rope=None, scale_kind=None,
               k_scale=None, v_scale=None, k_scale_cache=None, v_scale_cache=None,
               invalid_slots=None, cache_dtype=None, variant=None, fp8_software=None):
-    """Appends key/value rows to a paged KV cache in place (see the package docstring)."""
+    """Appends key/value rows to a paged KV cache in place (see the package docstring). The family
+    follows from the arguments: value=None is k_only, rope=k_pe is mla (key = kv_c), a value head dim
+    other than key's is kv_split."""
     import torch
 
     def fail(msg):
@@ -276,22 +323,72 @@ def kv_append(key, value, key_cache, value_cache, slot_mapping, *, layout, scale
         fail(f'layout must be "nhd" ([blocks, block_size, heads, head_dim]), "hnd" '
              f'([blocks, heads, block_size, head_dim]) or "vllm_legacy" (key_cache [blocks, heads, head_dim/x, '
              f'block_size, x], value_cache [blocks, heads, head_dim, block_size]), got {layout!r}')
-    for name, t in (("key", key), ("value", value), ("key_cache", key_cache),
-                    ("value_cache", value_cache), ("slot_mapping", slot_mapping)):
-        if not _is_tensor(t):
+    has_value = value is not None
+    mla = rope is not None
+    if mla and has_value:
+        fail("rope (k_pe) is for MLA's latent cache, which has no V: pass value=None and value_cache=None")
+    if has_value != (value_cache is not None):
+        fail("value and value_cache go together: both tensors, or both None (k_only, mla)")
+    for name, t in (("key", key), ("value", value), ("key_cache", key_cache), ("value_cache", value_cache),
+                    ("slot_mapping", slot_mapping), ("rope", rope)):
+        if t is not None and not _is_tensor(t):
             fail(f"{name} must be a torch.Tensor, got {type(t).__name__}")
-    if key.dim() != 3 or value.dim() != 3:
-        fail(f"key and value must be 3-D [tokens, heads, head_dim], got {tuple(key.shape)} and {tuple(value.shape)}")
-    if key.shape != value.shape:
-        fail(f"key and value shapes differ: {tuple(key.shape)} vs {tuple(value.shape)}")
-    if key.dtype != value.dtype:
+    if not _is_tensor(key) or not _is_tensor(key_cache) or not _is_tensor(slot_mapping):
+        fail("key, key_cache and slot_mapping must be torch.Tensors")
+    if mla:
+        # MLA (vLLM's concat_and_cache_mla): kv_c [T, D_c] and k_pe [T, rope_dim] (or [T, 1, ..]) into
+        # the latent cache [blocks, block_size, D_c + rope_dim], one entry per slot.
+        if key.dim() == 3 and key.shape[1] == 1:
+            key = key[:, 0]
+        if rope.dim() == 3 and rope.shape[1] == 1:
+            rope = rope[:, 0]
+        if key.dim() != 2 or rope.dim() != 2:
+            fail(f"mla: key (kv_c) and rope (k_pe) must be [tokens, dims] (or [tokens, 1, dims]), got "
+                 f"{tuple(key.shape)} and {tuple(rope.shape)}")
+        if rope.shape[0] != key.shape[0]:
+            fail(f"mla: key (kv_c) has {key.shape[0]} rows but rope (k_pe) {rope.shape[0]}")
+        if rope.dtype != key.dtype:
+            fail(f"mla: key (kv_c) and rope (k_pe) dtypes differ: {key.dtype} vs {rope.dtype}")
+        if key_cache.dim() != 3:
+            fail(f"mla: key_cache is the latent cache [blocks, block_size, kv_c dims + k_pe dims], got shape "
+                 f"{tuple(key_cache.shape)}")
+        rope_dim = rope.shape[1]
+        head_dim = key.shape[1] + rope_dim
+        if key_cache.shape[2] != head_dim:
+            fail(f"mla: key_cache's last dim must be {key.shape[1]} + {rope_dim} = {head_dim}, got {key_cache.shape[2]}")
+        if (key.shape[1] > 1 and key.stride(1) != 1) or (rope_dim > 1 and rope.stride(1) != 1):
+            fail("mla: the last dim of key (kv_c) and rope (k_pe) must be contiguous (stride 1)")
+        if head_dim > 1 and key_cache.stride(2) != 1:
+            fail("the last dim of the caches must be contiguous (stride 1)")
+        num_rows, num_heads, value_head_dim = key.shape[0], 1, 0
+        key_strides = (key.stride(0), 0)
+        num_blocks, block_size = key_cache.shape[0], key_cache.shape[1]
+        k_field = geometry_field(key_cache.stride(0), key_cache.stride(1), 0)
+        v_field = None
+    else:
+        if key.dim() != 3 or (has_value and value.dim() != 3):
+            fail(f"key and value must be 3-D [tokens, heads, head_dim], got {tuple(key.shape)} and "
+                 f"{None if value is None else tuple(value.shape)}")
+        if has_value and key.shape[:2] != value.shape[:2]:
+            fail(f"key and value shapes differ in tokens or heads: {tuple(key.shape)} vs {tuple(value.shape)}")
+        num_rows, num_heads, head_dim = key.shape
+        value_head_dim = value.shape[2] if has_value else 0
+        rope_dim = 0
+        key_strides = (key.stride(0), key.stride(1))
+        if (head_dim > 1 and key.stride(2) != 1) or (value_head_dim > 1 and value.stride(2) != 1):
+            fail("the last dim of key and value must be contiguous (stride 1)")
+        try:
+            num_blocks, block_size, k_field, v_field = cache_fields(
+                layout, num_heads, head_dim, key_cache.shape, key_cache.stride(),
+                value_cache.shape if has_value else None, value_cache.stride() if has_value else None,
+                value_head_dim if has_value else None)
+        except ValueError as e:
+            fail(str(e))
+    if has_value and key.dtype != value.dtype:
         fail(f"key and value dtypes differ: {key.dtype} vs {value.dtype}")
     input_dtype = names.get(key.dtype)
     if input_dtype not in FLOAT_DTYPES:
         fail(f"key/value dtype must be float16, bfloat16 or float32, got {key.dtype}")
-    num_rows, num_heads, head_dim = key.shape
-    if head_dim > 1 and (key.stride(2) != 1 or value.stride(2) != 1):
-        fail("the last dim of key and value must be contiguous (stride 1)")
     if slot_mapping.dtype not in (torch.int32, torch.int64):
         fail(f"slot_mapping must be int32 or int64, got {slot_mapping.dtype}")
     if slot_mapping.dim() != 1:
@@ -301,13 +398,7 @@ def kv_append(key, value, key_cache, value_cache, slot_mapping, *, layout, scale
         fail("slot_mapping must be contiguous")
     if num_slots > num_rows:
         fail(f"slot_mapping has {num_slots} entries but key has only {num_rows} rows")
-
-    try:
-        num_blocks, block_size, k_field, v_field = cache_fields(
-            layout, num_heads, head_dim, key_cache.shape, key_cache.stride(), value_cache.shape, value_cache.stride())
-    except ValueError as e:
-        fail(str(e))
-    if key_cache.dtype != value_cache.dtype:
+    if has_value and key_cache.dtype != value_cache.dtype:
         fail(f"key_cache and value_cache dtypes differ: {key_cache.dtype} vs {value_cache.dtype}")
 
     tensor_cache_dtype = "uint8" if key_cache.dtype == torch.uint8 else names.get(key_cache.dtype)
@@ -335,20 +426,30 @@ def kv_append(key, value, key_cache, value_cache, slot_mapping, *, layout, scale
         scale_kind = "none"
     elif scale_kind not in SCALE_KINDS[1:]:
         fail(f"scale_kind must be one of {SCALE_KINDS[1:]}, got {scale_kind!r}")
+    if mla and scale_kind not in ("none", "per_tensor"):
+        fail(f"mla: a quantised latent cache takes scale_kind=\"per_tensor\" (one scale for the entry), not {scale_kind!r}")
+    if not has_value and (v_scale is not None or v_scale_cache is not None):
+        fail("v_scale / v_scale_cache given without a value (k_only and mla have one tensor's scales: k_scale, k_scale_cache)")
+    k_names = ("k_scale_cache", "v_scale_cache") if has_value else ("k_scale_cache",)
+    k_static = ("k_scale", "v_scale") if has_value else ("k_scale",)
+    scale_args = {"k_scale": k_scale, "v_scale": v_scale, "k_scale_cache": k_scale_cache, "v_scale_cache": v_scale_cache}
 
     scale_strides = (0, 0, 0)
     if scale_kind == "per_token_head":
         if k_scale is not None or v_scale is not None:
             fail("per_token_head computes its scales: pass k_scale_cache/v_scale_cache, not k_scale/v_scale")
-        for name, t in (("k_scale_cache", k_scale_cache), ("v_scale_cache", v_scale_cache)):
+        for name in k_names:
+            t = scale_args[name]
             if not _is_tensor(t):
                 fail(f"per_token_head needs {name} (float32, {'[blocks, block_size, heads]' if layout == 'nhd' else '[blocks, heads, block_size]'})")
             if t.dtype != torch.float32:
                 fail(f"{name} must be float32, got {t.dtype}")
         want = (num_blocks, block_size, num_heads) if layout == "nhd" else (num_blocks, num_heads, block_size)
-        if tuple(k_scale_cache.shape) != want or tuple(v_scale_cache.shape) != want:
-            fail(f"scale caches must have shape {want} ({layout}), got {tuple(k_scale_cache.shape)} and {tuple(v_scale_cache.shape)}")
-        if k_scale_cache.stride() != v_scale_cache.stride():
+        for name in k_names:
+            if tuple(scale_args[name].shape) != want:
+                fail(f"scale caches must have shape {want} ({layout}), got " +
+                     " and ".join(str(tuple(scale_args[n].shape)) for n in k_names))
+        if has_value and k_scale_cache.stride() != v_scale_cache.stride():
             fail("k_scale_cache and v_scale_cache must have the same strides")
         s = k_scale_cache.stride()
         scale_strides = (s[0], s[1], s[2]) if layout == "nhd" else (s[0], s[2], s[1])
@@ -356,7 +457,8 @@ def kv_append(key, value, key_cache, value_cache, slot_mapping, *, layout, scale
         if k_scale_cache is not None or v_scale_cache is not None:
             fail(f"scale caches are for per_token_head only, not {scale_kind}")
         want = {"per_tensor": (1,), "per_head": (num_heads,), "per_block": (num_blocks, num_heads)}[scale_kind]
-        for name, t in (("k_scale", k_scale), ("v_scale", v_scale)):
+        for name in k_static:
+            t = scale_args[name]
             if not _is_tensor(t):
                 fail(f"{scale_kind} needs {name} (a float32 tensor of shape {want})")
             if t.dtype != torch.float32:
@@ -371,7 +473,7 @@ def kv_append(key, value, key_cache, value_cache, slot_mapping, *, layout, scale
         if not _is_tensor(invalid_slots) or invalid_slots.dtype != torch.int64 or invalid_slots.numel() != 1:
             fail("invalid_slots must be a one-element int64 tensor")
 
-    tensors = [key, value, key_cache, value_cache, slot_mapping, k_scale, v_scale, k_scale_cache,
+    tensors = [key, value, key_cache, value_cache, slot_mapping, rope, k_scale, v_scale, k_scale_cache,
                v_scale_cache, invalid_slots]
     devices = {t.device for t in tensors if t is not None}
     if len(devices) != 1:
@@ -383,8 +485,8 @@ def kv_append(key, value, key_cache, value_cache, slot_mapping, *, layout, scale
         fail(f"variant must be one of {VARIANTS} or None, got {variant!r}")
 
     p = KvAppendParams(
-        key=key, value=value, key_stride_token=key.stride(0), key_stride_head=key.stride(1),
-        value_stride_token=value.stride(0), value_stride_head=value.stride(1),
+        key=key, value=value, key_stride_token=key_strides[0], key_stride_head=key_strides[1],
+        value_stride_token=value.stride(0) if has_value else 0, value_stride_head=value.stride(1) if has_value else 0,
         slot_mapping=slot_mapping, num_slots=num_slots, k_cache=key_cache, v_cache=value_cache,
         num_blocks=num_blocks, block_size=block_size, stride_block=k_field.block, stride_pos=k_field.pos,
         stride_head=k_field.head, k_field=k_field, v_field=v_field, num_heads=num_heads, head_dim=head_dim,
@@ -392,9 +494,21 @@ def kv_append(key, value, key_cache, value_cache, slot_mapping, *, layout, scale
         cache_dtype=cache_dtype, invalid_slots=invalid_slots, scale_kind=scale_kind,
         k_scale=k_scale, v_scale=v_scale, k_scale_cache=k_scale_cache, v_scale_cache=v_scale_cache,
         scale_stride_block=scale_strides[0], scale_stride_pos=scale_strides[1],
-        scale_stride_head=scale_strides[2])
+        scale_stride_head=scale_strides[2], value_head_dim=value_head_dim, has_value=has_value,
+        rope=rope, rope_stride_token=rope.stride(0) if mla else 0, rope_stride_head=0, rope_dim=rope_dim)
     if device.type == "cuda":
         with torch.cuda.device(device):
             launch(p, variant=variant, fp8_software=fp8_software)
     else:
         launch(p, variant=variant, fp8_software=fp8_software)
+
+
+def kv_append_mla(kv_c, k_pe, kv_cache, slot_mapping, *, scale=None, cache_dtype=None, invalid_slots=None,
+                  variant=None, fp8_software=None):
+    """MLA's append in vLLM's concat_and_cache_mla(kv_c, k_pe, kv_cache, slot_mapping, kv_cache_dtype,
+    scale) shape: kv_c [T_in, D_c] and k_pe [T_in, rope_dim] (or [T_in, 1, ..]) into the latent cache
+    kv_cache [blocks, block_size, D_c + rope_dim], entry = kv_c's dims then k_pe's. scale: a float32
+    [1] tensor for an fp8/int8 cache (per_tensor, q = x / scale), None for a float cache."""
+    kv_append(kv_c, None, kv_cache, None, slot_mapping, layout="nhd", rope=k_pe,
+              scale_kind=None if scale is None else "per_tensor", k_scale=scale, cache_dtype=cache_dtype,
+              invalid_slots=invalid_slots, variant=variant, fp8_software=fp8_software)

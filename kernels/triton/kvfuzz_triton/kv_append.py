@@ -17,6 +17,14 @@ geometries (NHD, HND, contiguous, packed) are x = 1, s_dim0 = 1, s_dim1 = 1; vLL
 is K [nb, H, D/x, bs, x]: x = 16 bytes of cache elements, s_pos = x, s_dim0 = 1, s_dim1 = bs*x, and
 V [nb, H, D, bs]: x = 1, s_pos = 1, s_dim1 = bs.
 
+Format families (docs/formats.md) are runtime arguments too, not specialisations: kv_split's V has
+its own head dim (value_head_dim; its strides are the v_* field's), k_only and mla have no V
+(has_value = 0: value_ptr, v_cache_ptr and v_scale_ptr are never dereferenced), and mla's entry of
+head_dim dims takes its last rope_dim from a second source, rope_ptr (k_pe), at dim - (head_dim -
+rope_dim); a dim tile that reaches past key's dims selects each dim's pointer from the two rows
+(_src_ptrs), so both parts share one mask and one store. A row's per_token_head amax runs over its
+own head dim (V's value_head_dim; both parts of an mla entry).
+
 Tiles are held dims first, [BLOCK_D, BLOCK_H]: with a runtime dim stride no axis of the store's
 pointers is provably contiguous, and Triton 3.6's coalescing then orders a tile by its first axis;
 dims first gives the store the load's layout (consecutive dims across lanes), so no tile is shuffled
@@ -155,10 +163,11 @@ def _int8_bits(q):
 
 
 @triton.jit
-def _head_scales(src_rows, scale_ptr, block, pos, heads, head_mask, num_heads, head_dim, scale_kind,
-                 scale_stride_block, scale_stride_pos, scale_stride_head, IN_DTYPE: tl.constexpr,
+def _head_scales(src_rows, rope_rows, key_dims, scale_ptr, block, pos, heads, head_mask, num_heads, head_dim,
+                 scale_kind, scale_stride_block, scale_stride_pos, scale_stride_head, IN_DTYPE: tl.constexpr,
                  CACHE_DTYPE: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_D: tl.constexpr):
-    """The fp32 scale of each head of the tile: read (static kinds) or computed and stored (per token-head)."""
+    """The fp32 scale of each head of the tile: read (static kinds) or computed and stored (per
+    token-head, amax over the row's own head_dim dims, both sources of a two-part row)."""
     if CACHE_DTYPE == INT8:
         QMAX: tl.constexpr = 127.0
     elif CACHE_DTYPE == FP8_E4M3:
@@ -170,7 +179,7 @@ def _head_scales(src_rows, scale_ptr, block, pos, heads, head_mask, num_heads, h
         for d0 in range(0, head_dim, BLOCK_D):
             dims = (d0 + tl.arange(0, BLOCK_D)).to(tl.int64)
             mask = (dims < head_dim)[:, None] & head_mask[None, :]
-            x = _load_f32(src_rows + dims[:, None], mask, IN_DTYPE)
+            x = _load_f32(_src_ptrs(src_rows, rope_rows, d0, dims, key_dims, BLOCK_D), mask, IN_DTYPE)
             amax = tl.maximum(amax, tl.max(tl.where(x != x, 0.0, tl.abs(x)), axis=0))  # masked dims load as 0
         scale = tl.math.div_rn(tl.maximum(amax, 1e-6), QMAX)
         cell = block * scale_stride_block + pos * scale_stride_pos + heads * scale_stride_head
@@ -185,34 +194,48 @@ def _head_scales(src_rows, scale_ptr, block, pos, heads, head_mask, num_heads, h
 
 
 @triton.jit
+def _src_ptrs(src_rows, rope_rows, d0, dims, key_dims, BLOCK_D: tl.constexpr):
+    """Input pointers [BLOCK_D, BLOCK_H] of dims `dims` = d0 + [0, BLOCK_D) (int64) of each head's row: dims < key_dims
+    from src_rows (key or value), the others from rope_rows at dim - key_dims (mla's k_pe). A row of
+    one source has key_dims >= its head dim (rope_rows is then never selected)."""
+    own = src_rows + dims[:, None]
+    if d0 + BLOCK_D > key_dims:  # a tile reaching into the second source
+        own = tl.where(dims[:, None] < key_dims, own, rope_rows + (dims - key_dims)[:, None])
+    return own
+
+
+@triton.jit
 def _dim_offsets(dims, dim_x, stride_dim0, stride_dim1):
     """int64 element offsets of head dims `dims` (int32, >= 0) in the dim mode (x, D/x):(s_dim0, s_dim1)."""
     return (dims % dim_x).to(tl.int64) * stride_dim0 + (dims // dim_x).to(tl.int64) * stride_dim1
 
 
 @triton.jit
-def _append_rows(src_base, stride_token, stride_head, dst_base, scale_ptr, token, block, pos, h0,
-                 h_end, num_heads, head_dim, field_stride_block, field_stride_pos, field_stride_head,
-                 field_dim_x, field_stride_dim0, field_stride_dim1,
+def _append_rows(src_base, stride_token, stride_head, rope_base, rope_stride_token, rope_stride_head, key_dims,
+                 dst_base, scale_ptr, token, block, pos, h0, h_end, num_heads, head_dim, field_stride_block,
+                 field_stride_pos, field_stride_head, field_dim_x, field_stride_dim0, field_stride_dim1,
                  scale_stride_block, scale_stride_pos, scale_stride_head, scale_kind,
                  IN_DTYPE: tl.constexpr, CACHE_DTYPE: tl.constexpr, FP8_SOFTWARE: tl.constexpr,
                  BLOCK_H: tl.constexpr, BLOCK_D: tl.constexpr):
-    """Writes heads [h0, min(h0 + BLOCK_H, h_end)) of one input row into one cache slot of one field
-    (K or V, addressed by its field_* strides), BLOCK_D dims at a time."""
+    """Writes heads [h0, min(h0 + BLOCK_H, h_end)) of one input row of head_dim dims into one cache
+    slot of one field (K or V, addressed by its field_* strides), BLOCK_D dims at a time. Dims
+    [0, key_dims) come from src_base's row, [key_dims, head_dim) from rope_base's (mla's k_pe;
+    key_dims >= head_dim: one source)."""
     heads = (h0 + tl.arange(0, BLOCK_H)).to(tl.int64)
     head_mask = heads < h_end
     src_rows = _bits_ptr(src_base, IN_DTYPE) + (token * stride_token + heads[None, :] * stride_head)
+    rope_rows = _bits_ptr(rope_base, IN_DTYPE) + (token * rope_stride_token + heads[None, :] * rope_stride_head)
     dst_rows = _bits_ptr(dst_base, CACHE_DTYPE) + (block * field_stride_block + pos * field_stride_pos
                                                    + heads[None, :] * field_stride_head)
     if CACHE_DTYPE > F32:
-        scale = _head_scales(src_rows, scale_ptr, block, pos, heads, head_mask, num_heads, head_dim, scale_kind,
-                             scale_stride_block, scale_stride_pos, scale_stride_head, IN_DTYPE, CACHE_DTYPE,
-                             BLOCK_H, BLOCK_D)
+        scale = _head_scales(src_rows, rope_rows, key_dims, scale_ptr, block, pos, heads, head_mask, num_heads,
+                             head_dim, scale_kind, scale_stride_block, scale_stride_pos, scale_stride_head,
+                             IN_DTYPE, CACHE_DTYPE, BLOCK_H, BLOCK_D)
     for d0 in range(0, head_dim, BLOCK_D):
         dims32 = d0 + tl.arange(0, BLOCK_D)
         dims = dims32.to(tl.int64)
         mask = (dims < head_dim)[:, None] & head_mask[None, :]
-        src = src_rows + dims[:, None]
+        src = _src_ptrs(src_rows, rope_rows, d0, dims, key_dims, BLOCK_D)
         dst = dst_rows + _dim_offsets(dims32, field_dim_x, field_stride_dim0, field_stride_dim1)[:, None]
         if CACHE_DTYPE == IN_DTYPE:
             tl.store(dst, tl.load(src, mask=mask, other=0), mask=mask)
@@ -228,7 +251,7 @@ def _append_rows(src_base, stride_token, stride_head, dst_base, scale_ptr, token
 
 # Runtime integers that take the values 0 and 1: never specialised on (the JIT would otherwise
 # compile a variant per value; the ahead-of-time build compiles none).
-@triton.jit(do_not_specialize=["scale_kind", "has_counter", "heads_per_program"])
+@triton.jit(do_not_specialize=["scale_kind", "has_counter", "heads_per_program", "has_value"])
 def kv_append_kernel(
     key_ptr, value_ptr, slot_ptr, k_cache_ptr, v_cache_ptr,
     k_scale_ptr, v_scale_ptr,  # fp32: static scales, or the scale caches for PER_TOKEN_HEAD
@@ -243,6 +266,10 @@ def kv_append_kernel(
     scale_kind,  # kvf::ScaleKind value; SCALE_NONE for float caches
     has_counter,  # 0 or 1
     heads_per_program,  # >= 1: num_heads (token-major) or BLOCK_H (head-major)
+    # Format families (docs/formats.md): V's head dim (kv_split; else head_dim), whether V is
+    # written at all (0: k_only, mla; value_ptr, v_cache_ptr, v_scale_ptr untouched), and mla's
+    # second source: K's dims [head_dim - rope_dim, head_dim) from rope_ptr's row (k_pe).
+    value_head_dim, has_value, rope_ptr, rope_stride_token, rope_stride_head, rope_dim,
     IN_DTYPE: tl.constexpr, CACHE_DTYPE: tl.constexpr, FP8_SOFTWARE: tl.constexpr,
     BLOCK_H: tl.constexpr, BLOCK_D: tl.constexpr,
 ):
@@ -259,13 +286,15 @@ def kv_append_kernel(
                     tl.atomic_add(invalid_slots_ptr, 1)
         else:
             for h0 in range(h_begin, h_end, BLOCK_H):
-                _append_rows(key_ptr, key_stride_token, key_stride_head, k_cache_ptr, k_scale_ptr, token,
-                             block, pos, h0, h_end, num_heads, head_dim, k_stride_block, k_stride_pos,
-                             k_stride_head, k_dim_x, k_stride_dim0, k_stride_dim1, scale_stride_block,
-                             scale_stride_pos, scale_stride_head, scale_kind, IN_DTYPE, CACHE_DTYPE,
-                             FP8_SOFTWARE, BLOCK_H, BLOCK_D)
-                _append_rows(value_ptr, value_stride_token, value_stride_head, v_cache_ptr, v_scale_ptr,
-                             token, block, pos, h0, h_end, num_heads, head_dim, v_stride_block, v_stride_pos,
-                             v_stride_head, v_dim_x, v_stride_dim0, v_stride_dim1, scale_stride_block,
-                             scale_stride_pos, scale_stride_head, scale_kind, IN_DTYPE, CACHE_DTYPE,
-                             FP8_SOFTWARE, BLOCK_H, BLOCK_D)
+                _append_rows(key_ptr, key_stride_token, key_stride_head, rope_ptr, rope_stride_token,
+                             rope_stride_head, head_dim - rope_dim, k_cache_ptr, k_scale_ptr, token, block, pos,
+                             h0, h_end, num_heads, head_dim, k_stride_block, k_stride_pos, k_stride_head, k_dim_x,
+                             k_stride_dim0, k_stride_dim1, scale_stride_block, scale_stride_pos,
+                             scale_stride_head, scale_kind, IN_DTYPE, CACHE_DTYPE, FP8_SOFTWARE, BLOCK_H, BLOCK_D)
+                if has_value != 0:
+                    _append_rows(value_ptr, value_stride_token, value_stride_head, value_ptr, 0, 0,
+                                 value_head_dim, v_cache_ptr, v_scale_ptr, token, block, pos, h0, h_end,
+                                 num_heads, value_head_dim, v_stride_block, v_stride_pos, v_stride_head,
+                                 v_dim_x, v_stride_dim0, v_stride_dim1, scale_stride_block, scale_stride_pos,
+                                 scale_stride_head, scale_kind, IN_DTYPE, CACHE_DTYPE, FP8_SOFTWARE, BLOCK_H,
+                                 BLOCK_D)

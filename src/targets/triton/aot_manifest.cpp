@@ -161,6 +161,12 @@ std::optional<ArgValue> argument(const std::string& name, const KvAppendParams& 
   if (name == "scale_kind") return integer(static_cast<int64_t>(p.scale_kind));
   if (name == "has_counter") return integer(p.invalid_slots != nullptr ? 1 : 0);
   if (name == "heads_per_program") return integer(plan.heads_per_program);
+  if (name == "value_head_dim") return integer(value_dim(p));
+  if (name == "has_value") return integer(p.has_value ? 1 : 0);
+  if (name == "rope_ptr") return pointer(p.rope);
+  if (name == "rope_stride_token") return integer(p.rope_stride_token);
+  if (name == "rope_stride_head") return integer(p.rope_stride_head);
+  if (name == "rope_dim") return integer(p.rope_dim);
   return std::nullopt;
 }
 

@@ -27,11 +27,13 @@ struct KernelField {
   int64_t stride_dim1 = 1;  // stride of d / x (between x-chunks)
 };
 
-// The layout of p's K (is_value false) or V field from its own base: the v1 geometry, or for
-// vllm_legacy the x-packed K and transposed V (x = xpack_elems of the cache dtype), exactly as the
-// CUDA kernel and Case::cache_field build them.
+// The layout of p's K (is_value false) or V field from its own base: the v1 geometry (V's own
+// geometry and head dim for kv_split), or for vllm_legacy the x-packed K and transposed V (x =
+// xpack_elems of the cache dtype), exactly as the CUDA kernel and Case::cache_field build them.
 inline FieldLayout append_field_layout(const KvAppendParams& p, bool is_value) {
-  if (!p.vllm_legacy) return geometry_layout(p.cache, 0, p.num_heads, p.head_dim);
+  if (!p.vllm_legacy)
+    return is_value ? geometry_layout(value_geometry(p), 0, p.num_heads, value_dim(p))
+                    : geometry_layout(p.cache, 0, p.num_heads, p.head_dim);
   return is_value ? transposed_value_layout(p.cache, 0, p.num_heads, p.head_dim)
                   : xpacked_key_layout(p.cache, 0, p.num_heads, p.head_dim, xpack_elems(p.cache_dtype));
 }

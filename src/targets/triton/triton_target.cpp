@@ -59,8 +59,6 @@ class TritonTarget final : public Target {
   }
 
   const TargetInfo& info() const override { return info_; }
-  // Every layout; family kv only (the other families are skipped and counted).
-  std::optional<Capabilities> capabilities() const override { return triton_capabilities(); }
 
   std::string unavailable_reason() const override {
     if (load_error_) throw *load_error_;  // bad input (exit 2), not a missing device
@@ -146,7 +144,7 @@ class TritonTarget final : public Target {
           if (find_kernel(m, in, cache, slot) == nullptr)
             combos += std::string(combos.empty() ? "" : ", ") + std::string(to_string(in)) + "->" +
                       std::string(to_string(cache)) + "/" + std::string(to_string(slot));
-    return "every layout (any strides; vllm_legacy through per-field strides), family kv, f16/bf16/f32 inputs, "
+    return "every layout (any strides; vllm_legacy through per-field strides), every family (kv, kv_split, k_only, mla), f16/bf16/f32 inputs, "
            "f16/bf16/f32/fp8_e4m3/fp8_e5m2/int8 caches with "
            "per-tensor, per-head, per-block and per-token-head scales, i32/i64 slots, any H and D (one " +
            std::to_string(m.block_h) + "x" + std::to_string(m.block_d) + " tile looped over heads and dims)" +

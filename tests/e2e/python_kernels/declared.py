@@ -4,9 +4,10 @@
                          f16 and the head-dim set {64, 128}; appends a line to $KVFUZZ_TEST_VIOLATIONS
                          for every call outside that (kvfuzz must never make one), and raises for 2+
                          heads (a launch_error, so that campaigns shrink)
-  triton_without_layouts declares slot dtypes only (no "layouts"), so kvfuzz must never send it
-                         vllm_legacy; runs kvfuzz_triton (examples/python/kv_append_numpy.py) and appends
-                         to $KVFUZZ_TEST_VIOLATIONS for a vllm_legacy call
+  triton_without_layouts declares slot dtypes only (no "layouts", no "families"), so kvfuzz must
+                         never send it vllm_legacy or a family other than kv; runs kvfuzz_triton
+                         (examples/python/kv_append_numpy.py) and appends to $KVFUZZ_TEST_VIOLATIONS for
+                         a vllm_legacy call or a kv_split / k_only / mla one
   bad_layout, bad_head_dims, not_a_dict, raises_in_capabilities, declared_twice
                          declarations kvfuzz must refuse (exit 2) naming the key and the expected form
 """
@@ -40,6 +41,8 @@ def head_dims_64_128_capabilities():
 def triton_without_layouts(key, value, key_cache, value_cache, slot_mapping, **kw):
     if kw["layout"] == "vllm_legacy":
         violation("vllm_legacy sent to a function that declares no layouts")
+    if value is None or "rope" in kw or value.shape[2] != key.shape[2]:
+        violation("a family other than kv sent to a function that declares no families")
     from kv_append_numpy import kv_append as triton_numpy  # imports triton: only when called
     triton_numpy(key, value, key_cache, value_cache, slot_mapping, **kw)
 

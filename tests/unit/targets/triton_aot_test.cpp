@@ -79,6 +79,47 @@ TEST(TritonAotManifest, packsArgumentsInTheManifestsOrder) {
   EXPECT_EQ(cell_i64(a, 5), 0);  // scratch: null
 }
 
+// The format families' arguments: kv_split's V head dim and V's own strides, has_value, MLA's k_pe.
+TEST(TritonAotManifest, packsTheFormatFamiliesArguments) {
+  const AotManifest m = parse_aot_manifest(
+      fixture(R"([{"name": "value_head_dim", "type": "i32"}, {"name": "has_value", "type": "i32"},
+                  {"name": "rope_ptr", "type": "*fp16"}, {"name": "rope_stride_token", "type": "i64"},
+                  {"name": "rope_stride_head", "type": "i64"}, {"name": "rope_dim", "type": "i32"},
+                  {"name": "v_stride_block", "type": "i64"}, {"name": "v_stride_pos", "type": "i64"}])"),
+      "fixture.json");
+  KvAppendParams p = small_params();
+  AotLaunchPlan plan;
+  PackedArgs a;
+  ASSERT_EQ(plan_launch(m, p, plan), "");
+  ASSERT_EQ(pack_arguments(m.kernels[0], p, plan, a), "");  // family kv: V is K's
+  EXPECT_EQ(cell_i32(a, 0), 7);
+  EXPECT_EQ(cell_i32(a, 1), 1);
+  EXPECT_EQ(cell_i64(a, 2), 0);
+  EXPECT_EQ(cell_i32(a, 5), 0);
+  EXPECT_EQ(cell_i64(a, 6), 4 * 6 * 7);
+
+  p.value_head_dim = 5;  // kv_split
+  p.value_cache = CacheGeometry{3, 4, 4 * 6 * 5 + 3, 6 * 5 + 1, 5};
+  ASSERT_EQ(pack_arguments(m.kernels[0], p, plan, a), "");
+  EXPECT_EQ(cell_i32(a, 0), 5);
+  EXPECT_EQ(cell_i64(a, 6), 4 * 6 * 5 + 3);
+  EXPECT_EQ(cell_i64(a, 7), 6 * 5 + 1);
+
+  p = small_params();  // mla
+  p.num_heads = 1;
+  p.has_value = false;
+  p.rope = reinterpret_cast<const void*>(0x2000);
+  p.rope_stride_token = 9;
+  p.rope_stride_head = 3;
+  p.rope_dim = 3;
+  ASSERT_EQ(pack_arguments(m.kernels[0], p, plan, a), "");
+  EXPECT_EQ(cell_i32(a, 1), 0);
+  EXPECT_EQ(cell_i64(a, 2), 0x2000);
+  EXPECT_EQ(cell_i64(a, 3), 9);
+  EXPECT_EQ(cell_i64(a, 4), 3);
+  EXPECT_EQ(cell_i32(a, 5), 3);
+}
+
 // Each field's addressing comes from the format model (kernel_fields.h): the geometry with x = 1
 // and contiguous dims, or vllm_legacy's x-packed K and transposed V.
 TEST(TritonAotManifest, packsEachFieldsStridesFromTheFormatModel) {
