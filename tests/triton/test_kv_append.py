@@ -432,6 +432,7 @@ def test_mla_concatenates_kv_c_and_k_pe_into_one_entry(rng, backend, input_dtype
     check(case, backend)
 
 
+@interp_only  # the raw backend passes host pointers
 @pytest.mark.parametrize("family,extra", [("kv_split", {"value_dim": 130}), ("k_only", {}),
                                           ("mla", {"head_dim": 576, "rope_dim": 64})])
 @pytest.mark.parametrize("variant", ["token", "head"])
@@ -458,6 +459,7 @@ def test_families_padding_and_invalid_slots(rng, backend):
         check(case, backend)
 
 
+@interp_only  # the raw backend passes host pointers
 def test_mla_per_token_head_amax_covers_both_sources(rng):
     # Not a combination the format family uses (mla: none or per_tensor), but the raw kernel's
     # amax is over the whole entry: kv_c's and k_pe's dims.

@@ -212,7 +212,10 @@ def launch(p, *, variant=None, fp8_software=None, num_warps=4, tile=None):
     grid = (p.num_slots, triton.cdiv(p.num_heads, heads_per_program))
     return kv_append_kernel[grid](
         p.key, value, p.slot_mapping, p.k_cache, v_cache,
-        dummy if k_scale is None else k_scale, dummy if v_scale is None else v_scale,
+        dummy if k_scale is None else k_scale,
+        # No V (k_only, mla): V's scale pointer is never read, but the JIT specialises on its element
+        # type, and the tile's scale must be fp32 on every branch: K's scales stand in.
+        v_scale if v_scale is not None else (k_scale if k_scale is not None else dummy),
         p.slot_mapping if p.invalid_slots is None else p.invalid_slots,  # an integer pointer either way
         p.num_heads, p.head_dim,
         p.key_stride_token, p.key_stride_head, p.value_stride_token, p.value_stride_head,

@@ -285,7 +285,7 @@ TEST(TritonAotBuiltIn, everyGeneratedCaseSelectsAKernelAndPacksItsArguments) {
       EXPECT_EQ(cell_i32(a, at.at("head_dim")), c.head_dim);
       EXPECT_EQ(cell_i64(a, at.at("block_size")), c.cache.block_size);
       EXPECT_EQ(cell_i64(a, at.at("k_stride_head")), c.cache.stride_head);
-      EXPECT_EQ(cell_i64(a, at.at("v_stride_head")), c.cache.stride_head);
+      EXPECT_EQ(cell_i64(a, at.at("v_stride_head")), c.value_geometry().stride_head);  // V's own for kv_split
       // vllm_legacy K: x-chunks of x = xpack() dims, block_size * x apart (one chunk, D = x: flat);
       // V: dim stride block_size, pos stride 1. Every other layout: x = 1, contiguous dims.
       const bool legacy = c.layout == Layout::vllm_legacy;
@@ -295,7 +295,7 @@ TEST(TritonAotBuiltIn, everyGeneratedCaseSelectsAKernelAndPacksItsArguments) {
       EXPECT_EQ(cell_i64(a, at.at("k_stride_pos")), c.cache.stride_pos);
       EXPECT_EQ(cell_i32(a, at.at("v_dim_x")), 1);
       EXPECT_EQ(cell_i64(a, at.at("v_stride_dim1")), legacy ? c.cache.block_size : 1);
-      EXPECT_EQ(cell_i64(a, at.at("v_stride_pos")), legacy ? 1 : c.cache.stride_pos);
+      EXPECT_EQ(cell_i64(a, at.at("v_stride_pos")), legacy ? 1 : c.value_geometry().stride_pos);
       EXPECT_EQ(cell_i32(a, at.at("scale_kind")), static_cast<int32_t>(c.scale_kind));
       EXPECT_EQ(cell_i32(a, at.at("has_counter")), 1);
       const int64_t k_scale = cell_i64(a, at.at("k_scale_ptr"));
