@@ -501,17 +501,11 @@ void read_quant(const Reader& rd, const json& j, Case& c) {
                         "scale_cache_elems"});
   c.scale_kind = read_scale_kind(rd, s, p, "scale_kind");
   c.scale_dist = read_scale_dist(rd, s, p, "scale_dist");
-  const std::string gp = child(p, "scale_cache");
-  const json& g = Reader::at(s, "scale_cache");
-  rd.expect_keys(g, gp, {"stride_block", "stride_pos", "stride_head"});
-  c.scale_cache = {};
+  c.scale_cache = read_strides(rd, s, p, "scale_cache");
   if (c.scale_kind == ScaleKind::per_token_head) {
     c.scale_cache.num_blocks = c.cache.num_blocks;
     c.scale_cache.block_size = c.cache.block_size;
   }
-  c.scale_cache.stride_block = rd.int64_field(g, gp, "stride_block");
-  c.scale_cache.stride_pos = rd.int64_field(g, gp, "stride_pos");
-  c.scale_cache.stride_head = rd.int64_field(g, gp, "stride_head");
   c.scale_k_offset = rd.int64_field(s, p, "scale_k_offset");
   c.scale_v_offset = rd.int64_field(s, p, "scale_v_offset");
   c.scale_cache_elems = rd.int64_field(s, p, "scale_cache_elems");

@@ -278,10 +278,14 @@ bool check_format(const Case& c, bool shape_ok, Checker& ck) {
 // in its own strides and entirely after K's last element, both inside the buffer.
 bool check_field_caches(const Case& c, Checker& ck) {
   const CacheGeometry& g = c.cache;
-  const std::vector<Dim> k_dims = {{"dim", "/shape/head_dim", 1, c.head_dim},
-                                   {"stride_head", "/cache/stride_head", g.stride_head, c.num_heads},
-                                   {"stride_pos", "/cache/stride_pos", g.stride_pos, g.block_size},
-                                   {"stride_block", "/cache/stride_block", g.stride_block, g.num_blocks}};
+  // One field's dims [dim, head, pos, block], innermost first, with their JSON paths.
+  auto field_dims = [&](const char* dim_path, const std::string& strides, const CacheGeometry& f, int64_t dims) {
+    return std::vector<Dim>{{"dim", dim_path, 1, dims},
+                            {"stride_head", strides + "/stride_head", f.stride_head, c.num_heads},
+                            {"stride_pos", strides + "/stride_pos", f.stride_pos, g.block_size},
+                            {"stride_block", strides + "/stride_block", f.stride_block, g.num_blocks}};
+  };
+  const std::vector<Dim> k_dims = field_dims("/shape/head_dim", "/cache", g, c.head_dim);
   const NestResult k = check_nested(k_dims);
   if (k.bad != nullptr) {
     ck.add(k.bad->path, nest_message(c.family == Family::mla ? "latent cache" : "K cache", k));
@@ -294,10 +298,7 @@ bool check_field_caches(const Case& c, Checker& ck) {
     ok &= ck.at_least("/format/value_cache/stride_pos", vg.stride_pos, 0);
     ok &= ck.at_least("/format/value_cache/stride_head", vg.stride_head, 0);
     if (!ok || c.value_head_dim < 1) return false;
-    const std::vector<Dim> v_dims = {{"dim", "/format/value_head_dim", 1, c.value_head_dim},
-                                     {"stride_head", "/format/value_cache/stride_head", vg.stride_head, c.num_heads},
-                                     {"stride_pos", "/format/value_cache/stride_pos", vg.stride_pos, g.block_size},
-                                     {"stride_block", "/format/value_cache/stride_block", vg.stride_block, g.num_blocks}};
+    const std::vector<Dim> v_dims = field_dims("/format/value_head_dim", "/format/value_cache", vg, c.value_head_dim);
     const NestResult v = check_nested(v_dims);
     if (v.bad != nullptr) {
       ck.add(v.bad->path, nest_message("V cache", v));
