@@ -414,11 +414,31 @@ std::vector<int> devices_from(const std::string& text) {
   return devices;
 }
 
-int cmd_targets() {
+// `kvfuzz targets`: every target with what it supports; --json: the same as one JSON document, each
+// own target's capabilities in the keys of a Python declaration (gen/capabilities.h), null for a
+// kernel that declares its own when loaded.
+int cmd_targets(bool json) {
+  if (json) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const kvf::TargetInfo& t : kvf::list_targets())
+      out.push_back({{"name", t.name},
+                     {"summary", t.summary},
+                     {"supports", t.supports},
+                     {"values_checked", t.tolerance},
+                     {"default_tolerance", t.default_tolerance},
+                     {"default_timeout_s", t.default_timeout_s},
+                     {"needs_gpu", t.needs_gpu},
+                     {"capabilities", t.capabilities ? kvf::capabilities_to_json(*t.capabilities) : nlohmann::json()}});
+    for (const std::string& usage : kvf::prefix_target_usages())
+      out.push_back({{"name", usage}, {"summary", "your kernel (docs/targets.md)"}, {"capabilities", nullptr}});
+    std::cout << nlohmann::json{{"schema_version", 1}, {"targets", out}}.dump(2) << "\n";
+    return kClean;
+  }
   for (const kvf::TargetInfo& t : kvf::list_targets()) {
     std::cout << t.name << "\n"
               << "  " << t.summary << "\n"
               << "  supports: " << t.supports << "\n"
+              << (t.capabilities ? "  formats: " + kvf::formats_text(*t.capabilities) + "\n" : "")
               << "  values checked: " << t.tolerance << "\n"
               << (t.default_tolerance == "exact" ? "" : "  default --tolerance: " + t.default_tolerance + "\n")
               << (t.default_timeout_s == 30 ? "" : "  default --timeout: " + std::to_string(static_cast<int>(t.default_timeout_s)) + " s\n")
@@ -730,7 +750,9 @@ int main(int argc, char** argv) {
   report->add_option("case", report_file, "The case file")->required();
   report->add_option("-o,--out-dir", report_dir, "Directory for the report (default: CASE's directory/<name>.report)");
 
+  bool targets_json = false;
   CLI::App* targets = app.add_subcommand("targets", "List targets and what each supports");
+  targets->add_flag("--json", targets_json, "Print the list as JSON (each own target's capabilities in the keys of docs/targets.md)");
 
   kvf::MergeOptions merge_opts;
   std::string merge_out;
@@ -808,7 +830,7 @@ int main(int argc, char** argv) {
   if (seconds_opt->count() > 0 && cases_opt->count() == 0 && run_opts.seconds > 0) run_opts.cases = 0;
 
   try {
-    if (*targets) return cmd_targets();
+    if (*targets) return cmd_targets(targets_json);
     if (*run) run_opts.shard = shard_from(run_shard);
     if (*generate) gen_opts.shard = shard_from(generate_shard);
     if (*compare) compare_opts.shard = shard_from(compare_shard);

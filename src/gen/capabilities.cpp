@@ -247,6 +247,45 @@ Capabilities capabilities_from_json(const nlohmann::json& j, const std::string& 
   return c;
 }
 
+namespace {
+
+template <typename E>
+nlohmann::json bit_list(uint32_t bits, std::initializer_list<E> all) {
+  nlohmann::json out = nlohmann::json::array();
+  for (E e : all)
+    if (has(bits, e)) out.push_back(str(to_string(e)));
+  return out;
+}
+
+}  // namespace
+
+nlohmann::json capabilities_to_json(const Capabilities& c) {
+  nlohmann::json j;
+  j["layouts"] = bit_list(c.layouts, kLayouts);
+  j["families"] = bit_list(c.families, kFamilies);
+  j["input_dtypes"] = bit_list(c.input_dtypes, {DType::f16, DType::bf16, DType::f32});
+  j["cache_dtypes"] = bit_list(c.cache_dtypes, kDTypes);
+  j["scale_kinds"] = bit_list(c.scale_kinds, kScaleKinds);
+  j["slot_dtypes"] = bit_list(c.slot_dtypes, kIndexTypes);
+  const bool features[] = {c.fused_qkv, c.strided_input, c.padded_cache, c.graph_padding_rows, c.invalid_slot_counter, c.unaligned};
+  j["features"] = nlohmann::json::array();
+  for (size_t i = 0; i < std::size(kFeatureNames); ++i)
+    if (features[i]) j["features"].push_back(kFeatureNames[i]);
+  if (!c.head_dims.empty()) j["head_dims"] = c.head_dims;
+  j["min_head_dim"] = c.min_head_dim;
+  j["max_head_dim"] = c.max_head_dim;
+  j["head_dim_multiple"] = c.head_dim_multiple;
+  j["max_num_heads"] = c.max_num_heads;
+  j["max_block_size"] = c.max_block_size;
+  j["block_size_pow2_only"] = c.block_size_pow2_only;
+  j["same_input_cache_dtype"] = c.same_input_cache_dtype;
+  return j;
+}
+
+std::string formats_text(const Capabilities& c) {
+  return "layouts " + bit_names(c.layouts, kLayouts) + "; families " + bit_names(c.families, kFamilies);
+}
+
 Profile restrict_profile(const Profile& p, const Capabilities& k) {
   Profile r = p;
   r.families = only(p.families, [&](Family f) { return has(k.families, f); });

@@ -51,6 +51,8 @@ struct Capabilities {
   int32_t max_num_heads = 0;
   int32_t max_block_size = 0;
   bool block_size_pow2_only = false;
+
+  bool operator==(const Capabilities&) const = default;
 };
 
 // The layouts a Python function target (python:, python-cuda:, python-numpy:) receives unless its
@@ -79,6 +81,19 @@ inline uint32_t undeclared_python_families() { return 1u << static_cast<unsigned
 //   block_size_pow2_only, same_input_cache_dtype   booleans
 // Throws InputError(where, "/KEY", what was expected) for an unknown key or a value of the wrong form.
 Capabilities capabilities_from_json(const nlohmann::json& j, const std::string& where);
+
+// The inverse of capabilities_from_json: every key, lists in declaration order, features as the list
+// of those present (capabilities_from_json(capabilities_to_json(c)) == c). `kvfuzz targets --json`.
+nlohmann::json capabilities_to_json(const Capabilities& c);
+
+// One line naming the layouts and families of `c` ("layouts paged_nhd, paged_hnd; families kv, mla"):
+// the formats line of `kvfuzz targets`.
+std::string formats_text(const Capabilities& c);
+
+// What kvfuzz's own kernels (cuda, cuda-emu, triton, triton-interp) and the golden model declare:
+// every value of every dimension. Declared like a plugin's, so that a format one of them lacks is
+// skipped and counted (the run summary's "skipped"), never failed.
+inline Capabilities own_kernel_capabilities() { return Capabilities{}; }
 
 // Why case `c` is outside `caps` ("layout packed_kv_nhd", "head_dim not a multiple of 8", ...; one
 // short reason, the same text for every case failing the same way, so reasons can be counted), or ""

@@ -93,7 +93,7 @@ class CudaEmuTarget final : public Target {
   TargetInfo info_{
       "cuda-emu",
       "kernels/cuda/kv_append.cuh compiled for the host and run by a CPU grid emulator",
-      "all layouts (any strides; vllm_legacy element by element), f16/bf16/f32 inputs, f16/bf16/f32/fp8_e4m3/fp8_e5m2/int8 caches with "
+      "all layouts (any strides; vllm_legacy element by element), every family (kv, kv_split, k_only, mla), f16/bf16/f32 inputs, f16/bf16/f32/fp8_e4m3/fp8_e5m2/int8 caches with "
       "per-tensor, per-head, per-block and per-token-head scales, i32/i64 slots, any H and D",
       "exact",
       false,

@@ -47,12 +47,12 @@ class PythonTarget final : public Target {
     return hello.kind == PythonHello::Kind::ready ? "" : hello.message;
   }
 
-  // The triton-interp targets: none (every case). A function: what it declares
+  // The triton-interp targets: own_kernel_capabilities() (info_). A function: what it declares
   // (FUNCTION.kvfuzz_capabilities or FUNCTION_capabilities()), from the same probe, with vllm_legacy
   // and the families other than kv only if its declaration lists them (undeclared_python_layouts(),
   // undeclared_python_families()).
   std::optional<Capabilities> capabilities() const override {
-    if (spec_.config.value("mode", "") == "launch") return std::nullopt;
+    if (spec_.config.value("mode", "") == "launch") return info_.capabilities;
     const PythonHello hello = probe_python_worker(spec_);
     const bool declared = hello.kind == PythonHello::Kind::ready && hello.capabilities;
     Capabilities caps = declared ? *hello.capabilities : Capabilities{};
@@ -150,6 +150,7 @@ std::unique_ptr<Target> make_python_call(const std::string& argument, const Targ
       "its declared families list them";
   info.tolerance = "exact (--tolerance for a kernel with another rounding or scale convention)";
   info.needs_gpu = convention == Convention::torch_cuda;
+  info.capabilities = std::nullopt;  // the function's declaration, read by capabilities()
   // On the CPU the function may well run Triton's interpreter; on the GPU the first case of each
   // specialisation includes the JIT compile, and the first case of all the imports.
   info.default_timeout_s = convention == Convention::torch_cuda ? 300 : kInterpreterTimeout;

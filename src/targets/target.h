@@ -31,6 +31,9 @@ struct TargetInfo {
   // Seconds one launch may take unless --timeout says otherwise (Python targets start an
   // interpreter, and Triton's interpreter runs a large case for minutes).
   double default_timeout_s = 30;
+  // What the kernel supports (gen/capabilities.h): own_kernel_capabilities() for kvfuzz's own
+  // targets; std::nullopt for plugin: and python...: targets, whose kernels declare theirs when loaded.
+  std::optional<Capabilities> capabilities = own_kernel_capabilities();
 };
 
 enum class RunStatus : uint8_t {
@@ -91,11 +94,10 @@ class Target {
   // InputError when probing shows the target's argument to be wrong (python:MODULE:FUNCTION with
   // no such module).
   virtual std::string unavailable_reason() const { return ""; }
-  // What the kernel supports; std::nullopt: every case the generator makes (golden, cuda, cuda-emu,
-  // triton, triton-interp).
-  // Plugins and Python functions declare theirs. Campaigns send only cases inside it and count
-  // the others (gen/capabilities.h).
-  virtual std::optional<Capabilities> capabilities() const { return std::nullopt; }
+  // What the kernel supports: info().capabilities for kvfuzz's own targets; plugins and Python
+  // functions declare theirs. Campaigns send only cases inside it and count the others
+  // (gen/capabilities.h); std::nullopt: every case the generator makes.
+  virtual std::optional<Capabilities> capabilities() const { return info().capabilities; }
 
  private:
   std::optional<TargetSpec> spec_;

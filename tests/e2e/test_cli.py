@@ -44,6 +44,23 @@ class Basics(unittest.TestCase):
         self.assertIn("\nplugin:PATH.so\n", p.stdout)  # targets named by an argument are listed too
         self.assertIn("\npython:MODULE:FUNCTION\n", p.stdout)
 
+    def test_targets_json_lists_each_own_targets_formats(self):
+        p = kvfuzz("targets", "--json")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        doc = json.loads(p.stdout)
+        self.assertEqual(doc["schema_version"], 1)
+        by_name = {t["name"]: t for t in doc["targets"]}
+        for own in ("cuda-emu", "golden", "triton-interp"):
+            caps = by_name[own]["capabilities"]
+            self.assertEqual(caps["families"], ["kv", "kv_split", "k_only", "mla"], own)
+            self.assertIn("vllm_legacy", caps["layouts"], own)
+            self.assertIn("per_token_head", caps["scale_kinds"], own)
+        # A plugin's or a function's capabilities are the kernel's: unknown until it is loaded.
+        self.assertIsNone(by_name["plugin:PATH.so"]["capabilities"])
+        text = kvfuzz("targets").stdout
+        self.assertIn("  formats: layouts paged_nhd, paged_hnd, contiguous_bshd, contiguous_bhsd, packed_kv_nhd, "
+                      "packed_content_hnd, vllm_legacy; families kv, kv_split, k_only, mla\n", text)
+
     def test_usage_errors_exit_2(self):
         for args in (["bogus"], ["run", "--no-such-flag"], ["run", "--cases", "-5"], ["replay"],
                      ["run", "--target", "no-such-target", "--cases", "1"],

@@ -28,7 +28,7 @@ class CudaTarget final : public Target {
     info_ = TargetInfo{
         "cuda",
         "kernels/cuda/kv_append.cu on CUDA device " + std::to_string(device) + " (run in a worker process)",
-        "all layouts (any strides; vllm_legacy element by element), f16/bf16/f32 inputs, f16/bf16/f32/fp8_e4m3/fp8_e5m2/int8 caches with "
+        "all layouts (any strides; vllm_legacy element by element), every family (kv, kv_split, k_only, mla), f16/bf16/f32 inputs, f16/bf16/f32/fp8_e4m3/fp8_e5m2/int8 caches with "
         "per-tensor, per-head, per-block and per-token-head scales, i32/i64 slots, any H and D",
         "exact",
         true,

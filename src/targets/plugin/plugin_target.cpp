@@ -382,6 +382,7 @@ class PluginTarget final : public Target {
     info_.tolerance = ok ? tolerance_of(probe_.caps.rounding) : "exact";
     info_.default_tolerance = info_.tolerance;
     info_.needs_gpu = ok && probe_.caps.memory == KVFZ_MEMORY_DEVICE;
+    info_.capabilities = std::nullopt;  // the kernel's declaration, read by capabilities()
   }
 
   const TargetInfo& info() const override { return info_; }

@@ -260,6 +260,30 @@ TEST(Capabilities, aPythonDeclarationParsesIntoTheSameCapabilities) {
   for (int64_t i = 0; i < 50; ++i) EXPECT_EQ(outside_reason(materialize(generate_case(default_profile(), 2, i)), any), "");
 }
 
+// capabilities_to_json is what `kvfuzz targets --json` prints: read back as a Python declaration, it
+// is the same capabilities (every bit set of a narrow kernel exactly; the unrestricted ~0u sets as
+// their known values, which admit the same cases).
+TEST(Capabilities, theJsonFormReadsBackAsTheSameCapabilities) {
+  Capabilities sets = head_dim_set();
+  sets.families = bits(Family::kv, Family::mla);
+  for (const Capabilities& c : {narrow(), naive(), sets, own_kernel_capabilities()}) {
+    const nlohmann::json j = capabilities_to_json(c);
+    const Capabilities back = capabilities_from_json(j, "targets --json");
+    EXPECT_EQ(capabilities_to_json(back), j);
+    EXPECT_EQ(back.families & c.families, back.families);
+    for (int64_t i = 0; i < 100; ++i) {
+      const Case k = materialize(generate_case(default_profile(), 4, i));
+      EXPECT_EQ(outside_reason(k, back), outside_reason(k, c)) << j.dump();
+    }
+  }
+  Capabilities exact = narrow();
+  exact.families = bits(Family::kv, Family::kv_split, Family::k_only, Family::mla);
+  EXPECT_EQ(capabilities_from_json(capabilities_to_json(exact), "x"), exact);
+  EXPECT_EQ(capabilities_to_json(narrow())["layouts"], nlohmann::json({"paged_nhd", "contiguous_bshd"}));
+  EXPECT_EQ(capabilities_to_json(sets)["families"], nlohmann::json({"kv", "mla"}));
+  EXPECT_EQ(formats_text(narrow()), "layouts paged_nhd, contiguous_bshd; families kv, kv_split, k_only, mla");
+}
+
 TEST(Capabilities, aBadPythonDeclarationNamesTheKeyAndTheExpectedForm) {
   const auto error = [](const nlohmann::json& j) {
     try {
