@@ -273,9 +273,11 @@ CellMap build_cell_map(const Case& c, const Verdict& verdict, const Arena& initi
         s.block = block;
         s.pos = pos;
         s.worst = kind;
+        s.key_field = c.field_name(false);
         CellDecode& f = s.first;
         f.elem = e;
         f.cell = cell;
+        f.field = c.field_name(cell.is_value);
         f.kind = kind;
         f.bytes = size;
         f.expected = exp;
@@ -362,7 +364,7 @@ std::filesystem::path report_dir_for(const std::filesystem::path& case_file) {
 
 std::string describe_cell(const CellDecode& d) {
   if (d.cell.role == CacheCell::Role::gap) return "cache element " + num(d.elem) + " (stride gap)";
-  return std::string(d.cell.is_value ? "V" : "K") + " block " + num(d.cell.block) + " slot " + num(d.cell.pos) + " head " +
+  return d.field + " block " + num(d.cell.block) + " slot " + num(d.cell.pos) + " head " +
          num(d.cell.head) + " dim " + num(d.cell.dim) + " (cache element " + num(d.elem) + ")";
 }
 
@@ -375,7 +377,7 @@ std::string describe_damage(const SlotDamage& s) {
   }
   o << ": " << s.cells << (s.cells == 1 ? " cell" : " cells") << " differ (" << to_string(s.worst) << ")\n";
   if (s.head_hi >= s.head_lo)
-    o << (s.k && s.v ? "K and V" : s.v ? "V" : "K") << ", " << range_text("head", "heads", s.head_lo, s.head_hi) << ", "
+    o << (s.k && s.v ? s.key_field + " and V" : s.v ? std::string("V") : s.key_field) << ", " << range_text("head", "heads", s.head_lo, s.head_hi) << ", "
       << range_text("dim", "dims", s.dim_lo, s.dim_hi) << "\n";
   o << "victim: " << s.first.victim << "\n";
   o << "written by: ";
@@ -421,7 +423,7 @@ nlohmann::json case_report_json(const CaseReport& r, size_t max_damage) {
     nlohmann::json d = {{"block", s.block}, {"slot", s.pos}, {"cells", s.cells}, {"kind", std::string(to_string(s.worst))},
                         {"victim", f.victim}, {"writers", s.writers}, {"more_writers", s.more_writers}};
     if (s.head_hi >= s.head_lo) {
-      d["tensors"] = s.k && s.v ? "KV" : s.v ? "V" : "K";
+      d["tensors"] = s.k && s.v ? "KV" : s.v ? "V" : s.key_field;
       d["heads"] = {s.head_lo, s.head_hi};
       d["dims"] = {s.dim_lo, s.dim_hi};
     }

@@ -39,6 +39,7 @@ enum class SlotRole : uint8_t {
 struct CellDecode {
   int64_t elem = -1;        // index into the cache buffer
   CacheCell cell;           // what the element is and who owns it (role gap: a stride gap)
+  std::string field = "K";  // what the case calls the cell's field: "K", "V" or "latent" (Case::field_name)
   FindingKind kind = FindingKind::wrong_value;  // how the classifier files it
   int bytes = 2;            // element size
   uint32_t expected = 0;    // bits the golden model expects
@@ -57,7 +58,8 @@ struct SlotDamage {
   int64_t block = -1;
   int64_t pos = -1;
   int64_t cells = 0;          // differing elements
-  bool k = false, v = false;  // tensors hit (neither for stride gaps)
+  bool k = false, v = false;  // tensors hit (neither for stride gaps); k: K or an MLA latent entry
+  std::string key_field = "K";  // what the case calls its first field: "K" or "latent"
   int64_t head_lo = 0, head_hi = -1, dim_lo = 0, dim_hi = -1;  // ranges hit (empty for gaps)
   FindingKind worst = FindingKind::wrong_value;  // most severe kind among the cells
   CellDecode first;           // the first differing element, decoded

@@ -11,7 +11,11 @@
 #include "arena/diff.h"
 #include "golden/convert.h"
 #include "golden/golden.h"
+#include "gen/generate.h"
+#include "gen/materialize.h"
+#include "gen/profile.h"
 #include "golden/payload.h"
+#include "kv_format.cuh"
 #include "kv_layout.cuh"
 #include "report/cell_map.h"
 
@@ -135,6 +139,54 @@ TEST(CellMap, countsGuardBandsAndFilesStrideGapsUnderTheirBlock) {
     return row.victim.find("guard band after the cache") != std::string::npos;
   });
   EXPECT_TRUE(guard_row);
+}
+
+// The map is drawn per logical (block, slot) whatever the physical layout: for each family and
+// layout of configs/formats.json, one new token's element of each field is left unwritten through
+// the field's own layout (x-packed K, transposed V, V with its own geometry, the latent entry's
+// rope part) and the map files it at that block, slot, head and dim, under the field's name.
+TEST(CellMap, filesDamageAtItsLogicalCellInEveryFormat) {
+  const Profile p = load_profile(std::filesystem::path(KVFUZZ_SOURCE_DIR) / "configs" / "formats.json");
+  std::set<std::string> seen;
+  int checked = 0;
+  for (int64_t i = 0; i < 400 && seen.size() < 14; ++i) {
+    Case c = materialize(generate_case(p, 11, i));
+    if (is_quantized(c.cache_dtype) || c.requests.empty()) continue;
+    const std::string format = std::string(to_string(c.family)) + "/" + std::string(to_string(c.layout));
+    if (!seen.insert(format).second) continue;
+    // The first row that writes: its request, block and offset.
+    int64_t row = 0;
+    while (row < c.num_slots() && (c.slot_mapping[row] < 0 || c.slot_mapping[row] >= c.capacity())) ++row;
+    if (row == c.num_slots()) continue;
+    const int64_t slot = c.slot_mapping[static_cast<size_t>(row)];
+    const int64_t block = slot / c.cache.block_size, pos = slot % c.cache.block_size;
+    for (const CacheField& f : c.fields()) {
+      Arenas r(c);
+      const int64_t head = f.num_heads - 1, dim = f.head_dim - 1;  // the last dim: k_pe's in an MLA entry
+      const int64_t e = field_offset(f.layout, block, pos, head, dim);
+      if (r.get(r.initial, e) == r.get(r.expected, e)) continue;  // the value happens to be the pre-run one
+      r.set(e, r.get(r.initial, e));
+      const CellMap m = r.map();
+      ++checked;
+      SCOPED_TRACE(format + " field " + f.name);
+      ASSERT_EQ(m.damage.size(), 1u);
+      const SlotDamage& s = m.damage[0];
+      EXPECT_EQ(s.block, block);
+      EXPECT_EQ(s.pos, pos);
+      EXPECT_EQ(s.cells, 1);
+      EXPECT_EQ(s.worst, FindingKind::missing_write);
+      EXPECT_EQ(f.index == 1 ? s.v : s.k, true);
+      EXPECT_EQ(s.head_lo, head);
+      EXPECT_EQ(s.dim_lo, dim);
+      EXPECT_EQ(s.first.field, f.name);
+      EXPECT_EQ(describe_cell(s.first).rfind(std::string(f.name) + " block " + std::to_string(block) + " slot " +
+                                                 std::to_string(pos) + " head " + std::to_string(head) + " dim " +
+                                                 std::to_string(dim), 0), 0u) << describe_cell(s.first);
+    }
+  }
+  EXPECT_GE(checked, 14);
+  for (const char* want : {"kv/vllm_legacy", "kv_split/paged_nhd", "mla/paged_nhd", "k_only/paged_hnd"})
+    EXPECT_TRUE(seen.count(want)) << want;
 }
 
 TEST(CellMap, reportDirectorySitsNextToTheCase) {
