@@ -20,7 +20,9 @@
  * kvfuzz loads plugins of version 1 and 2 and refuses others. Version 2 is version 1 with the format
  * families appended (kvfz_family, kvfz_capabilities.families, the kvfz_append_args fields from
  * `family` on); a version 1 plugin, or one whose families are 0, is sent family KV only, which is
- * every case version 1 could describe. Structs carry
+ * every case version 1 could describe. Appended within v2: the padding convention (kvfz_padding,
+ * kvfz_capabilities.padding_modes, kvfz_append_args.padding); a plugin that declares none is sent
+ * negative padding only. Structs carry
  * their size in struct_size so that fields can be appended within a version: kvfuzz zero-fills the
  * structs it passes and sets struct_size to the size it was compiled with, so a field a plugin does
  * not know stays 0 (which always means "as before"), and a plugin writes an appended field only when
@@ -66,6 +68,15 @@ typedef enum kvfz_family {
   KVFZ_FAMILY_K_ONLY = 2,
   KVFZ_FAMILY_MLA = 3
 } kvfz_family;
+
+/* What the padding rows of slot_mapping carry (appended in v2 with the serving conventions).
+ * NEGATIVE: a negative slot, never written (the contract above). SINK: slot 0, which no request
+ * owns (block 0 is in no block table): the kernel may write padding rows there, and slot 0's
+ * contents after the call are unconstrained (SGLang's reserved padding slot). */
+typedef enum kvfz_padding {
+  KVFZ_PADDING_NEGATIVE = 0,
+  KVFZ_PADDING_SINK = 1
+} kvfz_padding;
 
 /* Element types. Inputs are F16/BF16/F32; caches may also be FP8_E4M3, FP8_E5M2 or INT8
  * (quantised: scale_kind != KVFZ_SCALE_NONE). */
@@ -181,6 +192,8 @@ typedef struct kvfz_append_args {
   const void* rope;                /* MLA: k_pe, a [num_input_rows, 1, rope_dim] view; else NULL */
   int64_t rope_stride_token, rope_stride_head;
   int32_t rope_dim;                /* MLA: k_pe's dims, the entry's last */
+  /* Appended in v2 (serving conventions; zero = the default contract). */
+  int32_t padding;                 /* kvfz_padding of this case's slot_mapping */
 } kvfz_append_args;
 
 /* What the kernel supports. kvfuzz zero-fills the struct and sets struct_size before the query. */
@@ -210,6 +223,9 @@ typedef struct kvfz_capabilities {
   /* Appended in v2 (write only if KVFZ_HAS_FIELD(caps, kvfz_capabilities, families)): bits 1u <<
    * kvfz_family of the families the kernel writes; 0 = KV only. */
   uint32_t families;
+  /* Appended in v2 (write only if KVFZ_HAS_FIELD(caps, kvfz_capabilities, padding_modes)): bits 1u <<
+   * kvfz_padding of the padding conventions the kernel accepts; 0 = NEGATIVE only. */
+  uint32_t padding_modes;
 } kvfz_capabilities;
 
 /* Exported by every plugin (visibility default, C linkage). The declarations carry

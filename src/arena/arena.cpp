@@ -214,6 +214,10 @@ CacheCell CacheLocator::cell(bool is_value, int64_t block, int64_t pos, int64_t 
   cell.pos = pos;
   cell.head = head;
   cell.dim = dim;
+  if (c_.is_sink(block, pos)) {
+    cell.role = CacheCell::Role::sink;
+    return cell;
+  }
   const Owner o = owner(block);
   if (o.request < 0) {
     cell.role = CacheCell::Role::free_block;
@@ -245,6 +249,25 @@ CacheCell CacheLocator::locate(int64_t elem) const {
 
 CacheCell locate_cache_elem(const Case& c, int64_t elem) { return CacheLocator(c).locate(elem); }
 
+void reset_sink(const Case& c, const Arena& initial, Arena& a) {
+  if (c.padding != PaddingMode::sink || c.capacity() < 1) return;
+  const int size = dtype_size(c.cache_dtype);
+  for (const CacheField& f : c.fields())
+    for (int64_t h = 0; h < f.num_heads; ++h)
+      for (int64_t d = 0; d < f.head_dim; ++d) {
+        const int64_t e = field_offset(f.layout, 0, 0, h, d);
+        store_elem(a.cache(), e, size, load_elem(initial.cache(), e, size));
+      }
+  if (c.scale_kind != ScaleKind::per_token_head) return;
+  for (const CacheField& f : c.fields()) {
+    const int64_t base = f.index == 1 ? c.scale_v_offset : c.scale_k_offset;
+    for (int64_t h = 0; h < f.num_heads; ++h) {
+      const int64_t e = base + cache_elem_offset(c.scale_cache, 0, 0, h, 0);
+      store_elem(a.scale_cache(), e, 4, load_elem(initial.scale_cache(), e, 4));
+    }
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Initial fill
 
@@ -268,7 +291,8 @@ void fill_block(const Case& c, const CacheLocator& loc, Arena& a, int64_t b) {
           uint32_t bits;
           switch (role.role) {
             case CacheCell::Role::context: bits = golden::context_bits(c, t, role.request, role.token, h, d); break;
-            case CacheCell::Role::free_block: bits = free_block; break;
+            case CacheCell::Role::free_block:
+            case CacheCell::Role::sink: bits = free_block; break;  // no owner
             default: bits = tail; break;  // new-token cells (not yet written), holes and block tails
           }
           store_elem(a.cache(), field_offset(field.layout, b, p, h, d), cache_size, bits);
@@ -350,7 +374,8 @@ void fill_all_but_cache(const Case& c, Arena& a) {
             uint32_t bits;
             switch (role.role) {
               case CacheCell::Role::context: bits = golden::context_scale_bits(c, t, role.request, role.token, h); break;
-              case CacheCell::Role::free_block: bits = scale_free; break;
+              case CacheCell::Role::free_block:
+              case CacheCell::Role::sink: bits = scale_free; break;  // no owner
               default: bits = scale_tail; break;  // new-token cells (not yet written), holes and block tails
             }
             store_elem(a.scale_cache(), base + cache_elem_offset(c.scale_cache, b, p, h, 0), 4, bits);

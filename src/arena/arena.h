@@ -121,7 +121,9 @@ Arena make_initial_arena(const Case& c, const WindowPlan& plan);
 // Roles of an owned block's positions (case/placement.h): context below context_len, new_token at
 // the request's new positions, hole at its other positions below the written extent, tail above.
 struct CacheCell {
-  enum class Role : uint8_t { gap, free_block, tail, context, new_token, hole };
+  // sink: slot 0 in the sink padding mode (case.h is_sink): no request owns it, padding rows may
+  // write it, and its contents after the call are unconstrained (never judged).
+  enum class Role : uint8_t { gap, free_block, tail, context, new_token, hole, sink };
   Role role = Role::gap;
   bool is_value = false;  // V tensor (else K); meaningless for gap
   bool shared = false;    // context of a prefix block several requests share; `request` is its first owner
@@ -181,6 +183,11 @@ class CacheLocator {
 // (Case::cache_field); verified with field_offset(). Builds a CacheLocator, so O(num_blocks): callers locating
 // many elements should build one CacheLocator and reuse it.
 CacheCell locate_cache_elem(const Case& c, int64_t elem);
+
+// The sink padding mode (case.h is_sink): sets every element of slot 0 in `a` (each field, head
+// and dim, and its scale-cache entries) back to its bits in `initial`, so that two images whose
+// sinks hold different padding rows compare equal. Does nothing in the default mode.
+void reset_sink(const Case& c, const Arena& initial, Arena& a);
 
 // Raw element access on an image: element `index` of `size` bytes (1, 2 or 4 for cache dtypes, 4 or 8
 // for slot dtypes) starting at `base`, as the low bits of the result (little-endian host).

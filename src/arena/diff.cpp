@@ -471,6 +471,7 @@ class Differ {
     const auto act = static_cast<uint32_t>(load_elem(actual_.scale_cache(), e, 4));
     const auto ini = static_cast<uint32_t>(load_elem(initial_.scale_cache(), e, 4));
     const CacheCell cell = scale_loc_.locate(e);
+    if (cell.role == CacheCell::Role::sink) return;  // the sink slot's scale: unconstrained
     if (cell.role == CacheCell::Role::new_token && tolerated(exp, act, ini, DType::f32)) return;
     const auto [victim, victim_id] = victim_of(cell);
     GroupKey key{FindingKind::scale_mismatch, victim, Writer::unknown, victim_id, -1, true};
@@ -515,7 +516,8 @@ class Differ {
       case CacheCell::Role::hole: return {Victim::hole, cell.request};
       case CacheCell::Role::new_token: return {Victim::new_token, cell.request};
       case CacheCell::Role::tail: return {Victim::tail, cell.request};
-      case CacheCell::Role::free_block: return {Victim::free_block, cell.block};
+      case CacheCell::Role::free_block:
+      case CacheCell::Role::sink: return {Victim::free_block, cell.block};  // never judged (cache_elem)
       case CacheCell::Role::gap: return {Victim::gap, -1};
     }
     return {Victim::gap, -1};
@@ -569,6 +571,7 @@ class Differ {
   void cache_elem(int64_t e, uint32_t exp, uint32_t act, uint32_t ini) {
     const int size = dtype_size(c_.cache_dtype);
     const CacheCell cell = loc_.locate(e);
+    if (cell.role == CacheCell::Role::sink) return;  // the sink slot: unconstrained
     if (cell.role == CacheCell::Role::new_token && tolerated(exp, act, ini, c_.cache_dtype)) return;
     const auto [victim, victim_id] = victim_of(cell);
     const CacheDiff x = classify_cache_diff(c_, cell, act, ini, values_);
@@ -664,6 +667,7 @@ class Differ {
       case CacheCell::Role::tail: return "the block-tail canary";
       case CacheCell::Role::hole: return "the block-tail canary (a hole: never written)";
       case CacheCell::Role::free_block: return "the free-block canary";
+      case CacheCell::Role::sink: return "anything (the sink slot)";
       case CacheCell::Role::gap: return "the stride-gap canary";
     }
     return "?";

@@ -31,6 +31,7 @@ std::vector<std::string> feature_buckets(const Case& c) {
   std::vector<std::string> b;
   const auto add = [&](const std::string& name, const std::string& value) { b.push_back(name + "=" + value); };
   add("format", format_family(c));
+  add("padding", std::string(to_string(c.padding)));
   add("layout", std::string(to_string(c.layout)));
   add("input_dtype", std::string(to_string(c.input_dtype)));
   add("cache_dtype", std::string(to_string(c.cache_dtype)));
@@ -52,7 +53,7 @@ std::vector<std::string> feature_buckets(const Case& c) {
   if (with_context > 0) add("batch", "appends_to_context");
   int64_t padding = 0, invalid = 0, at_capacity = 0;
   for (int64_t s : c.slot_mapping) {
-    padding += s < 0 ? 1 : 0;
+    padding += s < 0 || (s == 0 && c.padding == PaddingMode::sink) ? 1 : 0;
     invalid += s >= c.capacity() ? 1 : 0;
     at_capacity += s == c.capacity() ? 1 : 0;
   }

@@ -2,7 +2,7 @@
 // counted, like Hypothesis's --hypothesis-show-statistics.
 //
 // Buckets are "name=value" strings read off the concrete case (never the genotype, so replayed and
-// generated cases count alike): layout, input, cache and slot dtypes, scale kind, value
+// generated cases count alike): format, padding mode, layout, input, cache and slot dtypes, scale kind, value
 // distribution, block size (1, power of two, other), heads (1, odd, even), head_dim (power of two or
 // not), requests with new tokens (0, 1, many), decode-only and prefill-with-context batches,
 // padding rows, invalid slots and a slot exactly at the capacity, CUDA-graph input rows, a fused QKV

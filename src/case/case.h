@@ -111,6 +111,9 @@ struct Case {
   int32_t rope_dim = 0;                   // mla: the entry's last rope_dim dims come from `rope` (k_pe),
   InputView rope;                         //   the first head_dim - rope_dim from `key` (kv_c); 0 otherwise
 
+  // serving conventions (v2; v1 files are all the default)
+  PaddingMode padding = PaddingMode::negative;  // sink: padding rows carry slot 0, whose contents are unconstrained
+
   // cache
   Layout layout = Layout::paged_nhd;
   CacheGeometry cache;           // geometry of K and V (elements)
@@ -151,6 +154,8 @@ struct Case {
   std::optional<Genotype> genotype;  // the genotype it was materialised from, if any (enables `shrink`)
 
   int64_t num_slots() const { return static_cast<int64_t>(slot_mapping.size()); }
+  // Slot 0 in the sink padding mode: padding rows may write it, and its contents are unconstrained.
+  bool is_sink(int64_t block, int64_t pos) const { return padding == PaddingMode::sink && block == 0 && pos == 0; }
   bool has_value() const { return family == Family::kv || family == Family::kv_split; }
   // What findings and reports call a field: "K", "V", or "latent" (an MLA entry).
   const char* field_name(bool is_value) const { return is_value ? "V" : family == Family::mla ? "latent" : "K"; }

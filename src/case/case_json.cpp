@@ -462,11 +462,27 @@ void read_input(const Reader& rd, const json& j, Case& c) {
   c.value = read_view(rd, s, p, "value");
 }
 
+// Refuses key `key` of a version-1 file: it is one of version 2's (at `path`).
+void require_v2(const Reader& rd, const json& j, const std::string& path, const char* key) {
+  if (j.at("version") == 1) rd.fail(path, "\"" + std::string(key) + "\" is a version 2 key; this file says \"version\": 1");
+}
+
+// v2's "serving": the serving conventions of the call (docs/corpus-format.md); absent: the
+// default contract (padding rows carry negative slots).
+void read_serving(const Reader& rd, const json& j, Case& c) {
+  if (!j.contains("serving")) return;
+  require_v2(rd, j, "/serving", "serving");
+  const std::string p = "/serving";
+  const json& s = Reader::at(j, "serving");
+  rd.expect_keys(s, p, {}, {"padding"});
+  if (s.contains("padding")) c.padding = rd.enum_field<PaddingMode>(s, p, "padding", padding_mode_from_string, "padding mode");
+}
+
 // v2's "format": the family and what it adds (docs/corpus-format.md); absent: family kv. V's
 // num_blocks and block_size are the cache's, so read_cache() must have run.
 void read_format(const Reader& rd, const json& j, Case& c) {
   if (!j.contains("format")) return;
-  if (j.at("version") == 1) rd.fail("/format", "\"format\" is a version 2 key; this file says \"version\": 1");
+  require_v2(rd, j, "/format", "format");
   const std::string p = "/format";
   const json& s = Reader::at(j, "format");
   rd.expect_keys(s, p, {"family"}, {"value_head_dim", "value_cache", "rope_dim", "rope"});
@@ -524,7 +540,7 @@ void read_requests(const Reader& rd, const json& j, Case& c) {
     r.blocks = rd.int64_array(s, p, "blocks");
     // Optional: absent = consecutive from context_len (placement.h), as in files from before it.
     if (s.contains("positions")) {
-      if (j.at("version") == 1) rd.fail(p + "/positions", "\"positions\" is a version 2 key; this file says \"version\": 1");
+      require_v2(rd, j, p + "/positions", "positions");
       r.positions = rd.int64_array(s, p, "positions");
     }
     c.requests.push_back(std::move(r));
@@ -578,7 +594,7 @@ Genotype read_genotype(const Reader& rd, const json& j) {
                         "invalid_slots", "extra_input_rows", "spare_blocks", "irregular", "dist", "scale_kind",
                         "scale_dist", "layout_seed"},
                  {"gapped_strides", "misaligned_bases", "kv_views", "family", "value_head_dim", "rope_dim", "scattered_positions",
-                  "shared_prefix_blocks"});
+                  "shared_prefix_blocks", "padding"});
   Genotype g;
   g.layout = read_layout(rd, s, p, "layout");
   g.block_size = rd.int32_field(s, p, "block_size");
@@ -615,6 +631,8 @@ Genotype read_genotype(const Reader& rd, const json& j) {
   // Optional too (absent = consecutive positions, no shared blocks: every genotype before them).
   g.scattered_positions = s.contains("scattered_positions") && rd.boolean_field(s, p, "scattered_positions");
   g.shared_prefix_blocks = s.contains("shared_prefix_blocks") ? rd.int32_field(s, p, "shared_prefix_blocks") : 0;
+  g.padding = s.contains("padding") ? rd.enum_field<PaddingMode>(s, p, "padding", padding_mode_from_string, "padding mode")
+                                    : PaddingMode::negative;
   g.dist = read_dist(rd, s, p, "dist");
   g.scale_kind = read_scale_kind(rd, s, p, "scale_kind");
   g.scale_dist = read_scale_dist(rd, s, p, "scale_dist");
@@ -626,11 +644,12 @@ Case read_case(const Reader& rd, const json& j) {
   read_schema(rd, j);
   rd.expect_keys(j, "", {"schema", "version", "shape", "cache", "quant", "input", "slot_mapping", "requests",
                          "payload", "expect", "provenance"},
-                 {"genotype", "format"});
+                 {"genotype", "format", "serving"});
   Case c;
   read_shape(rd, j, c);
   read_cache(rd, j, c);
   read_format(rd, j, c);
+  read_serving(rd, j, c);
   read_quant(rd, j, c);
   read_input(rd, j, c);
   c.slot_mapping = rd.int64_array(j, "", "slot_mapping");
@@ -682,14 +701,15 @@ json parse_json_strict(std::string_view text, const std::string& file) {
 }
 
 int case_schema_version(const Case& c) {
-  if (c.family != Family::kv) return 2;
+  if (c.family != Family::kv || c.padding != PaddingMode::negative) return 2;
   std::set<int64_t> seen;  // a block in two tables: a shared prefix block
   for (const Request& r : c.requests) {
     if (!consecutive_positions(r)) return 2;
     for (const int64_t b : r.blocks)
       if (!seen.insert(b).second) return 2;
   }
-  if (c.genotype && (c.genotype->family != Family::kv || c.genotype->scattered_positions || c.genotype->shared_prefix_blocks != 0))
+  if (c.genotype && (c.genotype->family != Family::kv || c.genotype->scattered_positions || c.genotype->shared_prefix_blocks != 0 ||
+                     c.genotype->padding != PaddingMode::negative))
     return 2;
   return 1;
 }
@@ -711,6 +731,7 @@ json case_to_json(const Case& c) {
     }
     j["format"] = std::move(f);
   }
+  if (c.padding != PaddingMode::negative) j["serving"] = {{"padding", to_string(c.padding)}};
   j["shape"] = {{"num_heads", c.num_heads},
                 {"head_dim", c.head_dim},
                 {"num_q_heads", c.num_q_heads},
@@ -793,6 +814,7 @@ json case_to_json(const Case& c) {
     if (g.rope_dim != 0) j["genotype"]["rope_dim"] = g.rope_dim;
     if (g.scattered_positions) j["genotype"]["scattered_positions"] = true;
     if (g.shared_prefix_blocks != 0) j["genotype"]["shared_prefix_blocks"] = g.shared_prefix_blocks;
+    if (g.padding != PaddingMode::negative) j["genotype"]["padding"] = to_string(g.padding);
   }
   return j;
 }

@@ -76,6 +76,11 @@ constexpr NameTable<Family, 4> kFamilyNames{{
     {Family::mla, "mla"},
 }};
 
+constexpr NameTable<PaddingMode, 2> kPaddingModeNames{{
+    {PaddingMode::negative, "negative"},
+    {PaddingMode::sink, "sink"},
+}};
+
 // "?" for a value outside the enumeration (a corrupted or hand-cast value); never crashes.
 template <typename E, size_t N>
 std::string_view name_of(const NameTable<E, N>& table, E value) {
@@ -110,6 +115,7 @@ template <> std::string quoted_names<ScaleKind>() { return quote_all(kScaleKindN
 template <> std::string quoted_names<ScaleDist>() { return quote_all(kScaleDistNames); }
 template <> std::string quoted_names<KvViews>() { return quote_all(kKvViewsNames); }
 template <> std::string quoted_names<Family>() { return quote_all(kFamilyNames); }
+template <> std::string quoted_names<PaddingMode>() { return quote_all(kPaddingModeNames); }
 
 std::string_view to_string(DType t) { return name_of(kDTypeNames, t); }
 std::string_view to_string(IndexType t) { return name_of(kIndexTypeNames, t); }
@@ -119,6 +125,7 @@ std::string_view to_string(ScaleKind k) { return name_of(kScaleKindNames, k); }
 std::string_view to_string(ScaleDist d) { return name_of(kScaleDistNames, d); }
 std::string_view to_string(KvViews v) { return name_of(kKvViewsNames, v); }
 std::string_view to_string(Family f) { return name_of(kFamilyNames, f); }
+std::string_view to_string(PaddingMode m) { return name_of(kPaddingModeNames, m); }
 
 std::optional<DType> dtype_from_string(std::string_view s) { return value_of(kDTypeNames, s); }
 std::optional<IndexType> index_type_from_string(std::string_view s) { return value_of(kIndexTypeNames, s); }
@@ -128,6 +135,7 @@ std::optional<ScaleKind> scale_kind_from_string(std::string_view s) { return val
 std::optional<ScaleDist> scale_dist_from_string(std::string_view s) { return value_of(kScaleDistNames, s); }
 std::optional<KvViews> kv_views_from_string(std::string_view s) { return value_of(kKvViewsNames, s); }
 std::optional<Family> family_from_string(std::string_view s) { return value_of(kFamilyNames, s); }
+std::optional<PaddingMode> padding_mode_from_string(std::string_view s) { return value_of(kPaddingModeNames, s); }
 
 bool is_quantized(DType t) { return t == DType::fp8_e4m3 || t == DType::fp8_e5m2 || t == DType::int8; }
 

@@ -33,6 +33,13 @@ enum class Family : uint8_t {
              // slot, H 1, no V (DeepSeek-style kv_c [T, 512] and k_pe [T, 64] into [nb, bs, 576])
 };
 
+// What the padding rows of slot_mapping carry (docs/contract.md, "Serving conventions").
+enum class PaddingMode : uint8_t {
+  negative,  // a negative slot: the row is not written anywhere (the default contract)
+  sink,      // slot 0, which no request owns (SGLang's reserved slot): the row may be written there,
+             // and slot 0's contents after the call are unconstrained; everything else stays exact
+};
+
 // Distribution of the payload values written into key/value rows (golden/payload.h).
 enum class ValueDist : uint8_t {
   finite,    // finite values of every exponent, both signs
@@ -70,6 +77,7 @@ std::string_view to_string(ScaleKind k);
 std::string_view to_string(ScaleDist d);
 std::string_view to_string(KvViews v);
 std::string_view to_string(Family f);
+std::string_view to_string(PaddingMode m);
 std::optional<DType> dtype_from_string(std::string_view s);
 std::optional<IndexType> index_type_from_string(std::string_view s);
 std::optional<Layout> layout_from_string(std::string_view s);
@@ -78,6 +86,7 @@ std::optional<ScaleKind> scale_kind_from_string(std::string_view s);
 std::optional<ScaleDist> scale_dist_from_string(std::string_view s);
 std::optional<KvViews> kv_views_from_string(std::string_view s);
 std::optional<Family> family_from_string(std::string_view s);
+std::optional<PaddingMode> padding_mode_from_string(std::string_view s);
 // Every name of enumeration E in declaration order, quoted and comma-separated ("\"i32\", \"i64\""),
 // for "expected one of ..." messages; read from the same tables as to_string.
 template <typename E>

@@ -659,6 +659,11 @@ RequestsResult check_requests(const Case& c, bool cache_ok, Checker& ck) {
       } else {
         result.by_block.push_back({b, r, k});
       }
+      if (b == 0 && c.padding == PaddingMode::sink) {  // block 0 holds the sink slot 0, which no request owns
+        ck.add(index_path(base + "/blocks", k), "block 0 holds the sink slot 0 (/serving/padding is sink), which no "
+                                                "request may own; expected another block");
+        ok = false;
+      }
     }
     if (!lens_ok) continue;
     if (!q.positions.empty()) {  // explicit placement: its own checks cover the block table's size
@@ -758,8 +763,15 @@ void check_slots(const Case& c, const RequestsResult& req, Checker& ck) {
 
   const int64_t bs = c.cache.block_size;
   const int64_t capacity = c.capacity();  // safe: the cache geometry passed, capacity <= buffer size
+  const bool sink = c.padding == PaddingMode::sink;
   for (int64_t t = 0; t < num_slots; ++t) {
     const int64_t s = c.slot_mapping[static_cast<size_t>(t)];
+    if (sink && s < 0) {
+      ck.add(index_path("/slot_mapping", static_cast<size_t>(t)),
+             std::to_string(s) + " is negative; in the sink padding mode (/serving/padding) padding rows carry slot 0");
+      continue;
+    }
+    if (sink && s == 0) continue;  // a padding row, into the sink
     if (s < 0 || s >= capacity) continue;  // padding, or invalid (never written, counted)
     const std::string path = index_path("/slot_mapping", static_cast<size_t>(t));
     const int64_t block = s / bs, offset = s % bs;
@@ -835,6 +847,8 @@ void check_slots(const Case& c, const RequestsResult& req, Checker& ck) {
 
 void check_bookkeeping(const Case& c, Checker& ck) {
   ck.known("/payload/dist", c.dist, "value distribution");
+  if (ck.known("/serving/padding", c.padding, "padding mode") && c.padding == PaddingMode::sink && c.capacity() < 1)
+    ck.add("/serving/padding", "the sink slot 0 needs a cache of at least one slot (num_blocks and block_size >= 1)");
   if (c.expect.outcome != Expect::pass && c.expect.outcome != Expect::fail) {
     ck.add("/expect/outcome", "not a valid outcome (enum value " +
                                   std::to_string(static_cast<int>(c.expect.outcome)) + ")");
@@ -880,6 +894,7 @@ void check_genotype(const Genotype& g, Checker& ck) {
     }
   }
   ok &= ck.at_least("/genotype/shared_prefix_blocks", g.shared_prefix_blocks, 0);
+  ck.known("/genotype/padding", g.padding, "padding mode");
   if (static_cast<int64_t>(g.requests.size()) > lim.max_requests) {
     ck.add("/genotype/requests", std::to_string(g.requests.size()) + " requests; the limit is " +
                                      std::to_string(lim.max_requests));

@@ -37,6 +37,7 @@ struct Capabilities {
   uint32_t scale_kinds = ~0u;   // bits 1 << ScaleKind; `none` for float caches
   uint32_t slot_dtypes = ~0u;   // bits 1 << IndexType
   uint32_t families = ~0u;      // bits 1 << Family (kv, kv_split, k_only, mla)
+  uint32_t padding_modes = ~0u; // bits 1 << PaddingMode (negative, sink)
   bool fused_qkv = true;            // key/value as views into one fused QKV row
   bool strided_input = true;        // input head/row strides other than dense
   bool padded_cache = true;         // cache (and scale cache) strides other than the layout's dense ones
@@ -70,9 +71,13 @@ inline uint32_t undeclared_python_layouts() {
 // cuda-emu, triton, triton-interp) take every family.
 inline uint32_t undeclared_python_families() { return 1u << static_cast<unsigned>(Family::kv); }
 
+// The padding modes a Python function target receives unless its declaration lists
+// "padding_modes": negative alone (a function written for it may check that no slot is 0).
+inline uint32_t undeclared_python_padding_modes() { return 1u << static_cast<unsigned>(PaddingMode::negative); }
+
 // Capabilities from a Python target's declaration, a JSON object whose keys are all optional (a
 // missing key: no restriction) and mirror kvfz_capabilities:
-//   layouts, input_dtypes, cache_dtypes, scale_kinds, slot_dtypes, families   lists of names ("paged_nhd",
+//   layouts, input_dtypes, cache_dtypes, scale_kinds, slot_dtypes, families, padding_modes   lists of names ("paged_nhd",
 //       "f16", "fp8_e4m3", "none" (float caches), "per_tensor", "i32", ...)
 //   features      list of "fused_qkv", "strided_input", "padded_cache", "graph_padding_rows",
 //                 "invalid_slot_counter", "unaligned" (given: exactly these; missing: all)

@@ -208,6 +208,13 @@ void apply_family(const Profile& p, Genotype& g) {
   }
 }
 
+// The serving conventions, drawn like the family from the layout_seed (a stream of their own), so
+// that a profile drawing only the default mode makes exactly the cases it made before them.
+void apply_serving(const Profile& p, Genotype& g) {
+  SplitMix64 rng(mix64(g.layout_seed ^ mix64(0x73657276696e67ull)));  // "serving"
+  g.padding = pick_weighted(p.padding_modes, rng);
+}
+
 // Free blocks that make each of K and V span at least `min_elems` elements (profile.h
 // min_tensor_elements). One block spans at least block_size * H * D elements (a sequence of the
 // longest request for contiguous layouts; materialize.cpp only adds gaps and slack on top).
@@ -285,6 +292,7 @@ rc::Gen<Genotype> gen_batch(const ProfilePtr& pp, const Shape& s) {
           g.scattered_positions = std::get<7>(t);
           g.shared_prefix_blocks = std::get<8>(t) && !is_contiguous(s.layout) ? static_cast<int32_t>(std::get<9>(t)) : 0;
           apply_family(*pp, g);
+          apply_serving(*pp, g);
           if (min_elems > 0) g.spare_blocks = std::max(g.spare_blocks, spare_blocks_for_span(g, min_elems));
           return g;
         });

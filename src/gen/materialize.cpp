@@ -94,6 +94,13 @@ void assign_blocks(const Genotype& g, Case& c) {
   }
   c.cache.num_blocks = num_blocks;
   c.cache.block_size = block_size;
+  // The sink padding mode: block 0 holds the sink slot 0, which no request owns. Every physical id
+  // moves up by one, so the rest of the case is what it is in the default mode.
+  if (g.padding == PaddingMode::sink) {
+    for (Request& r : c.requests)
+      for (int64_t& b : r.blocks) ++b;
+    ++c.cache.num_blocks;
+  }
 }
 
 // scattered_positions: each request's new tokens go to new_len positions drawn without
@@ -388,6 +395,7 @@ std::vector<int64_t> map_slots(const Genotype& g, const Case& c) {
   // Padding: -1; irregular cases also -2, -capacity, the type's minimum and (i64) -2^32 + s, which
   // a kernel narrowing slots to 32 bits reads as the valid slot s.
   auto padding = [&]() -> int64_t {
+    if (g.padding == PaddingMode::sink) return 0;  // the sink slot, whatever `irregular` says
     if (!g.irregular) return -1;
     switch (rng.below(i32 ? 4 : 5)) {
       case 0: return -1;
@@ -436,6 +444,7 @@ Case materialize(const Genotype& g) {
   c.layout = g.layout;
   c.family = g.family;
   c.rope_dim = g.family == Family::mla ? g.rope_dim : 0;
+  c.padding = g.padding;
 
   assign_blocks(g, c);
   place_tokens(g, c);

@@ -153,7 +153,7 @@ const std::set<std::string>& profile_keys() {
 // Keys a profile may leave out (profile.h says their defaults).
 const std::set<std::string>& optional_profile_keys() {
   static const std::set<std::string> keys = {"gapped_strides_percent", "misaligned_bases_percent", "kv_views",
-                                             "families", "value_head_dims", "rope_dims",
+                                             "families", "value_head_dims", "rope_dims", "padding_modes",
                                              "scattered_positions_percent", "shared_prefix_percent",
                                              "max_shared_prefix_blocks", "min_tensor_elements"};
   return keys;
@@ -273,6 +273,9 @@ Profile profile_from_json(const json& j, const ProfileReader& r) {
   p.value_head_dims = j.contains("value_head_dims") ? r.weighted_int(j.at("value_head_dims"), "/value_head_dims", 1, 4096)
                                                     : default_profile().value_head_dims;
   p.rope_dims = j.contains("rope_dims") ? r.weighted_int(j.at("rope_dims"), "/rope_dims", 1, 1024) : default_profile().rope_dims;
+  p.padding_modes = j.contains("padding_modes")
+                        ? r.weighted_enum<PaddingMode>(j.at("padding_modes"), "/padding_modes", padding_mode_from_string, "negative, sink")
+                        : default_profile().padding_modes;
   const Profile builtin = default_profile();
   p.scattered_positions_percent =
       j.contains("scattered_positions_percent")
@@ -447,6 +450,7 @@ json profile_to_json(const Profile& p) {
             {"families", weighted(p.families)},
             {"value_head_dims", weighted(p.value_head_dims)},
             {"rope_dims", weighted(p.rope_dims)},
+            {"padding_modes", weighted(p.padding_modes)},
             {"scattered_positions_percent", p.scattered_positions_percent},
             {"shared_prefix_percent", p.shared_prefix_percent},
             {"max_shared_prefix_blocks", p.max_shared_prefix_blocks},
@@ -514,6 +518,7 @@ Profile default_profile() {
   p.families = {{Family::kv}, {1}};
   p.value_head_dims = {{8, 64, 128}, {1, 1, 1}};
   p.rope_dims = {{8, 16, 64}, {1, 1, 1}};
+  p.padding_modes = {{PaddingMode::negative}, {1}};
   p.scattered_positions_percent = 10;
   p.shared_prefix_percent = 10;
   p.max_shared_prefix_blocks = 2;

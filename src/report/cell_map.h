@@ -33,6 +33,7 @@ enum class SlotRole : uint8_t {
   tail,        // past the request's last token: nobody may write it
   hole,        // an unwritten position between the request's new tokens (case/placement.h): nobody may write it
   shared,      // context of a prefix block several requests share: nobody may write it
+  sink,        // slot 0 in the sink padding mode: padding rows may write it; never judged
 };
 
 // One differing cache-buffer element, decoded.

@@ -34,6 +34,7 @@ std::string request_colour(int64_t r, SlotRole role) {
 std::string slot_fill(int64_t request, SlotRole role) {
   switch (role) {
     case SlotRole::free_block: return "#e5e7eb";
+    case SlotRole::sink: return "#fde68a";
     case SlotRole::tail: return "url(#pat-tail)";
     case SlotRole::hole: return "url(#pat-hole)";
     case SlotRole::shared: return request_colour(request, SlotRole::context);  // the first owner's colour
@@ -59,6 +60,7 @@ char role_letter(SlotRole r) {
     case SlotRole::tail: return 't';
     case SlotRole::hole: return 'h';
     case SlotRole::shared: return 's';
+    case SlotRole::sink: return 'k';
   }
   return 'f';
 }
@@ -116,7 +118,8 @@ const char* kScript = R"JS(
   var pinned = false;
   var roleName = {f: 'free block', c: 'context token', n: 'new token (written by this call)', t: 'block tail (never written)',
                   h: 'hole (an unwritten position between new tokens; never written)',
-                  s: 'context of a shared prefix block (never written)'};
+                  s: 'context of a shared prefix block (never written)',
+                  k: 'the sink slot 0 (padding rows may write it; never judged)'};
   function describe(ev) {
     var mark = ev.target.closest('[data-info]');
     if (mark) return mark.getAttribute('data-info');
@@ -472,6 +475,7 @@ class MapWriter {
         << svg_fill << "\" stroke=\"#9ca3af\"/></svg>" << text << "</span>";
     };
     sw("#e5e7eb", "free block");
+    if (r_.kase.padding == PaddingMode::sink) sw("#fde68a", "sink slot 0 (padding rows may write it; never judged)");
     sw("url(#pat-tail)", "block tail (never written)");
     if (has_holes_) sw("url(#pat-hole)", "hole (unwritten position between new tokens)");
     if (!m_.shared_blocks.empty()) o << "<span>shared prefix block: the first owner's colour, owners listed right of the block</span>";

@@ -58,6 +58,7 @@ class PythonTarget final : public Target {
     Capabilities caps = declared ? *hello.capabilities : Capabilities{};
     if (!declared || !hello.declares_layouts) caps.layouts &= undeclared_python_layouts();
     if (!declared || !hello.declares_families) caps.families &= undeclared_python_families();
+    if (!declared || !hello.declares_padding_modes) caps.padding_modes &= undeclared_python_padding_modes();
     return caps;
   }
 

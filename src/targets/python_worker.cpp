@@ -223,6 +223,7 @@ const PythonHello& PythonWorker::start(double timeout_s) {
         hello_.capabilities = capabilities_from_json(hello["capabilities"], hello.value("capabilities_from", std::string("capabilities")));
         hello_.declares_layouts = hello["capabilities"].contains("layouts");
         hello_.declares_families = hello["capabilities"].contains("families");
+        hello_.declares_padding_modes = hello["capabilities"].contains("padding_modes");
       } catch (const InputError& e) {
         hello_ = {PythonHello::Kind::bad_target, e.what(), {}, std::nullopt};
         stop();

@@ -138,6 +138,9 @@ int kvfuzz_plugin_query(kvfz_capabilities* caps, int device, char* error, size_t
   caps->rounding = KVFUZZ_PLUGIN_ROUNDING;  // min/max head_dim, heads, block size: no limits (0)
   if (KVFZ_HAS_FIELD(caps, kvfz_capabilities, families))
     caps->families = (1u << KVFZ_FAMILY_KV) | (1u << KVFZ_FAMILY_KV_SPLIT) | (1u << KVFZ_FAMILY_K_ONLY) | (1u << KVFZ_FAMILY_MLA);
+  // Padding rows at the sink slot 0 are written there like any row: right in both conventions.
+  if (KVFZ_HAS_FIELD(caps, kvfz_capabilities, padding_modes))
+    caps->padding_modes = (1u << KVFZ_PADDING_NEGATIVE) | (1u << KVFZ_PADDING_SINK);
   return 0;
 }
 

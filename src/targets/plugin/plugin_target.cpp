@@ -248,6 +248,7 @@ Capabilities to_capabilities(const kvfz_capabilities& k) {
   c.scale_kinds = k.scale_kinds;
   c.slot_dtypes = k.slot_types;
   c.families = (k.families | 1u) & ((1u << 4) - 1);  // 0 (a v1 plugin): kv only
+  c.padding_modes = (k.padding_modes | 1u) & ((1u << 2) - 1);  // 0: negative padding only
   c.fused_qkv = (k.features & KVFZ_FEATURE_FUSED_QKV) != 0;
   c.strided_input = (k.features & KVFZ_FEATURE_STRIDED_INPUT) != 0;
   c.padded_cache = (k.features & KVFZ_FEATURE_PADDED_CACHE) != 0;
@@ -297,6 +298,7 @@ std::string supports_text(const kvfz_capabilities& k) {
                                               ScaleKind::per_block, ScaleKind::per_token_head});
   s += "; slots " + bit_list(k.slot_types, {IndexType::i32, IndexType::i64});
   s += "; families " + bit_list(k.families | 1u, {Family::kv, Family::kv_split, Family::k_only, Family::mla});
+  s += "; padding " + bit_list(k.padding_modes | 1u, {PaddingMode::negative, PaddingMode::sink});
   auto limit = [&](const char* what, int32_t v) {
     if (v > 0) s += std::string("; ") + what + " " + std::to_string(v);
   };
@@ -363,6 +365,7 @@ kvfz_append_args append_args(const Case& c, std::byte* base, const ArenaLayout& 
   a.rope_stride_token = p.rope_stride_token;
   a.rope_stride_head = p.rope_stride_head;
   a.rope_dim = p.rope_dim;
+  a.padding = static_cast<int32_t>(c.padding);
   return a;
 }
 

@@ -240,6 +240,7 @@ TEST(MakeInitialArena, holdsTheExpectedPatternInEveryRegion) {
       switch (cell.role) {
         case CacheCell::Role::gap: ASSERT_EQ(bits, golden::canary_bits(c.cache_dtype, Canary::cache_gap)); break;
         case CacheCell::Role::free_block:
+        case CacheCell::Role::sink:  // no owner: the free-block canary
           ++free_cells;
           ASSERT_EQ(bits, golden::canary_bits(c.cache_dtype, Canary::free_block));
           break;
@@ -279,7 +280,8 @@ TEST(MakeInitialArena, holdsTheExpectedPatternInEveryRegion) {
       const auto bits = static_cast<uint32_t>(load_elem(a.scale_cache(), e, 4));
       switch (cell.role) {
         case CacheCell::Role::gap: ASSERT_EQ(bits, golden::canary_bits(DType::f32, Canary::cache_gap)) << e; break;
-        case CacheCell::Role::free_block: ASSERT_EQ(bits, golden::canary_bits(DType::f32, Canary::free_block)) << e; break;
+        case CacheCell::Role::free_block:
+        case CacheCell::Role::sink: ASSERT_EQ(bits, golden::canary_bits(DType::f32, Canary::free_block)) << e; break;
         case CacheCell::Role::context:
           ++scale_context;
           ASSERT_EQ(bits, golden::context_scale_bits(c, cell.is_value ? Tensor::value : Tensor::key, cell.request, cell.token, cell.head));
