@@ -405,6 +405,14 @@ class AppendArgs(ctypes.Structure):
         ("family", ctypes.c_int32), ("value_head_dim", ctypes.c_int32), ("value_cache", CacheGeometry),
         ("rope", ctypes.c_void_p), ("rope_stride_token", ctypes.c_int64), ("rope_stride_head", ctypes.c_int64),
         ("rope_dim", ctypes.c_int32),
+        ("padding", ctypes.c_int32),
+        ("addressing", ctypes.c_int32),
+        ("batch_indices", ctypes.c_void_p),
+        ("positions", ctypes.c_void_p),
+        ("kv_indices", ctypes.c_void_p),
+        ("kv_indptr", ctypes.c_void_p),
+        ("kv_last_page_len", ctypes.c_void_p),
+        ("batch_size", ctypes.c_int32),
     ]
 
 

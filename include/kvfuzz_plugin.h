@@ -21,8 +21,10 @@
  * families appended (kvfz_family, kvfz_capabilities.families, the kvfz_append_args fields from
  * `family` on); a version 1 plugin, or one whose families are 0, is sent family KV only, which is
  * every case version 1 could describe. Appended within v2: the padding convention (kvfz_padding,
- * kvfz_capabilities.padding_modes, kvfz_append_args.padding); a plugin that declares none is sent
- * negative padding only. Structs carry
+ * kvfz_capabilities.padding_modes, kvfz_append_args.padding; a plugin that declares none is sent
+ * negative padding only) and the addressing (kvfz_addressing: slot_mapping or FlashInfer's CSR;
+ * kvfz_capabilities.addressings, kvfz_append_args.addressing and the CSR arrays; a plugin that
+ * declares none is sent slot_mapping cases only). Structs carry
  * their size in struct_size so that fields can be appended within a version: kvfuzz zero-fills the
  * structs it passes and sets struct_size to the size it was compiled with, so a field a plugin does
  * not know stays 0 (which always means "as before"), and a plugin writes an appended field only when
@@ -77,6 +79,19 @@ typedef enum kvfz_padding {
   KVFZ_PADDING_NEGATIVE = 0,
   KVFZ_PADDING_SINK = 1
 } kvfz_padding;
+
+/* How the call addresses the cache (appended in v2 with the serving conventions). SLOT_MAPPING:
+ * slot_mapping (the contract above). CSR: FlashInfer's append_paged_kv_cache convention, no
+ * slot_mapping (NULL): row t is the token at position positions[t] of request batch_indices[t];
+ * request b's pages are kv_indices[kv_indptr[b] .. kv_indptr[b + 1]) (its whole sequence after this
+ * call, context and new tokens, and no more), its last page holding kv_last_page_len[b] tokens
+ * (0 for an empty request); the token goes to page kv_indices[kv_indptr[b] + positions[t] /
+ * block_size], offset positions[t] % block_size. A CSR call has no padding and no invalid rows
+ * (num_slots rows, every one written); rows >= num_slots of key and value are still never read. */
+typedef enum kvfz_addressing {
+  KVFZ_ADDRESSING_SLOT_MAPPING = 0,
+  KVFZ_ADDRESSING_CSR = 1
+} kvfz_addressing;
 
 /* Element types. Inputs are F16/BF16/F32; caches may also be FP8_E4M3, FP8_E5M2 or INT8
  * (quantised: scale_kind != KVFZ_SCALE_NONE). */
@@ -194,6 +209,13 @@ typedef struct kvfz_append_args {
   int32_t rope_dim;                /* MLA: k_pe's dims, the entry's last */
   /* Appended in v2 (serving conventions; zero = the default contract). */
   int32_t padding;                 /* kvfz_padding of this case's slot_mapping */
+  int32_t addressing;              /* kvfz_addressing; CSR: the six fields below, slot_mapping NULL */
+  const int32_t* batch_indices;    /* CSR: [num_slots] request of each row */
+  const int32_t* positions;        /* CSR: [num_slots] position of each row's token in its request */
+  const int32_t* kv_indices;       /* CSR: [kv_indptr[batch_size]] the requests' pages, request by request */
+  const int32_t* kv_indptr;        /* CSR: [batch_size + 1] */
+  const int32_t* kv_last_page_len; /* CSR: [batch_size] */
+  int32_t batch_size;              /* CSR: requests */
 } kvfz_append_args;
 
 /* What the kernel supports. kvfuzz zero-fills the struct and sets struct_size before the query. */
@@ -226,6 +248,10 @@ typedef struct kvfz_capabilities {
   /* Appended in v2 (write only if KVFZ_HAS_FIELD(caps, kvfz_capabilities, padding_modes)): bits 1u <<
    * kvfz_padding of the padding conventions the kernel accepts; 0 = NEGATIVE only. */
   uint32_t padding_modes;
+  /* Appended in v2 (write only if KVFZ_HAS_FIELD(caps, kvfz_capabilities, addressings)): bits 1u <<
+   * kvfz_addressing of the call conventions the kernel accepts; 0 = SLOT_MAPPING only. A kernel
+   * that takes CSR alone declares 1u << KVFZ_ADDRESSING_CSR. */
+  uint32_t addressings;
 } kvfz_capabilities;
 
 /* Exported by every plugin (visibility default, C linkage). The declarations carry

@@ -98,6 +98,16 @@ struct KvAppendParams {
   int64_t rope_stride_token = 0;
   int64_t rope_stride_head = 0;
   int32_t rope_dim = 0;
+
+  // FlashInfer's CSR addressing (src/case/csr.h): slot_mapping unused; row t is the token at
+  // position csr_positions[t] of request csr_batch_indices[t], whose pages are
+  // csr_kv_indices[csr_kv_indptr[b] ..]. The kernel needs no kv_last_page_len (passed through to plugins).
+  const int32_t* csr_batch_indices = nullptr;  // nullptr: slot_mapping addressing
+  const int32_t* csr_positions = nullptr;
+  const int32_t* csr_kv_indices = nullptr;
+  const int32_t* csr_kv_indptr = nullptr;
+  const int32_t* csr_kv_last_page_len = nullptr;
+  int32_t csr_batch_size = 0;
 };
 
 
@@ -576,10 +586,17 @@ KVF_HD bool needs_fields_path(const KvAppendParams& p) {
   return p.vllm_legacy || !p.has_value || p.rope_dim != 0 || p.value_head_dim != 0 || p.value_cache.num_blocks != 0;
 }
 
+// Row t's slot under CSR addressing: its request's page holding its position, and the offset there.
+KVF_HD int64_t csr_slot(const KvAppendParams& p, int64_t t) {
+  const int64_t pos = p.csr_positions[t];
+  const int64_t page = p.csr_kv_indices[p.csr_kv_indptr[p.csr_batch_indices[t]] + pos / p.cache.block_size];
+  return page * p.cache.block_size + pos % p.cache.block_size;
+}
+
 template <typename InT, typename CacheT, typename SlotT, bool kFields>
 KVF_HD void kv_append_thread(const KvAppendParams& p, int64_t cta, int thread, int threads) {
   const int64_t token = cta;
-  const int64_t slot = load_slot<SlotT>(p.slot_mapping, token);
+  const int64_t slot = p.csr_batch_indices != nullptr ? csr_slot(p, token) : load_slot<SlotT>(p.slot_mapping, token);
   if (slot < 0) return;  // padding
   if (slot >= cache_capacity(p.cache)) {
     if (thread == 0) count_invalid_slot(p.invalid_slots);

@@ -15,6 +15,7 @@
 #include <string>
 
 #include "arena/windows.h"
+#include "case/csr.h"
 #include "case/placement.h"
 #include "golden/payload.h"
 
@@ -59,7 +60,9 @@ ArenaLayout plan_arena(const Case& c) {
   l.guard_bytes = round_up(std::clamp<int64_t>(block_span, 4096, int64_t{1} << 20), kAlign, "guard band");
 
   l.input_bytes = checked_mul(require_non_negative(c.input_buffer_elems, "input_buffer_elems"), in_size, "input buffer");
-  l.slots_bytes = checked_mul(c.num_slots(), slot_size, "slot_mapping");
+  // slot_mapping, or (CSR addressing) the CSR arrays the kernel reads instead (case/csr.h).
+  l.slots_bytes = c.addressing == Addressing::csr ? checked_mul(csr_arrays(c).size(), 4, "CSR arrays")
+                                                  : checked_mul(c.num_slots(), slot_size, "slot_mapping");
   l.cache_bytes = checked_mul(require_non_negative(c.cache_buffer_elems, "cache_buffer_elems"), cache_size, "cache buffer");
   const int64_t scale_count = static_scale_count(c.scale_kind, c.num_heads, c.cache.num_blocks);
   l.scales_bytes = checked_mul(checked_mul(require_non_negative(scale_count, "static scale count"), c.num_fields(), "static scales"), 4,
@@ -334,9 +337,13 @@ void fill_all_but_cache(const Case& c, Arena& a) {
     }
   }
 
-  // slot_mapping, narrowed to its dtype (validation guarantees the values fit).
+  // slot_mapping, narrowed to its dtype (validation guarantees the values fit); or the CSR arrays.
   const int slot_size = index_type_size(c.slot_dtype);
-  for (int64_t i = 0; i < c.num_slots(); ++i) {
+  if (c.addressing == Addressing::csr) {
+    const std::vector<int32_t> csr = csr_arrays(c).packed();
+    for (size_t i = 0; i < csr.size(); ++i) store_elem(a.slots(), static_cast<int64_t>(i), 4, static_cast<uint32_t>(csr[i]));
+  }
+  for (int64_t i = 0; i < c.num_slots() && c.addressing != Addressing::csr; ++i) {
     const int64_t s = c.slot_mapping[static_cast<size_t>(i)];
     const uint64_t bits = slot_size == 4 ? static_cast<uint32_t>(static_cast<int32_t>(s)) : static_cast<uint64_t>(s);
     store_elem(a.slots(), i, slot_size, bits);

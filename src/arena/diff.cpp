@@ -53,6 +53,7 @@
 #include <vector>
 
 #include "arena/windows.h"
+#include "case/csr.h"
 #include "gen/rng.h"
 #include "golden/convert.h"
 #include "golden/payload.h"
@@ -327,7 +328,7 @@ class Differ {
     guard(0, l.input_begin, -1, 0);
     scan(l.input_begin, input_end, dtype_size(c_.input_dtype), [&](int64_t i) { input_elem(i); });
     guard(input_end, l.slots_begin, 0, 1);
-    scan(l.slots_begin, slots_end, index_type_size(c_.slot_dtype), [&](int64_t i) { slot_elem(i); });
+    scan(l.slots_begin, slots_end, c_.addressing == Addressing::csr ? 4 : index_type_size(c_.slot_dtype), [&](int64_t i) { slot_elem(i); });
     guard(slots_end, l.scales_begin, 1, 2);
     scan(l.scales_begin, scales_end, 4, [&](int64_t i) { scales_elem(i); });
     guard(scales_end, l.cache_begin, 2, 3);
@@ -428,10 +429,13 @@ class Differ {
   }
 
   void slot_elem(int64_t i) {
-    const int size = index_type_size(c_.slot_dtype);
+    const bool csr = c_.addressing == Addressing::csr;
+    const int size = csr ? 4 : index_type_size(c_.slot_dtype);
     Group& g = group(GroupKey{FindingKind::input_modified, Victim::slot_mapping, Writer::kernel, -1, -1}, [&](Group& ng) {
-      ng.example = "slot_mapping entry " + num(i) + ": expected " + hex_bits(load_elem(expected_.slots(), i, size), size) + " (" +
-                  num(c_.slot_mapping[static_cast<size_t>(i)]) + "), found " + hex_bits(load_elem(actual_.slots(), i, size), size);
+      const uint64_t exp = load_elem(expected_.slots(), i, size);
+      const std::string what = csr ? "CSR input " + csr_element_name(csr_arrays(c_), i)
+                                   : "slot_mapping entry " + num(i) + " (" + num(c_.slot_mapping[static_cast<size_t>(i)]) + ")";
+      ng.example = what + ": expected " + hex_bits(exp, size) + ", found " + hex_bits(load_elem(actual_.slots(), i, size), size);
     });
     g.elem.add(i);
   }
@@ -699,7 +703,8 @@ class Differ {
       case Writer::kernel: return "the kernel";
       case Writer::request: return "request " + num(id) + (tokens.empty() ? "" : " (" + span("token", "tokens", tokens) + ")");
       case Writer::padding_row:
-        return id >= 0 ? "padding row " + num(id) + " (slot " + num(c_.slot_mapping[static_cast<size_t>(id)]) + ")" : "padding rows (slot < 0)";
+        return id >= 0 ? "padding row " + num(id) + " (slot " + num(c_.slot_mapping[static_cast<size_t>(id)]) + ")"
+                     : c_.padding == PaddingMode::sink ? "padding rows (slot 0, the sink)" : "padding rows (slot < 0)";
       case Writer::invalid_row:
         return id >= 0 ? "invalid-slot row " + num(id) + " (slot " + num(c_.slot_mapping[static_cast<size_t>(id)]) + " >= capacity " +
                              num(c_.capacity()) + ")"
@@ -960,8 +965,10 @@ CacheDiff classify_cache_diff(const Case& c, const CacheCell& cell, uint32_t fou
   }
   DecodedValue& d = x.value;
   d = values.decode(found, cell);
-  if (d.source == ValueSource::unknown && (x.tag == Canary::padding_row || x.tag == Canary::invalid_row || x.tag == Canary::graph_row)) {
-    // The bits of a padding-row canary that no row converts to (e.g. a raw bit copy across dtypes).
+  if ((d.source == ValueSource::unknown || d.source == ValueSource::ambiguous) &&
+      (x.tag == Canary::padding_row || x.tag == Canary::invalid_row || x.tag == Canary::graph_row)) {
+    // The bits of a padding-row canary that no row converts to (e.g. a raw bit copy across dtypes),
+    // or that several rows hold (every padding row carries the one canary).
     d.source = x.tag == Canary::padding_row ? ValueSource::padding_row : x.tag == Canary::invalid_row ? ValueSource::invalid_row : ValueSource::graph_row;
   }
   const bool unwritten = d.source == ValueSource::padding_row || d.source == ValueSource::invalid_row ||

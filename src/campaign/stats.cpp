@@ -32,6 +32,7 @@ std::vector<std::string> feature_buckets(const Case& c) {
   const auto add = [&](const std::string& name, const std::string& value) { b.push_back(name + "=" + value); };
   add("format", format_family(c));
   add("padding", std::string(to_string(c.padding)));
+  add("addressing", std::string(to_string(c.addressing)));
   add("layout", std::string(to_string(c.layout)));
   add("input_dtype", std::string(to_string(c.input_dtype)));
   add("cache_dtype", std::string(to_string(c.cache_dtype)));

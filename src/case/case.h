@@ -113,6 +113,8 @@ struct Case {
 
   // serving conventions (v2; v1 files are all the default)
   PaddingMode padding = PaddingMode::negative;  // sink: padding rows carry slot 0, whose contents are unconstrained
+  Addressing addressing = Addressing::slot_mapping;  // csr: the kernel gets CSR arrays (case/csr.h) instead of
+                                                     // slot_mapping, which stays the case's truth (every entry valid)
 
   // cache
   Layout layout = Layout::paged_nhd;

@@ -474,8 +474,9 @@ void read_serving(const Reader& rd, const json& j, Case& c) {
   require_v2(rd, j, "/serving", "serving");
   const std::string p = "/serving";
   const json& s = Reader::at(j, "serving");
-  rd.expect_keys(s, p, {}, {"padding"});
+  rd.expect_keys(s, p, {}, {"padding", "addressing"});
   if (s.contains("padding")) c.padding = rd.enum_field<PaddingMode>(s, p, "padding", padding_mode_from_string, "padding mode");
+  if (s.contains("addressing")) c.addressing = rd.enum_field<Addressing>(s, p, "addressing", addressing_from_string, "addressing");
 }
 
 // v2's "format": the family and what it adds (docs/corpus-format.md); absent: family kv. V's
@@ -594,7 +595,7 @@ Genotype read_genotype(const Reader& rd, const json& j) {
                         "invalid_slots", "extra_input_rows", "spare_blocks", "irregular", "dist", "scale_kind",
                         "scale_dist", "layout_seed"},
                  {"gapped_strides", "misaligned_bases", "kv_views", "family", "value_head_dim", "rope_dim", "scattered_positions",
-                  "shared_prefix_blocks", "padding"});
+                  "shared_prefix_blocks", "padding", "addressing"});
   Genotype g;
   g.layout = read_layout(rd, s, p, "layout");
   g.block_size = rd.int32_field(s, p, "block_size");
@@ -633,6 +634,8 @@ Genotype read_genotype(const Reader& rd, const json& j) {
   g.shared_prefix_blocks = s.contains("shared_prefix_blocks") ? rd.int32_field(s, p, "shared_prefix_blocks") : 0;
   g.padding = s.contains("padding") ? rd.enum_field<PaddingMode>(s, p, "padding", padding_mode_from_string, "padding mode")
                                     : PaddingMode::negative;
+  g.addressing = s.contains("addressing") ? rd.enum_field<Addressing>(s, p, "addressing", addressing_from_string, "addressing")
+                                          : Addressing::slot_mapping;
   g.dist = read_dist(rd, s, p, "dist");
   g.scale_kind = read_scale_kind(rd, s, p, "scale_kind");
   g.scale_dist = read_scale_dist(rd, s, p, "scale_dist");
@@ -701,7 +704,7 @@ json parse_json_strict(std::string_view text, const std::string& file) {
 }
 
 int case_schema_version(const Case& c) {
-  if (c.family != Family::kv || c.padding != PaddingMode::negative) return 2;
+  if (c.family != Family::kv || c.padding != PaddingMode::negative || c.addressing != Addressing::slot_mapping) return 2;
   std::set<int64_t> seen;  // a block in two tables: a shared prefix block
   for (const Request& r : c.requests) {
     if (!consecutive_positions(r)) return 2;
@@ -709,7 +712,7 @@ int case_schema_version(const Case& c) {
       if (!seen.insert(b).second) return 2;
   }
   if (c.genotype && (c.genotype->family != Family::kv || c.genotype->scattered_positions || c.genotype->shared_prefix_blocks != 0 ||
-                     c.genotype->padding != PaddingMode::negative))
+                     c.genotype->padding != PaddingMode::negative || c.genotype->addressing != Addressing::slot_mapping))
     return 2;
   return 1;
 }
@@ -731,7 +734,8 @@ json case_to_json(const Case& c) {
     }
     j["format"] = std::move(f);
   }
-  if (c.padding != PaddingMode::negative) j["serving"] = {{"padding", to_string(c.padding)}};
+  if (c.padding != PaddingMode::negative) j["serving"]["padding"] = to_string(c.padding);
+  if (c.addressing != Addressing::slot_mapping) j["serving"]["addressing"] = to_string(c.addressing);
   j["shape"] = {{"num_heads", c.num_heads},
                 {"head_dim", c.head_dim},
                 {"num_q_heads", c.num_q_heads},
@@ -815,6 +819,7 @@ json case_to_json(const Case& c) {
     if (g.scattered_positions) j["genotype"]["scattered_positions"] = true;
     if (g.shared_prefix_blocks != 0) j["genotype"]["shared_prefix_blocks"] = g.shared_prefix_blocks;
     if (g.padding != PaddingMode::negative) j["genotype"]["padding"] = to_string(g.padding);
+    if (g.addressing != Addressing::slot_mapping) j["genotype"]["addressing"] = to_string(g.addressing);
   }
   return j;
 }

@@ -81,6 +81,11 @@ constexpr NameTable<PaddingMode, 2> kPaddingModeNames{{
     {PaddingMode::sink, "sink"},
 }};
 
+constexpr NameTable<Addressing, 2> kAddressingNames{{
+    {Addressing::slot_mapping, "slot_mapping"},
+    {Addressing::csr, "csr"},
+}};
+
 // "?" for a value outside the enumeration (a corrupted or hand-cast value); never crashes.
 template <typename E, size_t N>
 std::string_view name_of(const NameTable<E, N>& table, E value) {
@@ -116,6 +121,7 @@ template <> std::string quoted_names<ScaleDist>() { return quote_all(kScaleDistN
 template <> std::string quoted_names<KvViews>() { return quote_all(kKvViewsNames); }
 template <> std::string quoted_names<Family>() { return quote_all(kFamilyNames); }
 template <> std::string quoted_names<PaddingMode>() { return quote_all(kPaddingModeNames); }
+template <> std::string quoted_names<Addressing>() { return quote_all(kAddressingNames); }
 
 std::string_view to_string(DType t) { return name_of(kDTypeNames, t); }
 std::string_view to_string(IndexType t) { return name_of(kIndexTypeNames, t); }
@@ -126,6 +132,7 @@ std::string_view to_string(ScaleDist d) { return name_of(kScaleDistNames, d); }
 std::string_view to_string(KvViews v) { return name_of(kKvViewsNames, v); }
 std::string_view to_string(Family f) { return name_of(kFamilyNames, f); }
 std::string_view to_string(PaddingMode m) { return name_of(kPaddingModeNames, m); }
+std::string_view to_string(Addressing a) { return name_of(kAddressingNames, a); }
 
 std::optional<DType> dtype_from_string(std::string_view s) { return value_of(kDTypeNames, s); }
 std::optional<IndexType> index_type_from_string(std::string_view s) { return value_of(kIndexTypeNames, s); }
@@ -136,6 +143,7 @@ std::optional<ScaleDist> scale_dist_from_string(std::string_view s) { return val
 std::optional<KvViews> kv_views_from_string(std::string_view s) { return value_of(kKvViewsNames, s); }
 std::optional<Family> family_from_string(std::string_view s) { return value_of(kFamilyNames, s); }
 std::optional<PaddingMode> padding_mode_from_string(std::string_view s) { return value_of(kPaddingModeNames, s); }
+std::optional<Addressing> addressing_from_string(std::string_view s) { return value_of(kAddressingNames, s); }
 
 bool is_quantized(DType t) { return t == DType::fp8_e4m3 || t == DType::fp8_e5m2 || t == DType::int8; }
 

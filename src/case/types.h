@@ -40,6 +40,13 @@ enum class PaddingMode : uint8_t {
              // and slot 0's contents after the call are unconstrained; everything else stays exact
 };
 
+// How the call addresses the cache (docs/contract.md, "Serving conventions").
+enum class Addressing : uint8_t {
+  slot_mapping,  // one flat slot per row (the default contract)
+  csr,           // FlashInfer's CSR arrays (batch_indices, positions, kv_indices, kv_indptr,
+                 // kv_last_page_len; case/csr.h), no slot_mapping: no padding and no invalid rows
+};
+
 // Distribution of the payload values written into key/value rows (golden/payload.h).
 enum class ValueDist : uint8_t {
   finite,    // finite values of every exponent, both signs
@@ -78,6 +85,7 @@ std::string_view to_string(ScaleDist d);
 std::string_view to_string(KvViews v);
 std::string_view to_string(Family f);
 std::string_view to_string(PaddingMode m);
+std::string_view to_string(Addressing a);
 std::optional<DType> dtype_from_string(std::string_view s);
 std::optional<IndexType> index_type_from_string(std::string_view s);
 std::optional<Layout> layout_from_string(std::string_view s);
@@ -87,6 +95,7 @@ std::optional<ScaleDist> scale_dist_from_string(std::string_view s);
 std::optional<KvViews> kv_views_from_string(std::string_view s);
 std::optional<Family> family_from_string(std::string_view s);
 std::optional<PaddingMode> padding_mode_from_string(std::string_view s);
+std::optional<Addressing> addressing_from_string(std::string_view s);
 // Every name of enumeration E in declaration order, quoted and comma-separated ("\"i32\", \"i64\""),
 // for "expected one of ..." messages; read from the same tables as to_string.
 template <typename E>

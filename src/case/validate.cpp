@@ -772,6 +772,12 @@ void check_slots(const Case& c, const RequestsResult& req, Checker& ck) {
       continue;
     }
     if (sink && s == 0) continue;  // a padding row, into the sink
+    if (c.addressing == Addressing::csr && (s < 0 || s >= capacity)) {
+      ck.add(index_path("/slot_mapping", static_cast<size_t>(t)),
+             std::to_string(s) + (s < 0 ? " is padding" : " is an invalid slot (>= capacity " + std::to_string(capacity) + ")") +
+                 "; a CSR call (/serving/addressing) has no padding and no invalid rows: every entry is a new token's slot");
+      continue;
+    }
     if (s < 0 || s >= capacity) continue;  // padding, or invalid (never written, counted)
     const std::string path = index_path("/slot_mapping", static_cast<size_t>(t));
     const int64_t block = s / bs, offset = s % bs;
@@ -849,6 +855,14 @@ void check_bookkeeping(const Case& c, Checker& ck) {
   ck.known("/payload/dist", c.dist, "value distribution");
   if (ck.known("/serving/padding", c.padding, "padding mode") && c.padding == PaddingMode::sink && c.capacity() < 1)
     ck.add("/serving/padding", "the sink slot 0 needs a cache of at least one slot (num_blocks and block_size >= 1)");
+  if (ck.known("/serving/addressing", c.addressing, "addressing") && c.addressing == Addressing::csr) {
+    if (c.padding != PaddingMode::negative)
+      ck.add("/serving/padding", "a CSR call (/serving/addressing) has no padding rows; the sink is a slot_mapping convention");
+    if (c.slot_dtype != IndexType::i32)
+      ck.add("/shape/slot_dtype", "a CSR call's arrays are int32 (FlashInfer's index type): expected \"i32\"");
+    if (c.cache.num_blocks > std::numeric_limits<int32_t>::max() || c.capacity() > std::numeric_limits<int32_t>::max())
+      ck.add("/cache/num_blocks", "a CSR call's block ids and positions are int32: the capacity must be below 2^31");
+  }
   if (c.expect.outcome != Expect::pass && c.expect.outcome != Expect::fail) {
     ck.add("/expect/outcome", "not a valid outcome (enum value " +
                                   std::to_string(static_cast<int>(c.expect.outcome)) + ")");
@@ -895,6 +909,7 @@ void check_genotype(const Genotype& g, Checker& ck) {
   }
   ok &= ck.at_least("/genotype/shared_prefix_blocks", g.shared_prefix_blocks, 0);
   ck.known("/genotype/padding", g.padding, "padding mode");
+  ck.known("/genotype/addressing", g.addressing, "addressing");
   if (static_cast<int64_t>(g.requests.size()) > lim.max_requests) {
     ck.add("/genotype/requests", std::to_string(g.requests.size()) + " requests; the limit is " +
                                      std::to_string(lim.max_requests));

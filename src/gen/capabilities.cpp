@@ -53,6 +53,7 @@ std::string set_text(const std::vector<int32_t>& set) {
 std::string outside_reason(const Case& c, const Capabilities& k) {
   if (!has(k.families, c.family)) return "family " + str(to_string(c.family));
   if (!has(k.padding_modes, c.padding)) return "padding mode " + str(to_string(c.padding));
+  if (!has(k.addressings, c.addressing)) return "addressing " + str(to_string(c.addressing));
   if (!has(k.layouts, c.layout)) return "layout " + str(to_string(c.layout));
   if (!has(k.input_dtypes, c.input_dtype)) return "input dtype " + str(to_string(c.input_dtype));
   if (!has(k.cache_dtypes, c.cache_dtype)) return "cache dtype " + str(to_string(c.cache_dtype));
@@ -145,6 +146,7 @@ constexpr std::initializer_list<ScaleKind> kScaleKinds = {ScaleKind::none, Scale
                                                           ScaleKind::per_block, ScaleKind::per_token_head};
 constexpr std::initializer_list<IndexType> kIndexTypes = {IndexType::i32, IndexType::i64};
 constexpr std::initializer_list<PaddingMode> kPaddingModes = {PaddingMode::negative, PaddingMode::sink};
+constexpr std::initializer_list<Addressing> kAddressings = {Addressing::slot_mapping, Addressing::csr};
 
 }  // namespace
 
@@ -188,7 +190,7 @@ constexpr const char* kFeatureNames[] = {"fused_qkv", "strided_input", "padded_c
 }  // namespace
 
 Capabilities capabilities_from_json(const nlohmann::json& j, const std::string& where) {
-  static const char* const keys[] = {"layouts", "input_dtypes", "cache_dtypes", "scale_kinds", "slot_dtypes", "families", "padding_modes", "features",
+  static const char* const keys[] = {"layouts", "input_dtypes", "cache_dtypes", "scale_kinds", "slot_dtypes", "families", "padding_modes", "addressings", "features",
                                      "head_dims", "min_head_dim", "max_head_dim", "head_dim_multiple", "max_num_heads",
                                      "max_block_size", "block_size_pow2_only", "same_input_cache_dtype"};
   std::string known;
@@ -207,6 +209,7 @@ Capabilities capabilities_from_json(const nlohmann::json& j, const std::string& 
   c.slot_dtypes = name_bits<IndexType>(j, "slot_dtypes", index_type_from_string, kIndexTypes, "slot dtype", where);
   c.families = name_bits<Family>(j, "families", family_from_string, kFamilies, "format family", where);
   c.padding_modes = name_bits<PaddingMode>(j, "padding_modes", padding_mode_from_string, kPaddingModes, "padding mode", where);
+  c.addressings = name_bits<Addressing>(j, "addressings", addressing_from_string, kAddressings, "addressing", where);
   if (j.contains("features")) {
     std::string names;
     for (const char* f : kFeatureNames) names += (names.empty() ? "" : ", ") + std::string(f);
@@ -267,6 +270,7 @@ nlohmann::json capabilities_to_json(const Capabilities& c) {
   j["layouts"] = bit_list(c.layouts, kLayouts);
   j["families"] = bit_list(c.families, kFamilies);
   j["padding_modes"] = bit_list(c.padding_modes, kPaddingModes);
+  j["addressings"] = bit_list(c.addressings, kAddressings);
   j["input_dtypes"] = bit_list(c.input_dtypes, {DType::f16, DType::bf16, DType::f32});
   j["cache_dtypes"] = bit_list(c.cache_dtypes, kDTypes);
   j["scale_kinds"] = bit_list(c.scale_kinds, kScaleKinds);
@@ -287,7 +291,8 @@ nlohmann::json capabilities_to_json(const Capabilities& c) {
 }
 
 std::string formats_text(const Capabilities& c) {
-  return "layouts " + bit_names(c.layouts, kLayouts) + "; families " + bit_names(c.families, kFamilies);
+  return "layouts " + bit_names(c.layouts, kLayouts) + "; families " + bit_names(c.families, kFamilies) + "; padding " +
+         bit_names(c.padding_modes, kPaddingModes) + "; addressing " + bit_names(c.addressings, kAddressings);
 }
 
 Profile restrict_profile(const Profile& p, const Capabilities& k) {
@@ -296,6 +301,8 @@ Profile restrict_profile(const Profile& p, const Capabilities& k) {
   require(p, p.families, r.families, "format family", bit_names(k.families, kFamilies));
   r.padding_modes = only(p.padding_modes, [&](PaddingMode m) { return has(k.padding_modes, m); });
   require(p, p.padding_modes, r.padding_modes, "padding mode", bit_names(k.padding_modes, kPaddingModes));
+  r.addressings = only(p.addressings, [&](Addressing a) { return has(k.addressings, a); });
+  require(p, p.addressings, r.addressings, "addressing", bit_names(k.addressings, kAddressings));
   r.layouts = only(p.layouts, [&](Layout l) { return has(k.layouts, l); });
   require(p, p.layouts, r.layouts, "layout", bit_names(k.layouts, kLayouts));
   r.input_dtypes = only(p.input_dtypes, [&](DType t) { return has(k.input_dtypes, t); });

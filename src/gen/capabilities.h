@@ -38,6 +38,7 @@ struct Capabilities {
   uint32_t slot_dtypes = ~0u;   // bits 1 << IndexType
   uint32_t families = ~0u;      // bits 1 << Family (kv, kv_split, k_only, mla)
   uint32_t padding_modes = ~0u; // bits 1 << PaddingMode (negative, sink)
+  uint32_t addressings = ~0u;   // bits 1 << Addressing (slot_mapping, csr)
   bool fused_qkv = true;            // key/value as views into one fused QKV row
   bool strided_input = true;        // input head/row strides other than dense
   bool padded_cache = true;         // cache (and scale cache) strides other than the layout's dense ones
@@ -75,9 +76,13 @@ inline uint32_t undeclared_python_families() { return 1u << static_cast<unsigned
 // "padding_modes": negative alone (a function written for it may check that no slot is 0).
 inline uint32_t undeclared_python_padding_modes() { return 1u << static_cast<unsigned>(PaddingMode::negative); }
 
+// The addressings a Python function target receives: slot_mapping alone, whatever it declares (the
+// Python calling convention has no CSR arrays yet).
+inline uint32_t python_addressings() { return 1u << static_cast<unsigned>(Addressing::slot_mapping); }
+
 // Capabilities from a Python target's declaration, a JSON object whose keys are all optional (a
 // missing key: no restriction) and mirror kvfz_capabilities:
-//   layouts, input_dtypes, cache_dtypes, scale_kinds, slot_dtypes, families, padding_modes   lists of names ("paged_nhd",
+//   layouts, input_dtypes, cache_dtypes, scale_kinds, slot_dtypes, families, padding_modes, addressings   lists of names ("paged_nhd",
 //       "f16", "fp8_e4m3", "none" (float caches), "per_tensor", "i32", ...)
 //   features      list of "fused_qkv", "strided_input", "padded_cache", "graph_padding_rows",
 //                 "invalid_slot_counter", "unaligned" (given: exactly these; missing: all)
@@ -99,6 +104,14 @@ std::string formats_text(const Capabilities& c);
 // every value of every dimension. Declared like a plugin's, so that a format one of them lacks is
 // skipped and counted (the run summary's "skipped"), never failed.
 inline Capabilities own_kernel_capabilities() { return Capabilities{}; }
+
+// The Triton kernel's (triton, triton-interp): every case but CSR addressing, which it does not
+// take yet (such cases are skipped and counted).
+inline Capabilities triton_kernel_capabilities() {
+  Capabilities c;
+  c.addressings = 1u << static_cast<unsigned>(Addressing::slot_mapping);
+  return c;
+}
 
 // Why case `c` is outside `caps` ("layout packed_kv_nhd", "head_dim not a multiple of 8", ...; one
 // short reason, the same text for every case failing the same way, so reasons can be counted), or ""

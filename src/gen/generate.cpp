@@ -213,6 +213,12 @@ void apply_family(const Profile& p, Genotype& g) {
 void apply_serving(const Profile& p, Genotype& g) {
   SplitMix64 rng(mix64(g.layout_seed ^ mix64(0x73657276696e67ull)));  // "serving"
   g.padding = pick_weighted(p.padding_modes, rng);
+  g.addressing = pick_weighted(p.addressings, rng);
+  if (g.addressing == Addressing::csr) {  // a CSR call has int32 arrays and no padding or invalid rows
+    g.padding = PaddingMode::negative;
+    g.slot_dtype = IndexType::i32;
+    g.tail_padding = g.interleaved_padding = g.invalid_slots = 0;
+  }
 }
 
 // Free blocks that make each of K and V span at least `min_elems` elements (profile.h

@@ -49,6 +49,7 @@ struct Genotype {
   int32_t shared_prefix_blocks = 0;  // most leading full-context blocks a request shares with an earlier
                                      // one (prefix caching; paged layouts only)
   PaddingMode padding = PaddingMode::negative;  // what padding rows carry: a negative slot, or the sink slot 0
+  Addressing addressing = Addressing::slot_mapping;  // csr: FlashInfer's CSR arrays (no padding, no invalid rows, i32)
   uint64_t layout_seed = 0;         // not shrunk: block permutation, gaps, offsets, positions, payload salt
 
   bool operator==(const Genotype&) const = default;

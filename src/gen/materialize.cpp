@@ -425,6 +425,7 @@ std::vector<int64_t> map_slots(const Genotype& g, const Case& c) {
   auto insert_at_random = [&](int64_t v) {
     slots.insert(slots.begin() + static_cast<int64_t>(rng.below(slots.size() + 1)), v);
   };
+  if (g.addressing == Addressing::csr) return slots;  // a CSR call has no padding and no invalid rows
   for (int32_t i = 0; i < g.interleaved_padding; ++i) insert_at_random(padding());
   for (int32_t i = 0; i < g.invalid_slots; ++i) insert_at_random(invalid(i == 0));
   for (int32_t i = 0; i < g.tail_padding; ++i) slots.push_back(padding());
@@ -440,11 +441,12 @@ Case materialize(const Genotype& g) {
   c.num_q_heads = g.fused_qkv && g.family != Family::mla ? g.num_heads * g.gqa_ratio : 0;  // an MLA row has no Q
   c.input_dtype = g.input_dtype;
   c.cache_dtype = g.cache_dtype;
-  c.slot_dtype = g.slot_dtype;
+  c.slot_dtype = g.addressing == Addressing::csr ? IndexType::i32 : g.slot_dtype;  // CSR arrays are int32
   c.layout = g.layout;
   c.family = g.family;
   c.rope_dim = g.family == Family::mla ? g.rope_dim : 0;
   c.padding = g.padding;
+  c.addressing = g.addressing;
 
   assign_blocks(g, c);
   place_tokens(g, c);

@@ -153,7 +153,7 @@ const std::set<std::string>& profile_keys() {
 // Keys a profile may leave out (profile.h says their defaults).
 const std::set<std::string>& optional_profile_keys() {
   static const std::set<std::string> keys = {"gapped_strides_percent", "misaligned_bases_percent", "kv_views",
-                                             "families", "value_head_dims", "rope_dims", "padding_modes",
+                                             "families", "value_head_dims", "rope_dims", "padding_modes", "addressings",
                                              "scattered_positions_percent", "shared_prefix_percent",
                                              "max_shared_prefix_blocks", "min_tensor_elements"};
   return keys;
@@ -276,6 +276,9 @@ Profile profile_from_json(const json& j, const ProfileReader& r) {
   p.padding_modes = j.contains("padding_modes")
                         ? r.weighted_enum<PaddingMode>(j.at("padding_modes"), "/padding_modes", padding_mode_from_string, "negative, sink")
                         : default_profile().padding_modes;
+  p.addressings = j.contains("addressings")
+                      ? r.weighted_enum<Addressing>(j.at("addressings"), "/addressings", addressing_from_string, "slot_mapping, csr")
+                      : default_profile().addressings;
   const Profile builtin = default_profile();
   p.scattered_positions_percent =
       j.contains("scattered_positions_percent")
@@ -451,6 +454,7 @@ json profile_to_json(const Profile& p) {
             {"value_head_dims", weighted(p.value_head_dims)},
             {"rope_dims", weighted(p.rope_dims)},
             {"padding_modes", weighted(p.padding_modes)},
+            {"addressings", weighted(p.addressings)},
             {"scattered_positions_percent", p.scattered_positions_percent},
             {"shared_prefix_percent", p.shared_prefix_percent},
             {"max_shared_prefix_blocks", p.max_shared_prefix_blocks},
@@ -519,6 +523,7 @@ Profile default_profile() {
   p.value_head_dims = {{8, 64, 128}, {1, 1, 1}};
   p.rope_dims = {{8, 16, 64}, {1, 1, 1}};
   p.padding_modes = {{PaddingMode::negative}, {1}};
+  p.addressings = {{Addressing::slot_mapping}, {1}};
   p.scattered_positions_percent = 10;
   p.shared_prefix_percent = 10;
   p.max_shared_prefix_blocks = 2;

@@ -48,6 +48,7 @@ struct Complexity {
   int64_t scattered_positions;   // 0 = consecutive from context_len
   int64_t shared_prefix_blocks;  // 0 = no block shared
   int64_t padding;               // 0 = negative padding slots, 1 = the sink slot 0
+  int64_t addressing;            // 0 = slot_mapping, 1 = csr
   int64_t tail_padding, interleaved_padding, invalid_slots, extra_input_rows, spare_blocks;  // counts
 };
 
@@ -111,6 +112,7 @@ Complexity complexity(const Genotype& g, const Profile& p) {
   c.scattered_positions = g.scattered_positions;
   c.shared_prefix_blocks = g.shared_prefix_blocks;
   c.padding = g.padding != PaddingMode::negative;
+  c.addressing = g.addressing != Addressing::slot_mapping;
   c.tail_padding = g.tail_padding;
   c.interleaved_padding = g.interleaved_padding;
   c.invalid_slots = g.invalid_slots;
@@ -176,6 +178,7 @@ bool simpler_than(const Genotype& a, const Genotype& b, const Profile& profile) 
   compare(ca.scattered_positions, cb.scattered_positions, &less, &greater);
   compare(ca.shared_prefix_blocks, cb.shared_prefix_blocks, &less, &greater);
   compare(ca.padding, cb.padding, &less, &greater);
+  compare(ca.addressing, cb.addressing, &less, &greater);
   compare(ca.tail_padding, cb.tail_padding, &less, &greater);
   compare(ca.interleaved_padding, cb.interleaved_padding, &less, &greater);
   compare(ca.invalid_slots, cb.invalid_slots, &less, &greater);
@@ -227,6 +230,7 @@ std::vector<Genotype> shrink_genotype(const Genotype& g, const Profile& profile)
     for (int32_t v : simpler_values(profile.rope_dims, g.rope_dim)) with([v](Genotype& c) { c.rope_dim = v; });
   with([](Genotype& c) { c.layout = Layout::paged_nhd; });
   with([](Genotype& c) { c.padding = PaddingMode::negative; });  // the default contract
+  with([](Genotype& c) { c.addressing = Addressing::slot_mapping; });  // its slot_mapping twin
   for (int32_t v : simpler_values(profile.num_heads, g.num_heads)) with([v](Genotype& c) { c.num_heads = v; });
   for (int32_t v : simpler_values(profile.head_dims, g.head_dim)) with([v](Genotype& c) { c.head_dim = v; });
   for (int32_t v : simpler_values(profile.block_sizes, g.block_size)) with([v](Genotype& c) { c.block_size = v; });

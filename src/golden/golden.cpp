@@ -52,7 +52,8 @@ void golden_append(const Case& c, std::byte* image, const ArenaLayout& layout) {
 
   unsigned long long invalid = 0;
   for (int64_t row = 0; row < c.num_slots(); ++row) {  // rows >= T (graph padding) are never read
-    const int64_t slot = load_slot(slots, c.slot_dtype, row);
+    // A CSR call's slots are the case's (its arrays are derived from them; case/csr.h).
+    const int64_t slot = c.addressing == Addressing::csr ? c.slot_mapping[static_cast<size_t>(row)] : load_slot(slots, c.slot_dtype, row);
     if (slot < 0) continue;  // padding
     if (c.is_sink(slot / c.cache.block_size, slot % c.cache.block_size)) continue;  // padding into the sink: unconstrained
     if (slot >= capacity) {  // invalid: never written, counted

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <string>
 
+#include "case/csr.h"
 #include "kv_append.cuh"
 #include "kv_append.h"
 #include "targets/target.h"
@@ -22,7 +23,18 @@ KvAppendParams append_params(const Case& c, std::byte* image, const ArenaLayout&
   p.key_stride_head = c.key.stride_head;
   p.value_stride_token = c.value.stride_token;
   p.value_stride_head = c.value.stride_head;
-  p.slot_mapping = image + layout.slots_begin;
+  if (c.addressing == Addressing::csr) {  // the slots section holds the CSR arrays (case/csr.h)
+    const CsrArrays csr = csr_arrays(c);
+    const auto* base = reinterpret_cast<const int32_t*>(image + layout.slots_begin);
+    p.csr_batch_indices = base;
+    p.csr_positions = base + csr.positions_at();
+    p.csr_kv_indptr = base + csr.kv_indptr_at();
+    p.csr_kv_last_page_len = base + csr.kv_last_page_len_at();
+    p.csr_kv_indices = base + csr.kv_indices_at();
+    p.csr_batch_size = static_cast<int32_t>(c.requests.size());
+  } else {
+    p.slot_mapping = image + layout.slots_begin;
+  }
   p.slot_type = c.slot_dtype;
   p.num_slots = c.num_slots();
   p.num_input_rows = c.num_input_rows;

@@ -59,6 +59,7 @@ class PythonTarget final : public Target {
     if (!declared || !hello.declares_layouts) caps.layouts &= undeclared_python_layouts();
     if (!declared || !hello.declares_families) caps.families &= undeclared_python_families();
     if (!declared || !hello.declares_padding_modes) caps.padding_modes &= undeclared_python_padding_modes();
+    caps.addressings &= python_addressings();
     return caps;
   }
 
@@ -82,6 +83,7 @@ const char* const kTritonSupports =
 std::unique_ptr<Target> make_triton_interp(const TargetOptions& options, bool fp8_software) {
   TargetInfo info;
   info.supports = kTritonSupports;
+  info.capabilities = triton_kernel_capabilities();
   info.default_timeout_s = kInterpreterTimeout;
   if (fp8_software) {
     info.name = "triton-interp";

@@ -101,6 +101,15 @@ kvf::KvAppendParams params(const kvfz_append_args& a) {
   p.rope_stride_token = a.rope_stride_token;
   p.rope_stride_head = a.rope_stride_head;
   p.rope_dim = a.rope_dim;
+  // ABI v2: FlashInfer's CSR addressing (kvfz_addressing) instead of slot_mapping.
+  if (a.addressing == KVFZ_ADDRESSING_CSR) {
+    p.csr_batch_indices = a.batch_indices;
+    p.csr_positions = a.positions;
+    p.csr_kv_indices = a.kv_indices;
+    p.csr_kv_indptr = a.kv_indptr;
+    p.csr_kv_last_page_len = a.kv_last_page_len;
+    p.csr_batch_size = a.batch_size;
+  }
   return p;
 }
 
@@ -141,6 +150,8 @@ int kvfuzz_plugin_query(kvfz_capabilities* caps, int device, char* error, size_t
   // Padding rows at the sink slot 0 are written there like any row: right in both conventions.
   if (KVFZ_HAS_FIELD(caps, kvfz_capabilities, padding_modes))
     caps->padding_modes = (1u << KVFZ_PADDING_NEGATIVE) | (1u << KVFZ_PADDING_SINK);
+  if (KVFZ_HAS_FIELD(caps, kvfz_capabilities, addressings))
+    caps->addressings = (1u << KVFZ_ADDRESSING_SLOT_MAPPING) | (1u << KVFZ_ADDRESSING_CSR);
   return 0;
 }
 

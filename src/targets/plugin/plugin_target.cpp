@@ -249,6 +249,7 @@ Capabilities to_capabilities(const kvfz_capabilities& k) {
   c.slot_dtypes = k.slot_types;
   c.families = (k.families | 1u) & ((1u << 4) - 1);  // 0 (a v1 plugin): kv only
   c.padding_modes = (k.padding_modes | 1u) & ((1u << 2) - 1);  // 0: negative padding only
+  c.addressings = k.addressings == 0 ? 1u : k.addressings & ((1u << 2) - 1);  // 0: slot_mapping only; CSR alone possible
   c.fused_qkv = (k.features & KVFZ_FEATURE_FUSED_QKV) != 0;
   c.strided_input = (k.features & KVFZ_FEATURE_STRIDED_INPUT) != 0;
   c.padded_cache = (k.features & KVFZ_FEATURE_PADDED_CACHE) != 0;
@@ -299,6 +300,7 @@ std::string supports_text(const kvfz_capabilities& k) {
   s += "; slots " + bit_list(k.slot_types, {IndexType::i32, IndexType::i64});
   s += "; families " + bit_list(k.families | 1u, {Family::kv, Family::kv_split, Family::k_only, Family::mla});
   s += "; padding " + bit_list(k.padding_modes | 1u, {PaddingMode::negative, PaddingMode::sink});
+  s += "; addressing " + bit_list(k.addressings == 0 ? 1u : k.addressings, {Addressing::slot_mapping, Addressing::csr});
   auto limit = [&](const char* what, int32_t v) {
     if (v > 0) s += std::string("; ") + what + " " + std::to_string(v);
   };
@@ -366,6 +368,13 @@ kvfz_append_args append_args(const Case& c, std::byte* base, const ArenaLayout& 
   a.rope_stride_head = p.rope_stride_head;
   a.rope_dim = p.rope_dim;
   a.padding = static_cast<int32_t>(c.padding);
+  a.addressing = static_cast<int32_t>(c.addressing);
+  a.batch_indices = p.csr_batch_indices;  // all NULL for slot_mapping addressing
+  a.positions = p.csr_positions;
+  a.kv_indices = p.csr_kv_indices;
+  a.kv_indptr = p.csr_kv_indptr;
+  a.kv_last_page_len = p.csr_kv_last_page_len;
+  a.batch_size = p.csr_batch_size;
   return a;
 }
 

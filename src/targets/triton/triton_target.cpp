@@ -56,6 +56,7 @@ class TritonTarget final : public Target {
         "exact",
         true,
     };
+    info_.capabilities = triton_kernel_capabilities();
   }
 
   const TargetInfo& info() const override { return info_; }
