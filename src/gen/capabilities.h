@@ -105,13 +105,6 @@ std::string formats_text(const Capabilities& c);
 // skipped and counted (the run summary's "skipped"), never failed.
 inline Capabilities own_kernel_capabilities() { return Capabilities{}; }
 
-// The Triton kernel's (triton, triton-interp): every case but CSR addressing, which it does not
-// take yet (such cases are skipped and counted).
-inline Capabilities triton_kernel_capabilities() {
-  Capabilities c;
-  c.addressings = 1u << static_cast<unsigned>(Addressing::slot_mapping);
-  return c;
-}
 
 // Why case `c` is outside `caps` ("layout packed_kv_nhd", "head_dim not a multiple of 8", ...; one
 // short reason, the same text for every case failing the same way, so reasons can be counted), or ""

@@ -83,7 +83,6 @@ const char* const kTritonSupports =
 std::unique_ptr<Target> make_triton_interp(const TargetOptions& options, bool fp8_software) {
   TargetInfo info;
   info.supports = kTritonSupports;
-  info.capabilities = triton_kernel_capabilities();
   info.default_timeout_s = kInterpreterTimeout;
   if (fp8_software) {
     info.name = "triton-interp";

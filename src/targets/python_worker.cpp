@@ -338,6 +338,13 @@ nlohmann::json call_json(const Case& c, const ArenaLayout& layout, std::byte* im
                          : nlohmann::json{{"offset", offset(p.rope)}, {"stride_token", p.rope_stride_token},
                                           {"stride_head", p.rope_stride_head}}},
       {"rope_dim", p.rope_dim},
+      // FlashInfer's CSR addressing: int32 arrays instead of slot_mapping (null for slot_mapping).
+      {"csr",
+       p.csr_batch_indices == nullptr
+           ? nlohmann::json(nullptr)
+           : nlohmann::json{{"batch_indices", offset(p.csr_batch_indices)}, {"positions", offset(p.csr_positions)},
+                            {"kv_indices", offset(p.csr_kv_indices)}, {"kv_indptr", offset(p.csr_kv_indptr)},
+                            {"kv_last_page_len", offset(p.csr_kv_last_page_len)}, {"batch_size", p.csr_batch_size}}},
       {"k_field", field(false)},
       {"v_field", field(true)},
       {"invalid_slots", counter ? offset(p.invalid_slots) : nullptr},

@@ -42,7 +42,9 @@ image (python_worker.cpp, call_json()):
   has_value (false for k_only and mla: value, v_cache, v_scale, v_scale_cache are null),
   value_head_dim (V's head dim, head_dim but for kv_split), value_cache (V's geometry, like cache; its
   own for kv_split), rope ({offset, stride_token, stride_head} of mla's k_pe, else null), rope_dim
-  (K's last rope_dim dims come from rope), invalid_slots (null when the
+  (K's last rope_dim dims come from rope), csr ({batch_indices, positions, kv_indices, kv_indptr,
+  kv_last_page_len, batch_size}: offsets of FlashInfer's int32 CSR arrays, slot_mapping then null;
+  null for slot_mapping addressing; launch mode only), invalid_slots (null when the
   function's capabilities leave out "invalid_slot_counter": it then gets invalid_slots=None), scale_kind,
   num_scales, k_scale, v_scale, k_scale_cache, v_scale_cache (offsets or null),
   scale_cache {stride_block, stride_pos, stride_head}. Strides are in elements.
@@ -310,6 +312,12 @@ class Launcher:
             rope=ptr(call["rope"]["offset"], call["input_dtype"]) if call["rope"] else None,
             rope_stride_token=call["rope"]["stride_token"] if call["rope"] else 0,
             rope_stride_head=call["rope"]["stride_head"] if call["rope"] else 0, rope_dim=call["rope_dim"])
+        csr = call.get("csr")
+        if csr:  # FlashInfer's CSR addressing: int32 arrays, no slot_mapping
+            p.csr_batch_indices = ptr(csr["batch_indices"], "i32")
+            p.csr_positions = ptr(csr["positions"], "i32")
+            p.csr_kv_indices = ptr(csr["kv_indices"], "i32")
+            p.csr_kv_indptr = ptr(csr["kv_indptr"], "i32")
         kt.launch(p, fp8_software=self.fp8_software)
 
 

@@ -8,6 +8,8 @@ import io
 import itertools
 import pathlib
 import re
+import shutil
+import subprocess
 import sys
 import tempfile
 import unittest
@@ -199,7 +201,17 @@ class Abi(unittest.TestCase):
                 first, *rest = decl.split(",")
                 names += [first.split()[-1].lstrip("*")] + [r.strip().lstrip("*") for r in rest]
         self.assertEqual([n for n, _ in bench.AppendArgs._fields_], names)
-        self.assertEqual(ctypes.sizeof(bench.AppendArgs), 344)  # what cuda_entry.cu's kvfuzz_bench_args_size() returned
+        # The C compiler's size of the struct (cuda_entry.cu's kvfuzz_bench_args_size() returns the same).
+        cc = shutil.which("cc") or shutil.which("gcc")
+        if cc is None:
+            self.skipTest("no C compiler to measure sizeof(kvfz_append_args)")
+        with tempfile.TemporaryDirectory() as d:
+            src, exe = pathlib.Path(d) / "size.c", pathlib.Path(d) / "size"
+            src.write_text('#include <stdio.h>\n#include "kvfuzz_plugin.h"\n'
+                           'int main(void) { printf("%zu\\n", sizeof(kvfz_append_args)); return 0; }\n')
+            subprocess.run([cc, "-I", str(ROOT / "include"), str(src), "-o", str(exe)], check=True)
+            size = int(subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout)
+        self.assertEqual(ctypes.sizeof(bench.AppendArgs), size)
 
     def test_n_a_rows_are_not_failures(self):
         self.assertTrue(bench.verified({"verify": "ok"}))

@@ -232,8 +232,19 @@ def make_case(rng, *, input_dtype="f16", cache_dtype=None, layout="nhd", num_slo
 # ---------------------------------------------------------------------------------------------
 # Running a case
 
-def run_raw(case, variant=None, fp8_software=None, tile=None):
-    """Launches the kernel in place on the numpy buffers through HostPtr (interpreter only)."""
+def csr_of(slots, block_size):
+    """FlashInfer-style CSR arrays that address `slots` (every entry valid), each row a request of its
+    own whose one page is the slot's block: (batch_indices, positions, kv_indices, kv_indptr), int32."""
+    slots = np.asarray(slots, dtype=np.int64)
+    assert (slots >= 0).all()
+    t = len(slots)
+    return (np.arange(t, dtype=np.int32), (slots % block_size).astype(np.int32),
+            (slots // block_size).astype(np.int32), np.arange(t + 1, dtype=np.int32))
+
+
+def run_raw(case, variant=None, fp8_software=None, tile=None, csr=None):
+    """Launches the kernel in place on the numpy buffers through HostPtr (interpreter only). csr:
+    (batch_indices, positions, kv_indices, kv_indptr) int32 arrays instead of the slot mapping."""
     from kvfuzz_triton import FieldStrides, HostPtr, KvAppendParams, launch, legacy_fields
 
     def ptr(buf, base, name):
@@ -273,6 +284,9 @@ def run_raw(case, variant=None, fp8_software=None, tile=None):
         if has_value:
             p.v_scale_cache = ptr(c.buffers["v_scale_cache"], c.scale_base, "fp32")
         p.scale_stride_block, p.scale_stride_pos, p.scale_stride_head = c.scale_strides
+    if csr is not None:
+        p.slot_mapping = None
+        p.csr_batch_indices, p.csr_positions, p.csr_kv_indices, p.csr_kv_indptr = (ptr(a, 0, "i32") for a in csr)
     return launch(p, variant=variant, fp8_software=fp8_software, tile=tile)
 
 

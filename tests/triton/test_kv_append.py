@@ -14,7 +14,7 @@ import os
 import numpy as np
 import pytest
 
-from cases import make_case, run_raw, run_torch
+from cases import csr_of, make_case, run_raw, run_torch
 from reference import QMAX, expected
 
 GPU = os.environ.get("KVFUZZ_TRITON_GPU") == "1"
@@ -450,6 +450,18 @@ def test_families_with_the_aot_tile(rng, family, extra, variant, input_dtype, ca
         case = family_case(rng, family, input_dtype, cache_dtype, scale_kind, num_heads=3, num_slots=3,
                            num_blocks=2, block_size=2, pad=1, **kw)
         check(case, "raw", variant=variant, tile=AOT_TILE, fp8_software=True)
+
+
+@interp_only
+@pytest.mark.parametrize("layout", ["nhd", "hnd", "vllm_legacy"])
+@pytest.mark.parametrize("cache_dtype,scale_kind", [("f16", "none"), ("fp8_e4m3", "per_token_head")])
+def test_csr_addressing_writes_what_the_slot_mapping_would(rng, layout, cache_dtype, scale_kind):
+    # FlashInfer's CSR arrays (each row a request of its own, its page the slot's block) instead of
+    # slot_mapping: the reference, which reads the slots, must see the same cache.
+    slots = [5, 6, 1, 9, 10, 11]
+    case = make_case(rng, layout=layout, cache_dtype=cache_dtype, scale_kind=scale_kind, slots=slots,
+                     num_slots=len(slots), head_dim=16 if layout == "vllm_legacy" else 8, counter=False)
+    check(case, "raw", csr=tuple(csr_of(slots, case.block_size)))
 
 
 def test_families_padding_and_invalid_slots(rng, backend):

@@ -226,9 +226,12 @@ int kvfuzz_plugin_append(const kvfz_append_args* args, char* error, size_t error
     return 1;
   }
   // AppendPagedKVCache returns the first failing CUDA call's status (cudaLaunchKernel's included); a
-  // refused launch writes nothing, so it must be reported, not left to show as missing writes.
+  // refused launch writes nothing, so it must be reported, not left to show as missing writes. The
+  // runtime also records that error as the thread's last error: consume it, or the next call's
+  // cudaGetLastError() would report it for a launch that succeeded (a worker runs many cases).
   if (e == cudaSuccess) e = cudaGetLastError();
   if (e != cudaSuccess) {
+    (void)cudaGetLastError();
     set_error(error, error_size, "AppendPagedKVCache failed: %s (%s)", cudaGetErrorName(e), cudaGetErrorString(e));
     return 1;
   }

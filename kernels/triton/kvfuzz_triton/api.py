@@ -113,6 +113,12 @@ class KvAppendParams:
     rope_stride_token: int = 0
     rope_stride_head: int = 0
     rope_dim: int = 0  # 0: K's row is key's alone
+    # FlashInfer's CSR addressing instead of slot_mapping (docs/contract.md "Serving conventions"):
+    # int32 [T] batch_indices and positions, kv_indices and kv_indptr [B + 1]; None: slot_mapping.
+    csr_batch_indices: object = None
+    csr_positions: object = None
+    csr_kv_indices: object = None
+    csr_kv_indptr: object = None
 
 
 def fields(p):
@@ -210,13 +216,16 @@ def launch(p, *, variant=None, fp8_software=None, num_warps=4, tile=None):
     value = p.value if p.has_value else dummy
     v_cache = p.v_cache if p.has_value else p.k_cache
     grid = (p.num_slots, triton.cdiv(p.num_heads, heads_per_program))
+    csr = p.csr_batch_indices is not None
+    slots = p.slot_mapping if not csr else p.csr_batch_indices  # a CSR call has no slot_mapping: never read
+    csr_stand_in = slots  # slot_mapping addressing: the CSR pointers are never read
     return kv_append_kernel[grid](
-        p.key, value, p.slot_mapping, p.k_cache, v_cache,
+        p.key, value, slots, p.k_cache, v_cache,
         dummy if k_scale is None else k_scale,
         # No V (k_only, mla): V's scale pointer is never read, but the JIT specialises on its element
         # type, and the tile's scale must be fp32 on every branch: K's scales stand in.
         v_scale if v_scale is not None else (k_scale if k_scale is not None else dummy),
-        p.slot_mapping if p.invalid_slots is None else p.invalid_slots,  # an integer pointer either way
+        slots if p.invalid_slots is None else p.invalid_slots,  # an integer pointer either way
         p.num_heads, p.head_dim,
         p.key_stride_token, p.key_stride_head, p.value_stride_token, p.value_stride_head,
         p.num_blocks, p.block_size,
@@ -226,6 +235,8 @@ def launch(p, *, variant=None, fp8_software=None, num_warps=4, tile=None):
         SCALE_KINDS.index(p.scale_kind), int(p.invalid_slots is not None), heads_per_program,
         value_dim(p), int(bool(p.has_value)), dummy if p.rope is None else p.rope, p.rope_stride_token,
         p.rope_stride_head, p.rope_dim,
+        int(csr), p.csr_batch_indices if csr else csr_stand_in, p.csr_positions if csr else csr_stand_in,
+        p.csr_kv_indices if csr else csr_stand_in, p.csr_kv_indptr if csr else csr_stand_in,
         IN_DTYPE=DTYPES.index(p.input_dtype), CACHE_DTYPE=DTYPES.index(p.cache_dtype),
         FP8_SOFTWARE=bool(fp8_software), BLOCK_H=block_h, BLOCK_D=block_d, num_warps=num_warps)
 

@@ -251,7 +251,7 @@ def _append_rows(src_base, stride_token, stride_head, rope_base, rope_stride_tok
 
 # Runtime integers that take the values 0 and 1: never specialised on (the JIT would otherwise
 # compile a variant per value; the ahead-of-time build compiles none).
-@triton.jit(do_not_specialize=["scale_kind", "has_counter", "heads_per_program", "has_value"])
+@triton.jit(do_not_specialize=["scale_kind", "has_counter", "heads_per_program", "has_value", "csr"])
 def kv_append_kernel(
     key_ptr, value_ptr, slot_ptr, k_cache_ptr, v_cache_ptr,
     k_scale_ptr, v_scale_ptr,  # fp32: static scales, or the scale caches for PER_TOKEN_HEAD
@@ -270,11 +270,20 @@ def kv_append_kernel(
     # written at all (0: k_only, mla; value_ptr, v_cache_ptr, v_scale_ptr untouched), and mla's
     # second source: K's dims [head_dim - rope_dim, head_dim) from rope_ptr's row (k_pe).
     value_head_dim, has_value, rope_ptr, rope_stride_token, rope_stride_head, rope_dim,
+    # FlashInfer's CSR addressing (csr != 0; slot_ptr unused): row t is the token at position
+    # csr_pos_ptr[t] of request csr_batch_ptr[t], whose pages are csr_indices_ptr[csr_indptr_ptr[b] ..]
+    # (int32 arrays).
+    csr, csr_batch_ptr, csr_pos_ptr, csr_indices_ptr, csr_indptr_ptr,
     IN_DTYPE: tl.constexpr, CACHE_DTYPE: tl.constexpr, FP8_SOFTWARE: tl.constexpr,
     BLOCK_H: tl.constexpr, BLOCK_D: tl.constexpr,
 ):
     token = tl.program_id(0).to(tl.int64)
-    slot = tl.load(slot_ptr + token).to(tl.int64)
+    if csr != 0:  # the row's page: its request's page holding its position, and the offset there
+        seq_pos = tl.load(csr_pos_ptr + token).to(tl.int64)
+        page_at = tl.load(csr_indptr_ptr + tl.load(csr_batch_ptr + token)).to(tl.int64) + seq_pos // block_size
+        slot = tl.load(csr_indices_ptr + page_at).to(tl.int64) * block_size + seq_pos % block_size
+    else:
+        slot = tl.load(slot_ptr + token).to(tl.int64)
     h_begin = tl.program_id(1) * heads_per_program
     h_end = tl.minimum(h_begin + heads_per_program, num_heads)
     if slot >= 0:  # slot < 0: padding, skipped

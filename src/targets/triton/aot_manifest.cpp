@@ -167,6 +167,11 @@ std::optional<ArgValue> argument(const std::string& name, const KvAppendParams& 
   if (name == "rope_stride_token") return integer(p.rope_stride_token);
   if (name == "rope_stride_head") return integer(p.rope_stride_head);
   if (name == "rope_dim") return integer(p.rope_dim);
+  if (name == "csr") return integer(p.csr_batch_indices != nullptr ? 1 : 0);
+  if (name == "csr_batch_ptr") return pointer(p.csr_batch_indices);
+  if (name == "csr_pos_ptr") return pointer(p.csr_positions);
+  if (name == "csr_indices_ptr") return pointer(p.csr_kv_indices);
+  if (name == "csr_indptr_ptr") return pointer(p.csr_kv_indptr);
   return std::nullopt;
 }
 

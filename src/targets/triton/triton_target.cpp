@@ -56,7 +56,6 @@ class TritonTarget final : public Target {
         "exact",
         true,
     };
-    info_.capabilities = triton_kernel_capabilities();
   }
 
   const TargetInfo& info() const override { return info_; }
