@@ -413,6 +413,10 @@ class AppendArgs(ctypes.Structure):
         ("kv_indptr", ctypes.c_void_p),
         ("kv_last_page_len", ctypes.c_void_p),
         ("batch_size", ctypes.c_int32),
+        ("window", ctypes.c_int32),
+        ("window_size", ctypes.c_int64), ("window_sinks", ctypes.c_int64),
+        ("window_positions", ctypes.c_void_p),
+        ("window_seq_lens", ctypes.c_void_p),
     ]
 
 

@@ -24,7 +24,8 @@
  * kvfz_capabilities.padding_modes, kvfz_append_args.padding; a plugin that declares none is sent
  * negative padding only) and the addressing (kvfz_addressing: slot_mapping or FlashInfer's CSR;
  * kvfz_capabilities.addressings, kvfz_append_args.addressing and the CSR arrays; a plugin that
- * declares none is sent slot_mapping cases only). Structs carry
+ * declares none is sent slot_mapping cases only), and ring caches (kvfz_window, kvfz_capabilities.windows,
+ * the kvfz_append_args fields from `window` on; a plugin that declares none is sent no ring). Structs carry
  * their size in struct_size so that fields can be appended within a version: kvfuzz zero-fills the
  * structs it passes and sets struct_size to the size it was compiled with, so a field a plugin does
  * not know stays 0 (which always means "as before"), and a plugin writes an appended field only when
@@ -92,6 +93,22 @@ typedef enum kvfz_addressing {
   KVFZ_ADDRESSING_SLOT_MAPPING = 0,
   KVFZ_ADDRESSING_CSR = 1
 } kvfz_addressing;
+
+/* Sliding-window ring caches (appended in v2 with the serving conventions). A request keeps
+ * window_sinks sink positions and a window of window_size - window_sinks further ones: position p
+ * lives at ring index p (p < sinks) or sinks + (p - sinks) mod (size - sinks) of its pages, and a
+ * token of this call that is already outside the window (p >= sinks and p < len - (size - sinks),
+ * len its request's length after the call) is not written. NONE: no window (the contract above).
+ * SLOT_MAPPING: slot_mapping already holds -1 for such tokens and each other token's ring slot; the
+ * kernel follows slot_mapping as always. POSITIONS: every token's slot_mapping entry is its ring
+ * slot (an evicted token shares it with a later one), window_positions[t] is row t's position and
+ * window_seq_lens[t] its request's length (int32; -1 and 0 for padding and invalid rows), and the
+ * kernel skips the evicted tokens itself. */
+typedef enum kvfz_window {
+  KVFZ_WINDOW_NONE = 0,
+  KVFZ_WINDOW_SLOT_MAPPING = 1,
+  KVFZ_WINDOW_POSITIONS = 2
+} kvfz_window;
 
 /* Element types. Inputs are F16/BF16/F32; caches may also be FP8_E4M3, FP8_E5M2 or INT8
  * (quantised: scale_kind != KVFZ_SCALE_NONE). */
@@ -216,6 +233,10 @@ typedef struct kvfz_append_args {
   const int32_t* kv_indptr;        /* CSR: [batch_size + 1] */
   const int32_t* kv_last_page_len; /* CSR: [batch_size] */
   int32_t batch_size;              /* CSR: requests */
+  int32_t window;                  /* kvfz_window */
+  int64_t window_size, window_sinks;      /* a ring: W and S; 0 for NONE */
+  const int32_t* window_positions; /* POSITIONS: [num_slots]; else NULL */
+  const int32_t* window_seq_lens;  /* POSITIONS: [num_slots]; else NULL */
 } kvfz_append_args;
 
 /* What the kernel supports. kvfuzz zero-fills the struct and sets struct_size before the query. */
@@ -252,6 +273,9 @@ typedef struct kvfz_capabilities {
    * kvfz_addressing of the call conventions the kernel accepts; 0 = SLOT_MAPPING only. A kernel
    * that takes CSR alone declares 1u << KVFZ_ADDRESSING_CSR. */
   uint32_t addressings;
+  /* Appended in v2 (write only if KVFZ_HAS_FIELD(caps, kvfz_capabilities, windows)): bits 1u <<
+   * kvfz_window of the ring conventions the kernel takes; 0 = NONE only (no ring cases). */
+  uint32_t windows;
 } kvfz_capabilities;
 
 /* Exported by every plugin (visibility default, C linkage). The declarations carry

@@ -33,7 +33,7 @@ done
 read -r -a kernel_flags <<<"$flags"
 common=(-std=c++20 -DKVFUZZ_VERSION="\"$version\"" -isystem "$src/src/libfuzzer/cuda_host" -I "$src/src")
 
-harness=(case/case_json case/csr case/placement case/types case/validate gen/materialize golden/convert golden/golden golden/payload
+harness=(case/case_json case/csr case/placement case/window case/types case/validate gen/materialize golden/convert golden/golden golden/payload
          arena/arena arena/decode arena/diff arena/finding arena/windows campaign/signature libfuzzer/kvfuzz_libfuzzer)
 mkdir -p "$work/harness" "$work/kernel"
 objects=()

@@ -108,6 +108,15 @@ struct KvAppendParams {
   const int32_t* csr_kv_indptr = nullptr;
   const int32_t* csr_kv_last_page_len = nullptr;
   int32_t csr_batch_size = 0;
+
+  // A sliding-window ring whose kernel applies the window (src/case/window.h, input positions):
+  // row t is the token at position window_positions[t] of a request of length window_seq_lens[t]
+  // after this call; a token already outside the window (p >= sinks, p < len - (size - sinks)) is
+  // not written. nullptr: slot_mapping says everything.
+  const int32_t* window_positions = nullptr;
+  const int32_t* window_seq_lens = nullptr;
+  int64_t window_size = 0;
+  int64_t window_sinks = 0;
 };
 
 
@@ -593,11 +602,18 @@ KVF_HD int64_t csr_slot(const KvAppendParams& p, int64_t t) {
   return page * p.cache.block_size + pos % p.cache.block_size;
 }
 
+// Whether row t's token is already outside its request's window (window_positions set).
+KVF_HD bool outside_window(const KvAppendParams& p, int64_t t) {
+  const int64_t pos = p.window_positions[t];
+  return pos >= p.window_sinks && pos < p.window_seq_lens[t] - (p.window_size - p.window_sinks);
+}
+
 template <typename InT, typename CacheT, typename SlotT, bool kFields>
 KVF_HD void kv_append_thread(const KvAppendParams& p, int64_t cta, int thread, int threads) {
   const int64_t token = cta;
   const int64_t slot = p.csr_batch_indices != nullptr ? csr_slot(p, token) : load_slot<SlotT>(p.slot_mapping, token);
   if (slot < 0) return;  // padding
+  if (p.window_positions != nullptr && outside_window(p, token)) return;  // evicted by this call's later tokens
   if (slot >= cache_capacity(p.cache)) {
     if (thread == 0) count_invalid_slot(p.invalid_slots);
     return;

@@ -55,7 +55,7 @@ def signature(kernel, in_dtype, cache_dtype, slot_type, constexprs):
                 "k_cache_ptr": ELEMENT[cache_dtype], "v_cache_ptr": ELEMENT[cache_dtype],
                 "k_scale_ptr": "fp32", "v_scale_ptr": "fp32", "invalid_slots_ptr": "i64",
                 "rope_ptr": ELEMENT[in_dtype], "csr_batch_ptr": "i32", "csr_pos_ptr": "i32",
-                "csr_indices_ptr": "i32", "csr_indptr_ptr": "i32"}
+                "csr_indices_ptr": "i32", "csr_indptr_ptr": "i32", "window_pos_ptr": "i32", "window_len_ptr": "i32"}
     sig = {}
     for name in kernel.arg_names:
         if name in constexprs:

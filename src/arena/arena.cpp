@@ -17,6 +17,7 @@
 #include "arena/windows.h"
 #include "case/csr.h"
 #include "case/placement.h"
+#include "case/window.h"
 #include "golden/payload.h"
 
 namespace kvf {
@@ -60,9 +61,12 @@ ArenaLayout plan_arena(const Case& c) {
   l.guard_bytes = round_up(std::clamp<int64_t>(block_span, 4096, int64_t{1} << 20), kAlign, "guard band");
 
   l.input_bytes = checked_mul(require_non_negative(c.input_buffer_elems, "input_buffer_elems"), in_size, "input buffer");
-  // slot_mapping, or (CSR addressing) the CSR arrays the kernel reads instead (case/csr.h).
+  // slot_mapping, or (CSR addressing) the CSR arrays the kernel reads instead (case/csr.h), or (a
+  // ring with window input positions) slot_mapping, then each row's position and its request's
+  // length (case/window.h), all int32.
   l.slots_bytes = c.addressing == Addressing::csr ? checked_mul(csr_arrays(c).size(), 4, "CSR arrays")
-                                                  : checked_mul(c.num_slots(), slot_size, "slot_mapping");
+                  : c.window_input == WindowInput::positions ? checked_mul(c.num_slots(), 3 * 4, "slot_mapping and window rows")
+                                                             : checked_mul(c.num_slots(), slot_size, "slot_mapping");
   l.cache_bytes = checked_mul(require_non_negative(c.cache_buffer_elems, "cache_buffer_elems"), cache_size, "cache buffer");
   const int64_t scale_count = static_scale_count(c.scale_kind, c.num_heads, c.cache.num_blocks);
   l.scales_bytes = checked_mul(checked_mul(require_non_negative(scale_count, "static scale count"), c.num_fields(), "static scales"), 4,
@@ -229,6 +233,15 @@ CacheCell CacheLocator::cell(bool is_value, int64_t block, int64_t pos, int64_t 
   const Request& r = c_.requests[static_cast<size_t>(o.request)];
   cell.request = o.request;
   cell.token = o.logical * shape_.g.block_size + pos;
+  if (c_.has_window()) {
+    // A ring (window.h): the cell is ring index `token`; it holds the latest position that maps to it
+    // and stays in the window, written by this call if that position is one of its tokens.
+    const Window w = window_of(c_);
+    const int64_t held = w.held(cell.token, r.context_len + r.new_len);
+    cell.role = held < 0 ? CacheCell::Role::tail : held >= r.context_len ? CacheCell::Role::new_token : CacheCell::Role::context;
+    if (held >= 0) cell.token = held;
+    return cell;
+  }
   const auto& explicit_positions = positions_[static_cast<size_t>(o.request)];
   if (cell.token < r.context_len) {
     cell.role = CacheCell::Role::context;
@@ -347,6 +360,13 @@ void fill_all_but_cache(const Case& c, Arena& a) {
     const int64_t s = c.slot_mapping[static_cast<size_t>(i)];
     const uint64_t bits = slot_size == 4 ? static_cast<uint32_t>(static_cast<int32_t>(s)) : static_cast<uint64_t>(s);
     store_elem(a.slots(), i, slot_size, bits);
+  }
+  if (c.window_input == WindowInput::positions) {
+    const WindowRows rows = window_rows(c);
+    for (int64_t i = 0; i < c.num_slots(); ++i) {
+      store_elem(a.slots(), c.num_slots() + i, 4, static_cast<uint32_t>(rows.position[static_cast<size_t>(i)]));
+      store_elem(a.slots(), 2 * c.num_slots() + i, 4, static_cast<uint32_t>(rows.seq_len[static_cast<size_t>(i)]));
+    }
   }
   // The guard band right after slot_mapping reads as slot 0 (zero bytes) instead of -1 (0xFF): a
   // kernel that reads slot_mapping past its end (grid sized by key rows, bug B8) then writes a

@@ -433,8 +433,11 @@ class Differ {
     const int size = csr ? 4 : index_type_size(c_.slot_dtype);
     Group& g = group(GroupKey{FindingKind::input_modified, Victim::slot_mapping, Writer::kernel, -1, -1}, [&](Group& ng) {
       const uint64_t exp = load_elem(expected_.slots(), i, size);
-      const std::string what = csr ? "CSR input " + csr_element_name(csr_arrays(c_), i)
-                                   : "slot_mapping entry " + num(i) + " (" + num(c_.slot_mapping[static_cast<size_t>(i)]) + ")";
+      const int64_t t = c_.num_slots();
+      const std::string what = csr    ? "CSR input " + csr_element_name(csr_arrays(c_), i)
+                               : i >= 2 * t ? "window input seq_lens[" + num(i - 2 * t) + "]"  // a ring's rows (case/window.h)
+                               : i >= t     ? "window input positions[" + num(i - t) + "]"
+                                            : "slot_mapping entry " + num(i) + " (" + num(c_.slot_mapping[static_cast<size_t>(i)]) + ")";
       ng.example = what + ": expected " + hex_bits(exp, size) + ", found " + hex_bits(load_elem(actual_.slots(), i, size), size);
     });
     g.elem.add(i);

@@ -33,6 +33,7 @@ std::vector<std::string> feature_buckets(const Case& c) {
   add("format", format_family(c));
   add("padding", std::string(to_string(c.padding)));
   add("addressing", std::string(to_string(c.addressing)));
+  add("window", std::string(to_string(c.window_input)));
   add("layout", std::string(to_string(c.layout)));
   add("input_dtype", std::string(to_string(c.input_dtype)));
   add("cache_dtype", std::string(to_string(c.cache_dtype)));

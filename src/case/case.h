@@ -115,6 +115,13 @@ struct Case {
   PaddingMode padding = PaddingMode::negative;  // sink: padding rows carry slot 0, whose contents are unconstrained
   Addressing addressing = Addressing::slot_mapping;  // csr: the kernel gets CSR arrays (case/csr.h) instead of
                                                      // slot_mapping, which stays the case's truth (every entry valid)
+  // A sliding-window ring cache (case/window.h): each request keeps its first window_sinks positions
+  // and the last window_size - window_sinks, position p >= sinks at ring index
+  // sinks + (p - sinks) mod (size - sinks) of its block table. window_input none: no window.
+  WindowInput window_input = WindowInput::none;
+  int64_t window_size = 0;   // W >= 1
+  int64_t window_sinks = 0;  // S in [0, W)
+  bool has_window() const { return window_input != WindowInput::none; }
 
   // cache
   Layout layout = Layout::paged_nhd;

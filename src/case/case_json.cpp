@@ -474,9 +474,18 @@ void read_serving(const Reader& rd, const json& j, Case& c) {
   require_v2(rd, j, "/serving", "serving");
   const std::string p = "/serving";
   const json& s = Reader::at(j, "serving");
-  rd.expect_keys(s, p, {}, {"padding", "addressing"});
+  rd.expect_keys(s, p, {}, {"padding", "addressing", "window"});
   if (s.contains("padding")) c.padding = rd.enum_field<PaddingMode>(s, p, "padding", padding_mode_from_string, "padding mode");
   if (s.contains("addressing")) c.addressing = rd.enum_field<Addressing>(s, p, "addressing", addressing_from_string, "addressing");
+  if (s.contains("window")) {
+    const std::string wp = p + "/window";
+    const json& w = Reader::at(s, "window");
+    rd.expect_keys(w, wp, {"size", "sinks", "input"});
+    c.window_size = rd.int64_field(w, wp, "size");
+    c.window_sinks = rd.int64_field(w, wp, "sinks");
+    c.window_input = rd.enum_field<WindowInput>(w, wp, "input", window_input_from_string, "window input");
+    if (c.window_input == WindowInput::none) rd.fail(wp + "/input", "expected \"slot_mapping\" or \"positions\"; leave out \"window\" for no window");
+  }
 }
 
 // v2's "format": the family and what it adds (docs/corpus-format.md); absent: family kv. V's
@@ -595,7 +604,7 @@ Genotype read_genotype(const Reader& rd, const json& j) {
                         "invalid_slots", "extra_input_rows", "spare_blocks", "irregular", "dist", "scale_kind",
                         "scale_dist", "layout_seed"},
                  {"gapped_strides", "misaligned_bases", "kv_views", "family", "value_head_dim", "rope_dim", "scattered_positions",
-                  "shared_prefix_blocks", "padding", "addressing"});
+                  "shared_prefix_blocks", "padding", "addressing", "window_input", "window_size", "window_sinks"});
   Genotype g;
   g.layout = read_layout(rd, s, p, "layout");
   g.block_size = rd.int32_field(s, p, "block_size");
@@ -636,6 +645,11 @@ Genotype read_genotype(const Reader& rd, const json& j) {
                                     : PaddingMode::negative;
   g.addressing = s.contains("addressing") ? rd.enum_field<Addressing>(s, p, "addressing", addressing_from_string, "addressing")
                                           : Addressing::slot_mapping;
+  g.window_input = s.contains("window_input")
+                       ? rd.enum_field<WindowInput>(s, p, "window_input", window_input_from_string, "window input")
+                       : WindowInput::none;
+  g.window_size = s.contains("window_size") ? rd.int32_field(s, p, "window_size") : 0;
+  g.window_sinks = s.contains("window_sinks") ? rd.int32_field(s, p, "window_sinks") : 0;
   g.dist = read_dist(rd, s, p, "dist");
   g.scale_kind = read_scale_kind(rd, s, p, "scale_kind");
   g.scale_dist = read_scale_dist(rd, s, p, "scale_dist");
@@ -704,7 +718,8 @@ json parse_json_strict(std::string_view text, const std::string& file) {
 }
 
 int case_schema_version(const Case& c) {
-  if (c.family != Family::kv || c.padding != PaddingMode::negative || c.addressing != Addressing::slot_mapping) return 2;
+  if (c.family != Family::kv || c.padding != PaddingMode::negative || c.addressing != Addressing::slot_mapping || c.has_window())
+    return 2;
   std::set<int64_t> seen;  // a block in two tables: a shared prefix block
   for (const Request& r : c.requests) {
     if (!consecutive_positions(r)) return 2;
@@ -712,7 +727,8 @@ int case_schema_version(const Case& c) {
       if (!seen.insert(b).second) return 2;
   }
   if (c.genotype && (c.genotype->family != Family::kv || c.genotype->scattered_positions || c.genotype->shared_prefix_blocks != 0 ||
-                     c.genotype->padding != PaddingMode::negative || c.genotype->addressing != Addressing::slot_mapping))
+                     c.genotype->padding != PaddingMode::negative || c.genotype->addressing != Addressing::slot_mapping ||
+                     c.genotype->window_input != WindowInput::none))
     return 2;
   return 1;
 }
@@ -736,6 +752,8 @@ json case_to_json(const Case& c) {
   }
   if (c.padding != PaddingMode::negative) j["serving"]["padding"] = to_string(c.padding);
   if (c.addressing != Addressing::slot_mapping) j["serving"]["addressing"] = to_string(c.addressing);
+  if (c.has_window())
+    j["serving"]["window"] = {{"size", c.window_size}, {"sinks", c.window_sinks}, {"input", to_string(c.window_input)}};
   j["shape"] = {{"num_heads", c.num_heads},
                 {"head_dim", c.head_dim},
                 {"num_q_heads", c.num_q_heads},
@@ -769,7 +787,9 @@ json case_to_json(const Case& c) {
   for (const Request& r : c.requests) {
     json q = {{"context_len", r.context_len}, {"new_len", r.new_len}, {"blocks", r.blocks}};
     // Left out for consecutive placement, so that files and hashes from before `positions` stay.
-    if (!consecutive_positions(r)) q["positions"] = r.positions;
+    // A ring with positions input keeps even a shuffled consecutive order: its rows' slots collide,
+    // so they do not say which row is which token (window.h).
+    if (!consecutive_positions(r) || (c.window_input == WindowInput::positions && !r.positions.empty())) q["positions"] = r.positions;
     requests.push_back(std::move(q));
   }
   j["requests"] = std::move(requests);
@@ -820,6 +840,11 @@ json case_to_json(const Case& c) {
     if (g.shared_prefix_blocks != 0) j["genotype"]["shared_prefix_blocks"] = g.shared_prefix_blocks;
     if (g.padding != PaddingMode::negative) j["genotype"]["padding"] = to_string(g.padding);
     if (g.addressing != Addressing::slot_mapping) j["genotype"]["addressing"] = to_string(g.addressing);
+    if (g.window_input != WindowInput::none) {
+      j["genotype"]["window_input"] = to_string(g.window_input);
+      j["genotype"]["window_size"] = g.window_size;
+      j["genotype"]["window_sinks"] = g.window_sinks;
+    }
   }
   return j;
 }

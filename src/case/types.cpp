@@ -86,6 +86,12 @@ constexpr NameTable<Addressing, 2> kAddressingNames{{
     {Addressing::csr, "csr"},
 }};
 
+constexpr NameTable<WindowInput, 3> kWindowInputNames{{
+    {WindowInput::none, "none"},
+    {WindowInput::slot_mapping, "slot_mapping"},
+    {WindowInput::positions, "positions"},
+}};
+
 // "?" for a value outside the enumeration (a corrupted or hand-cast value); never crashes.
 template <typename E, size_t N>
 std::string_view name_of(const NameTable<E, N>& table, E value) {
@@ -122,6 +128,7 @@ template <> std::string quoted_names<KvViews>() { return quote_all(kKvViewsNames
 template <> std::string quoted_names<Family>() { return quote_all(kFamilyNames); }
 template <> std::string quoted_names<PaddingMode>() { return quote_all(kPaddingModeNames); }
 template <> std::string quoted_names<Addressing>() { return quote_all(kAddressingNames); }
+template <> std::string quoted_names<WindowInput>() { return quote_all(kWindowInputNames); }
 
 std::string_view to_string(DType t) { return name_of(kDTypeNames, t); }
 std::string_view to_string(IndexType t) { return name_of(kIndexTypeNames, t); }
@@ -133,6 +140,7 @@ std::string_view to_string(KvViews v) { return name_of(kKvViewsNames, v); }
 std::string_view to_string(Family f) { return name_of(kFamilyNames, f); }
 std::string_view to_string(PaddingMode m) { return name_of(kPaddingModeNames, m); }
 std::string_view to_string(Addressing a) { return name_of(kAddressingNames, a); }
+std::string_view to_string(WindowInput w) { return name_of(kWindowInputNames, w); }
 
 std::optional<DType> dtype_from_string(std::string_view s) { return value_of(kDTypeNames, s); }
 std::optional<IndexType> index_type_from_string(std::string_view s) { return value_of(kIndexTypeNames, s); }
@@ -144,6 +152,7 @@ std::optional<KvViews> kv_views_from_string(std::string_view s) { return value_o
 std::optional<Family> family_from_string(std::string_view s) { return value_of(kFamilyNames, s); }
 std::optional<PaddingMode> padding_mode_from_string(std::string_view s) { return value_of(kPaddingModeNames, s); }
 std::optional<Addressing> addressing_from_string(std::string_view s) { return value_of(kAddressingNames, s); }
+std::optional<WindowInput> window_input_from_string(std::string_view s) { return value_of(kWindowInputNames, s); }
 
 bool is_quantized(DType t) { return t == DType::fp8_e4m3 || t == DType::fp8_e5m2 || t == DType::int8; }
 

@@ -47,6 +47,15 @@ enum class Addressing : uint8_t {
                  // kv_last_page_len; case/csr.h), no slot_mapping: no padding and no invalid rows
 };
 
+// Whether the cache is a sliding-window ring, and who applies the window (docs/contract.md,
+// "Serving conventions").
+enum class WindowInput : uint8_t {
+  none,          // no window: the cache keeps every position (the default contract)
+  slot_mapping,  // a ring; the caller's slot_mapping already marks tokens outside the window with -1
+  positions,     // a ring; every token has its ring slot, and the kernel gets each row's position and
+                 // its request's length and skips the tokens already outside the window itself
+};
+
 // Distribution of the payload values written into key/value rows (golden/payload.h).
 enum class ValueDist : uint8_t {
   finite,    // finite values of every exponent, both signs
@@ -86,6 +95,7 @@ std::string_view to_string(KvViews v);
 std::string_view to_string(Family f);
 std::string_view to_string(PaddingMode m);
 std::string_view to_string(Addressing a);
+std::string_view to_string(WindowInput w);
 std::optional<DType> dtype_from_string(std::string_view s);
 std::optional<IndexType> index_type_from_string(std::string_view s);
 std::optional<Layout> layout_from_string(std::string_view s);
@@ -96,6 +106,7 @@ std::optional<KvViews> kv_views_from_string(std::string_view s);
 std::optional<Family> family_from_string(std::string_view s);
 std::optional<PaddingMode> padding_mode_from_string(std::string_view s);
 std::optional<Addressing> addressing_from_string(std::string_view s);
+std::optional<WindowInput> window_input_from_string(std::string_view s);
 // Every name of enumeration E in declaration order, quoted and comma-separated ("\"i32\", \"i64\""),
 // for "expected one of ..." messages; read from the same tables as to_string.
 template <typename E>

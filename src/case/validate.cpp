@@ -10,11 +10,13 @@
 #include <algorithm>
 #include <cstdio>
 #include <limits>
+#include <map>
 #include <string>
 #include <tuple>
 #include <utility>
 
 #include "placement.h"
+#include "window.h"
 
 namespace kvf {
 namespace {
@@ -666,11 +668,24 @@ RequestsResult check_requests(const Case& c, bool cache_ok, Checker& ck) {
       }
     }
     if (!lens_ok) continue;
-    if (!q.positions.empty()) {  // explicit placement: its own checks cover the block table's size
+    if (!q.positions.empty() && c.has_window()) {  // a ring: a row order of its consecutive new positions
+      std::vector<int64_t> sorted = q.positions;
+      std::sort(sorted.begin(), sorted.end());
+      bool consecutive = static_cast<int64_t>(sorted.size()) == q.new_len;
+      for (size_t i = 0; consecutive && i < sorted.size(); ++i) consecutive = sorted[i] == q.context_len + static_cast<int64_t>(i);
+      if (!consecutive) {
+        ck.add(base + "/positions", "a ring cache's request (/serving/window) appends the consecutive positions context_len .. "
+                                    "context_len + new_len - 1 (" + std::to_string(q.context_len) + " .. " +
+                                    std::to_string(q.context_len + q.new_len - 1) + "), in any row order");
+        ok = false;
+        continue;
+      }
+    } else if (!q.positions.empty()) {  // explicit placement: its own checks cover the block table's size
       ok &= check_positions(q, base, g.block_size, ck);
       continue;
     }
-    const i128 tokens = i128{q.context_len} + q.new_len;
+    i128 tokens = i128{q.context_len} + q.new_len;
+    if (c.has_window() && c.window_size > 0 && tokens > c.window_size) tokens = c.window_size;  // a ring holds W slots at most
     const i128 needed = (tokens + g.block_size - 1) / g.block_size;
     if (i128(q.blocks.size()) < needed) {
       ck.add(base + "/blocks", "context_len + new_len = " + str(tokens) + " tokens need " + str(needed) +
@@ -699,6 +714,12 @@ RequestsResult check_requests(const Case& c, bool cache_ok, Checker& ck) {
       ok = false;
       continue;
     }
+    if (c.has_window()) {  // a ring is rewritten in place: no block of it may be another request's
+      ck.add(again_path, "block " + std::to_string(again.block) + " is also in " + first_path +
+                             "; a ring cache's (/serving/window) blocks belong to one request each");
+      ok = false;
+      continue;
+    }
     for (const size_t at : {i - 1, i}) {
       const BlockRef* ref = &result.by_block[at];
       const Request& q = c.requests[ref->request];
@@ -720,6 +741,82 @@ RequestsResult check_requests(const Case& c, bool cache_ok, Checker& ck) {
   return result;
 }
 
+// slot_mapping of a ring case (window.h) against the positional contract: with input slot_mapping,
+// each token of this call that stays in the window at its ring slot exactly once and no other slot
+// of a request; with input positions, each request's rows at the ring slots of its positions, in
+// order. Padding and invalid rows as in the default contract.
+void check_window_slots(const Case& c, const RequestsResult& req, Checker& ck) {
+  const Window w = window_of(c);
+  if (w.size < 1 || w.sinks < 0 || w.sinks >= w.size) return;  // reported by check_bookkeeping
+  const int64_t bs = c.cache.block_size, capacity = c.capacity();
+  std::map<int64_t, std::pair<size_t, int64_t>> owner;  // block -> (request, logical index)
+  for (const BlockRef& b : req.by_block) owner.emplace(b.block, std::make_pair(b.request, static_cast<int64_t>(b.logical)));
+  std::vector<std::vector<int64_t>> positions(c.requests.size());
+  for (size_t r = 0; r < c.requests.size(); ++r) positions[r] = new_positions(c.requests[r]);
+  const bool by_positions = c.window_input == WindowInput::positions;
+  std::vector<size_t> next(c.requests.size(), 0);
+  std::vector<std::map<int64_t, int64_t>> seen(c.requests.size());  // ring index -> row (input slot_mapping)
+  for (int64_t t = 0; t < c.num_slots(); ++t) {
+    const int64_t s = c.slot_mapping[static_cast<size_t>(t)];
+    if (s < 0 || s >= capacity) continue;
+    const std::string path = index_path("/slot_mapping", static_cast<size_t>(t));
+    const auto it = owner.find(s / bs);
+    if (it == owner.end()) {
+      ck.add(path, "slot " + std::to_string(s) + " is in a free block; expected a ring slot of a request's token, a negative "
+                                                 "padding value or a value >= capacity " + std::to_string(capacity));
+      continue;
+    }
+    const size_t r = it->second.first;
+    const Request& q = c.requests[r];
+    const int64_t i = it->second.second * bs + s % bs;  // the slot's ring index
+    const std::string who = "request " + std::to_string(r);
+    const int64_t len = q.context_len + q.new_len;
+    if (by_positions) {
+      const size_t k = next[r]++;
+      if (k >= positions[r].size()) {
+        ck.add(path, "slot " + std::to_string(s) + " is a row of " + who + " beyond its " + std::to_string(q.new_len) +
+                         " new tokens; with window input positions every token has exactly one row, at its ring slot");
+        continue;
+      }
+      const int64_t p = positions[r][k], want = w.index(p);
+      if (i != want)
+        ck.add(path, "row " + std::to_string(k) + " of " + who + " is its token at position " + std::to_string(p) +
+                         ", whose ring index is " + std::to_string(want) + " (window " + std::to_string(w.size) + ", sinks " +
+                         std::to_string(w.sinks) + "), but slot " + std::to_string(s) + " is ring index " + std::to_string(i));
+      continue;
+    }
+    const int64_t p = w.held(i, len);  // the position ring index i holds after the call
+    if (p < q.context_len) {
+      ck.add(path, "slot " + std::to_string(s) + " is ring index " + std::to_string(i) + " of " + who + ", which " +
+                       (p < 0 ? std::string("no position reaches") : "holds its context position " + std::to_string(p)) +
+                       " after this call; expected only the ring slots of this call's tokens that stay in the window");
+      continue;
+    }
+    const auto [at, fresh] = seen[r].emplace(i, t);
+    if (!fresh)
+      ck.add(path, "slot " + std::to_string(s) + ", " + who + "'s token at position " + std::to_string(p) +
+                       ", appears twice: also at /slot_mapping/" + std::to_string(at->second));
+  }
+  for (size_t r = 0; r < c.requests.size(); ++r) {
+    const Request& q = c.requests[r];
+    const int64_t len = q.context_len + q.new_len;
+    if (by_positions) {
+      if (static_cast<int64_t>(next[r]) < q.new_len)
+        ck.add("/slot_mapping", "request " + std::to_string(r) + " has " + std::to_string(next[r]) + " rows but " +
+                                    std::to_string(q.new_len) + " new tokens; with window input positions every token has a row");
+      continue;
+    }
+    for (int64_t p = q.context_len; p < len; ++p) {
+      if (!w.kept(p, len) || seen[r].count(w.index(p)) != 0) continue;
+      const int64_t i = w.index(p);
+      ck.add("/slot_mapping", "ring slot " +
+                                  std::to_string(q.blocks[static_cast<size_t>(i / bs)] * bs + i % bs) + " of request " +
+                                  std::to_string(r) + "'s token at position " + std::to_string(p) +
+                                  ", which stays in the window, is missing; each such token must appear exactly once");
+    }
+  }
+}
+
 void check_slots(const Case& c, const RequestsResult& req, Checker& ck) {
   const int64_t num_slots = c.num_slots();
   if (num_slots > ck.limits().max_slots) {
@@ -737,6 +834,10 @@ void check_slots(const Case& c, const RequestsResult& req, Checker& ck) {
     }
   }
   if (!req.ok) return;  // slots are matched against valid block tables only
+  if (c.has_window()) {
+    check_window_slots(c, req, ck);
+    return;
+  }
 
   // Index of each request's first new token in `seen`: new tokens of all requests, in order.
   std::vector<int64_t> first_new(c.requests.size() + 1, 0);
@@ -855,6 +956,17 @@ void check_bookkeeping(const Case& c, Checker& ck) {
   ck.known("/payload/dist", c.dist, "value distribution");
   if (ck.known("/serving/padding", c.padding, "padding mode") && c.padding == PaddingMode::sink && c.capacity() < 1)
     ck.add("/serving/padding", "the sink slot 0 needs a cache of at least one slot (num_blocks and block_size >= 1)");
+  if (ck.known("/serving/window/input", c.window_input, "window input") && c.has_window()) {
+    const std::string p = "/serving/window";
+    if (c.window_size < 1) ck.add(p + "/size", "expected a window of at least 1 position, got " + std::to_string(c.window_size));
+    if (c.window_sinks < 0 || c.window_sinks >= std::max<int64_t>(c.window_size, 1))
+      ck.add(p + "/sinks", "expected sinks in [0, size - 1] (" + std::to_string(c.window_size - 1) + "), got " +
+                               std::to_string(c.window_sinks));
+    if (c.padding != PaddingMode::negative) ck.add("/serving/padding", "a ring cache (/serving/window) takes negative padding only");
+    if (c.addressing != Addressing::slot_mapping) ck.add("/serving/addressing", "a ring cache (/serving/window) is addressed by slot_mapping");
+    if (c.window_input == WindowInput::positions && c.slot_dtype != IndexType::i32)
+      ck.add("/shape/slot_dtype", "a ring cache with window input positions passes int32 positions beside slot_mapping: expected \"i32\"");
+  }
   if (ck.known("/serving/addressing", c.addressing, "addressing") && c.addressing == Addressing::csr) {
     if (c.padding != PaddingMode::negative)
       ck.add("/serving/padding", "a CSR call (/serving/addressing) has no padding rows; the sink is a slot_mapping convention");
@@ -910,6 +1022,10 @@ void check_genotype(const Genotype& g, Checker& ck) {
   ok &= ck.at_least("/genotype/shared_prefix_blocks", g.shared_prefix_blocks, 0);
   ck.known("/genotype/padding", g.padding, "padding mode");
   ck.known("/genotype/addressing", g.addressing, "addressing");
+  if (ck.known("/genotype/window_input", g.window_input, "window input") && g.window_input != WindowInput::none) {
+    ok &= ck.at_least("/genotype/window_size", g.window_size, 1);
+    ok &= ck.in_range("/genotype/window_sinks", g.window_sinks, 0, std::max<int64_t>(0, g.window_size - 1));
+  }
   if (static_cast<int64_t>(g.requests.size()) > lim.max_requests) {
     ck.add("/genotype/requests", std::to_string(g.requests.size()) + " requests; the limit is " +
                                      std::to_string(lim.max_requests));

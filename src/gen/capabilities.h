@@ -39,6 +39,7 @@ struct Capabilities {
   uint32_t families = ~0u;      // bits 1 << Family (kv, kv_split, k_only, mla)
   uint32_t padding_modes = ~0u; // bits 1 << PaddingMode (negative, sink)
   uint32_t addressings = ~0u;   // bits 1 << Addressing (slot_mapping, csr)
+  uint32_t windows = ~0u;       // bits 1 << WindowInput (none, slot_mapping, positions): ring caches
   bool fused_qkv = true;            // key/value as views into one fused QKV row
   bool strided_input = true;        // input head/row strides other than dense
   bool padded_cache = true;         // cache (and scale cache) strides other than the layout's dense ones
@@ -80,9 +81,16 @@ inline uint32_t undeclared_python_padding_modes() { return 1u << static_cast<uns
 // Python calling convention has no CSR arrays yet).
 inline uint32_t python_addressings() { return 1u << static_cast<unsigned>(Addressing::slot_mapping); }
 
+// The ring caches a Python function target receives: none with positions input (the Python
+// calling convention has no window arguments yet); rings whose slot_mapping applies the window only
+// if its declaration's "windows" lists "slot_mapping".
+inline uint32_t undeclared_python_windows() { return 1u << static_cast<unsigned>(WindowInput::none); }
+inline uint32_t python_windows() { return ~(1u << static_cast<unsigned>(WindowInput::positions)); }
+
 // Capabilities from a Python target's declaration, a JSON object whose keys are all optional (a
 // missing key: no restriction) and mirror kvfz_capabilities:
-//   layouts, input_dtypes, cache_dtypes, scale_kinds, slot_dtypes, families, padding_modes, addressings   lists of names ("paged_nhd",
+//   layouts, input_dtypes, cache_dtypes, scale_kinds, slot_dtypes, families, padding_modes, addressings,
+//       windows   lists of names ("paged_nhd",
 //       "f16", "fp8_e4m3", "none" (float caches), "per_tensor", "i32", ...)
 //   features      list of "fused_qkv", "strided_input", "padded_cache", "graph_padding_rows",
 //                 "invalid_slot_counter", "unaligned" (given: exactly these; missing: all)

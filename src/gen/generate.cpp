@@ -219,6 +219,18 @@ void apply_serving(const Profile& p, Genotype& g) {
     g.slot_dtype = IndexType::i32;
     g.tail_padding = g.interleaved_padding = g.invalid_slots = 0;
   }
+  if (rng.percent(p.ring_percent)) {  // a sliding-window ring (case/window.h) of 1 .. the longest sequence
+    int64_t longest = 1;
+    for (const RequestGene& r : g.requests) longest = std::max(longest, r.context_len + r.new_len);
+    g.window_input = pick_weighted(p.window_inputs, rng);
+    g.window_size = static_cast<int32_t>(1 + rng.below(static_cast<uint64_t>(longest)));
+    g.window_sinks = static_cast<int32_t>(rng.below(static_cast<uint64_t>(std::min(g.window_size, 4))));
+    g.padding = PaddingMode::negative;  // a ring takes the default padding, slot_mapping addressing and
+    g.addressing = Addressing::slot_mapping;  // its own blocks, consecutive positions (materialize.cpp
+    g.scattered_positions = false;           // shuffles their row order)
+    g.shared_prefix_blocks = 0;
+    if (g.window_input == WindowInput::positions) g.slot_dtype = IndexType::i32;
+  }
 }
 
 // Free blocks that make each of K and V span at least `min_elems` elements (profile.h

@@ -50,6 +50,9 @@ struct Genotype {
                                      // one (prefix caching; paged layouts only)
   PaddingMode padding = PaddingMode::negative;  // what padding rows carry: a negative slot, or the sink slot 0
   Addressing addressing = Addressing::slot_mapping;  // csr: FlashInfer's CSR arrays (no padding, no invalid rows, i32)
+  WindowInput window_input = WindowInput::none;  // a ring cache (case.h), and who applies the window
+  int32_t window_size = 0;   // W (ring cases)
+  int32_t window_sinks = 0;  // S < W (ring cases)
   uint64_t layout_seed = 0;         // not shrunk: block permutation, gaps, offsets, positions, payload salt
 
   bool operator==(const Genotype&) const = default;

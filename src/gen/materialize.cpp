@@ -16,6 +16,7 @@
 #include <numeric>
 
 #include "../case/placement.h"
+#include "../case/window.h"
 #include "rng.h"
 
 namespace kvf {
@@ -56,7 +57,9 @@ void assign_blocks(const Genotype& g, Case& c) {
     std::fill(need.begin(), need.end(), 1);
   } else {
     for (size_t i = 0; i < n; ++i) {
-      need[i] = (g.requests[i].context_len + g.requests[i].new_len + block_size - 1) / block_size;
+      int64_t len = g.requests[i].context_len + g.requests[i].new_len;
+      if (g.window_input != WindowInput::none) len = std::min<int64_t>(len, g.window_size);  // a ring: W slots at most
+      need[i] = (len + block_size - 1) / block_size;
       if (g.shared_prefix_blocks <= 0 || i == 0) continue;
       donor[i] = static_cast<size_t>(place.below(i));
       shared[i] = std::min<int64_t>({g.shared_prefix_blocks, g.requests[i].context_len / block_size,
@@ -108,6 +111,19 @@ void assign_blocks(const Genotype& g, Case& c) {
 // (0..the slack of its last block or sequence) positions left as holes. The block tables are
 // those of consecutive placement: holes take only slack the table already has.
 void place_tokens(const Genotype& g, Case& c) {
+  if (g.window_input != WindowInput::none) {
+    // A ring's tokens are its consecutive positions; half the requests list them in a shuffled row
+    // order, so that a kernel writing a token already outside the window after the one that
+    // replaced it in the ring shows on an in-order emulator too.
+    SplitMix64 place = stream(g.layout_seed, mix64(kPlaceSalt ^ 0x72696e67ull));  // "ring"
+    for (Request& r : c.requests) {
+      if (r.new_len < 2 || !place.percent(50)) continue;
+      r.positions.resize(static_cast<size_t>(r.new_len));
+      std::iota(r.positions.begin(), r.positions.end(), r.context_len);
+      for (size_t i = r.positions.size() - 1; i > 0; --i) std::swap(r.positions[i], r.positions[place.below(i + 1)]);
+    }
+    return;
+  }
   if (!g.scattered_positions) return;
   SplitMix64 place = stream(g.layout_seed, mix64(kPlaceSalt));
   const int64_t bs = c.cache.block_size;
@@ -390,7 +406,18 @@ std::vector<int64_t> map_slots(const Genotype& g, const Case& c) {
 
   std::vector<int64_t> slots;  // [T] flat slot per row
   for (const Request& r : c.requests)
-    for (const int64_t p : new_positions(r)) slots.push_back(r.blocks[static_cast<size_t>(p / bs)] * bs + p % bs);
+    for (const int64_t p : new_positions(r)) {
+      if (!c.has_window()) {
+        slots.push_back(r.blocks[static_cast<size_t>(p / bs)] * bs + p % bs);
+        continue;
+      }
+      // A ring: the token's ring slot; a token already outside the window is -1 when the caller
+      // applies the window (window.h).
+      const Window w = window_of(c);
+      const int64_t i = w.index(p);
+      const bool skip = c.window_input == WindowInput::slot_mapping && !w.kept(p, r.context_len + r.new_len);
+      slots.push_back(skip ? -1 : r.blocks[static_cast<size_t>(i / bs)] * bs + i % bs);
+    }
 
   // Padding: -1; irregular cases also -2, -capacity, the type's minimum and (i64) -2^32 + s, which
   // a kernel narrowing slots to 32 bits reads as the valid slot s.
@@ -441,12 +468,18 @@ Case materialize(const Genotype& g) {
   c.num_q_heads = g.fused_qkv && g.family != Family::mla ? g.num_heads * g.gqa_ratio : 0;  // an MLA row has no Q
   c.input_dtype = g.input_dtype;
   c.cache_dtype = g.cache_dtype;
-  c.slot_dtype = g.addressing == Addressing::csr ? IndexType::i32 : g.slot_dtype;  // CSR arrays are int32
+  // CSR arrays are int32, and so are a ring's positions beside slot_mapping.
+  c.slot_dtype = g.addressing == Addressing::csr || g.window_input == WindowInput::positions ? IndexType::i32 : g.slot_dtype;
   c.layout = g.layout;
   c.family = g.family;
   c.rope_dim = g.family == Family::mla ? g.rope_dim : 0;
   c.padding = g.padding;
   c.addressing = g.addressing;
+  if (g.window_input != WindowInput::none) {
+    c.window_input = g.window_input;
+    c.window_size = g.window_size;
+    c.window_sinks = g.window_sinks;
+  }
 
   assign_blocks(g, c);
   place_tokens(g, c);

@@ -153,7 +153,7 @@ const std::set<std::string>& profile_keys() {
 // Keys a profile may leave out (profile.h says their defaults).
 const std::set<std::string>& optional_profile_keys() {
   static const std::set<std::string> keys = {"gapped_strides_percent", "misaligned_bases_percent", "kv_views",
-                                             "families", "value_head_dims", "rope_dims", "padding_modes", "addressings",
+                                             "families", "value_head_dims", "rope_dims", "padding_modes", "addressings", "ring_percent", "window_inputs",
                                              "scattered_positions_percent", "shared_prefix_percent",
                                              "max_shared_prefix_blocks", "min_tensor_elements"};
   return keys;
@@ -279,6 +279,14 @@ Profile profile_from_json(const json& j, const ProfileReader& r) {
   p.addressings = j.contains("addressings")
                       ? r.weighted_enum<Addressing>(j.at("addressings"), "/addressings", addressing_from_string, "slot_mapping, csr")
                       : default_profile().addressings;
+  p.ring_percent = j.contains("ring_percent") ? static_cast<int>(r.integer(j.at("ring_percent"), "/ring_percent", 0, 100))
+                                              : default_profile().ring_percent;
+  p.window_inputs = j.contains("window_inputs")
+                        ? r.weighted_enum<WindowInput>(j.at("window_inputs"), "/window_inputs", window_input_from_string,
+                                                       "slot_mapping, positions")
+                        : default_profile().window_inputs;
+  for (const WindowInput w : p.window_inputs.values)
+    if (w == WindowInput::none) r.fail("/window_inputs", "\"none\" is not a ring; ring_percent sets how many cases have one");
   const Profile builtin = default_profile();
   p.scattered_positions_percent =
       j.contains("scattered_positions_percent")
@@ -455,6 +463,8 @@ json profile_to_json(const Profile& p) {
             {"rope_dims", weighted(p.rope_dims)},
             {"padding_modes", weighted(p.padding_modes)},
             {"addressings", weighted(p.addressings)},
+            {"ring_percent", p.ring_percent},
+            {"window_inputs", weighted(p.window_inputs)},
             {"scattered_positions_percent", p.scattered_positions_percent},
             {"shared_prefix_percent", p.shared_prefix_percent},
             {"max_shared_prefix_blocks", p.max_shared_prefix_blocks},
@@ -524,6 +534,8 @@ Profile default_profile() {
   p.rope_dims = {{8, 16, 64}, {1, 1, 1}};
   p.padding_modes = {{PaddingMode::negative}, {1}};
   p.addressings = {{Addressing::slot_mapping}, {1}};
+  p.ring_percent = 0;
+  p.window_inputs = {{WindowInput::slot_mapping, WindowInput::positions}, {1, 1}};
   p.scattered_positions_percent = 10;
   p.shared_prefix_percent = 10;
   p.max_shared_prefix_blocks = 2;

@@ -7,7 +7,8 @@
 // duplicate list, an out-of-range value or all-zero weights is refused with the file, the JSON
 // path and the expected form. Optional keys: min_tensor_elements (absent = 0), gapped_strides_percent
 // and misaligned_bases_percent (absent = irregular_percent, the share both had when one flag drove
-// them), kv_views, families, value_head_dims, rope_dims, padding_modes, addressings (absent = the built-in
+// them), kv_views, families, value_head_dims, rope_dims, padding_modes, addressings, ring_percent,
+// window_inputs (absent = the built-in
 // default's list).
 // them), kv_views, scattered_positions_percent, shared_prefix_percent and max_shared_prefix_blocks
 // (absent = the built-in default's values).
@@ -116,6 +117,10 @@ struct Profile {
   Weighted<Addressing> addressings;    // how the call addresses the cache: slot_mapping or csr (FlashInfer's
                                        // arrays; a csr case has no padding or invalid rows and i32 indices)
                                        // (absent = slot_mapping alone); shrink target: slot_mapping
+  int ring_percent = 0;                // cases whose cache is a sliding-window ring (case/window.h): a window of
+                                       // 1 .. the longest sequence, 0..3 sinks (absent = 0); shrink target: none
+  Weighted<WindowInput> window_inputs; // who applies a ring's window: slot_mapping (-1 for evicted tokens) or
+                                       // positions (the kernel) (absent = both equally)
   // Slot placement (case/placement.h); each case draws both independently:
   int scattered_positions_percent = 10;  // new tokens at random positions of their blocks, in random row
                                          // order, leaving holes (shrink target: consecutive)

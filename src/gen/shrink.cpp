@@ -49,6 +49,9 @@ struct Complexity {
   int64_t shared_prefix_blocks;  // 0 = no block shared
   int64_t padding;               // 0 = negative padding slots, 1 = the sink slot 0
   int64_t addressing;            // 0 = slot_mapping, 1 = csr
+  int64_t window;                // 0 = no ring, 1 = slot_mapping applies the window, 2 = the kernel does
+  int64_t window_sinks;          // a ring's sinks
+  int64_t window_size;           // a ring's window (smaller: fewer slots, the same wrap with fewer tokens)
   int64_t tail_padding, interleaved_padding, invalid_slots, extra_input_rows, spare_blocks;  // counts
 };
 
@@ -113,6 +116,9 @@ Complexity complexity(const Genotype& g, const Profile& p) {
   c.shared_prefix_blocks = g.shared_prefix_blocks;
   c.padding = g.padding != PaddingMode::negative;
   c.addressing = g.addressing != Addressing::slot_mapping;
+  c.window = static_cast<int64_t>(g.window_input);
+  c.window_sinks = g.window_input == WindowInput::none ? 0 : g.window_sinks;
+  c.window_size = g.window_input == WindowInput::none ? 0 : g.window_size;
   c.tail_padding = g.tail_padding;
   c.interleaved_padding = g.interleaved_padding;
   c.invalid_slots = g.invalid_slots;
@@ -179,6 +185,9 @@ bool simpler_than(const Genotype& a, const Genotype& b, const Profile& profile) 
   compare(ca.shared_prefix_blocks, cb.shared_prefix_blocks, &less, &greater);
   compare(ca.padding, cb.padding, &less, &greater);
   compare(ca.addressing, cb.addressing, &less, &greater);
+  compare(ca.window, cb.window, &less, &greater);
+  compare(ca.window_sinks, cb.window_sinks, &less, &greater);
+  compare(ca.window_size, cb.window_size, &less, &greater);
   compare(ca.tail_padding, cb.tail_padding, &less, &greater);
   compare(ca.interleaved_padding, cb.interleaved_padding, &less, &greater);
   compare(ca.invalid_slots, cb.invalid_slots, &less, &greater);
@@ -231,6 +240,16 @@ std::vector<Genotype> shrink_genotype(const Genotype& g, const Profile& profile)
   with([](Genotype& c) { c.layout = Layout::paged_nhd; });
   with([](Genotype& c) { c.padding = PaddingMode::negative; });  // the default contract
   with([](Genotype& c) { c.addressing = Addressing::slot_mapping; });  // its slot_mapping twin
+  if (g.window_input != WindowInput::none) {
+    with([](Genotype& c) {  // no ring
+      c.window_input = WindowInput::none;
+      c.window_size = c.window_sinks = 0;
+    });
+    with([](Genotype& c) { c.window_input = WindowInput::slot_mapping; });  // the caller applies the window
+    with([](Genotype& c) { c.window_sinks = 0; });
+    for (const int32_t w : {g.window_size / 2, g.window_size - 1})  // a smaller ring wraps with fewer tokens
+      if (w > g.window_sinks && w < g.window_size) with([w](Genotype& c) { c.window_size = w; });
+  }
   for (int32_t v : simpler_values(profile.num_heads, g.num_heads)) with([v](Genotype& c) { c.num_heads = v; });
   for (int32_t v : simpler_values(profile.head_dims, g.head_dim)) with([v](Genotype& c) { c.head_dim = v; });
   for (int32_t v : simpler_values(profile.block_sizes, g.block_size)) with([v](Genotype& c) { c.block_size = v; });

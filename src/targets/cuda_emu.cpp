@@ -35,6 +35,13 @@ KvAppendParams append_params(const Case& c, std::byte* image, const ArenaLayout&
   } else {
     p.slot_mapping = image + layout.slots_begin;
   }
+  if (c.window_input == WindowInput::positions) {  // int32 rows after slot_mapping (arena.cpp)
+    const auto* rows = reinterpret_cast<const int32_t*>(image + layout.slots_begin) + c.num_slots();
+    p.window_positions = rows;
+    p.window_seq_lens = rows + c.num_slots();
+    p.window_size = c.window_size;
+    p.window_sinks = c.window_sinks;
+  }
   p.slot_type = c.slot_dtype;
   p.num_slots = c.num_slots();
   p.num_input_rows = c.num_input_rows;

@@ -60,6 +60,8 @@ class PythonTarget final : public Target {
     if (!declared || !hello.declares_families) caps.families &= undeclared_python_families();
     if (!declared || !hello.declares_padding_modes) caps.padding_modes &= undeclared_python_padding_modes();
     caps.addressings &= python_addressings();
+    if (!declared || !hello.declares_windows) caps.windows &= undeclared_python_windows();
+    caps.windows &= python_windows();
     return caps;
   }
 

@@ -224,6 +224,7 @@ const PythonHello& PythonWorker::start(double timeout_s) {
         hello_.declares_layouts = hello["capabilities"].contains("layouts");
         hello_.declares_families = hello["capabilities"].contains("families");
         hello_.declares_padding_modes = hello["capabilities"].contains("padding_modes");
+        hello_.declares_windows = hello["capabilities"].contains("windows");
       } catch (const InputError& e) {
         hello_ = {PythonHello::Kind::bad_target, e.what(), {}, std::nullopt};
         stop();
@@ -345,6 +346,11 @@ nlohmann::json call_json(const Case& c, const ArenaLayout& layout, std::byte* im
            : nlohmann::json{{"batch_indices", offset(p.csr_batch_indices)}, {"positions", offset(p.csr_positions)},
                             {"kv_indices", offset(p.csr_kv_indices)}, {"kv_indptr", offset(p.csr_kv_indptr)},
                             {"kv_last_page_len", offset(p.csr_kv_last_page_len)}, {"batch_size", p.csr_batch_size}}},
+      {"window",
+       p.window_positions == nullptr
+           ? nlohmann::json(nullptr)
+           : nlohmann::json{{"positions", offset(p.window_positions)}, {"seq_lens", offset(p.window_seq_lens)},
+                            {"size", p.window_size}, {"sinks", p.window_sinks}}},
       {"k_field", field(false)},
       {"v_field", field(true)},
       {"invalid_slots", counter ? offset(p.invalid_slots) : nullptr},

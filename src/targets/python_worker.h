@@ -48,6 +48,7 @@ struct PythonHello {
   bool declares_layouts = false;  // the declaration has the key "layouts" (vllm_legacy only if listed)
   bool declares_families = false; // the declaration has the key "families" (kv_split, k_only, mla only if listed)
   bool declares_padding_modes = false; // the declaration has the key "padding_modes" (sink only if listed)
+  bool declares_windows = false;       // the declaration has the key "windows" (ring caches only if listed)
 };
 
 // The interpreter of the Python targets: `option` (--python) if given, else $KVFUZZ_PYTHON, else

@@ -44,7 +44,8 @@ image (python_worker.cpp, call_json()):
   own for kv_split), rope ({offset, stride_token, stride_head} of mla's k_pe, else null), rope_dim
   (K's last rope_dim dims come from rope), csr ({batch_indices, positions, kv_indices, kv_indptr,
   kv_last_page_len, batch_size}: offsets of FlashInfer's int32 CSR arrays, slot_mapping then null;
-  null for slot_mapping addressing; launch mode only), invalid_slots (null when the
+  null for slot_mapping addressing; launch mode only), window ({positions, seq_lens, size, sinks}: a
+  ring whose kernel applies the window, int32 offsets; else null; launch mode only), invalid_slots (null when the
   function's capabilities leave out "invalid_slot_counter": it then gets invalid_slots=None), scale_kind,
   num_scales, k_scale, v_scale, k_scale_cache, v_scale_cache (offsets or null),
   scale_cache {stride_block, stride_pos, stride_head}. Strides are in elements.
@@ -318,6 +319,11 @@ class Launcher:
             p.csr_positions = ptr(csr["positions"], "i32")
             p.csr_kv_indices = ptr(csr["kv_indices"], "i32")
             p.csr_kv_indptr = ptr(csr["kv_indptr"], "i32")
+        window = call.get("window")
+        if window:  # a ring whose kernel applies the window: int32 positions and request lengths
+            p.window_positions = ptr(window["positions"], "i32")
+            p.window_seq_lens = ptr(window["seq_lens"], "i32")
+            p.window_size, p.window_sinks = window["size"], window["sinks"]
         kt.launch(p, fp8_software=self.fp8_software)
 
 

@@ -60,7 +60,7 @@ class Basics(unittest.TestCase):
         text = kvfuzz("targets").stdout
         self.assertIn("  formats: layouts paged_nhd, paged_hnd, contiguous_bshd, contiguous_bhsd, packed_kv_nhd, "
                       "packed_content_hnd, vllm_legacy; families kv, kv_split, k_only, mla; padding negative, sink; "
-                      "addressing slot_mapping, csr\n", text)
+                      "addressing slot_mapping, csr; window none, slot_mapping, positions\n", text)
         for own in ("cuda-emu", "triton-interp"):  # both kernels take FlashInfer's CSR addressing
             self.assertEqual(by_name[own]["capabilities"]["addressings"], ["slot_mapping", "csr"])
 

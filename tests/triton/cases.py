@@ -242,9 +242,10 @@ def csr_of(slots, block_size):
             (slots // block_size).astype(np.int32), np.arange(t + 1, dtype=np.int32))
 
 
-def run_raw(case, variant=None, fp8_software=None, tile=None, csr=None):
+def run_raw(case, variant=None, fp8_software=None, tile=None, csr=None, window=None):
     """Launches the kernel in place on the numpy buffers through HostPtr (interpreter only). csr:
-    (batch_indices, positions, kv_indices, kv_indptr) int32 arrays instead of the slot mapping."""
+    (batch_indices, positions, kv_indices, kv_indptr) int32 arrays instead of the slot mapping;
+    window: (positions, seq_lens, size, sinks), a ring whose kernel applies the window."""
     from kvfuzz_triton import FieldStrides, HostPtr, KvAppendParams, launch, legacy_fields
 
     def ptr(buf, base, name):
@@ -284,6 +285,9 @@ def run_raw(case, variant=None, fp8_software=None, tile=None, csr=None):
         if has_value:
             p.v_scale_cache = ptr(c.buffers["v_scale_cache"], c.scale_base, "fp32")
         p.scale_stride_block, p.scale_stride_pos, p.scale_stride_head = c.scale_strides
+    if window is not None:
+        positions, seq_lens, p.window_size, p.window_sinks = window
+        p.window_positions, p.window_seq_lens = ptr(positions, 0, "i32"), ptr(seq_lens, 0, "i32")
     if csr is not None:
         p.slot_mapping = None
         p.csr_batch_indices, p.csr_positions, p.csr_kv_indices, p.csr_kv_indptr = (ptr(a, 0, "i32") for a in csr)

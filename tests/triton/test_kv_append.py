@@ -464,6 +464,25 @@ def test_csr_addressing_writes_what_the_slot_mapping_would(rng, layout, cache_dt
     check(case, "raw", csr=tuple(csr_of(slots, case.block_size)))
 
 
+@interp_only
+@pytest.mark.parametrize("cache_dtype,scale_kind", [("f16", "none"), ("fp8_e4m3", "per_token_head")])
+def test_ring_window_skips_tokens_already_outside_it(rng, cache_dtype, scale_kind):
+    # One request of length 5 in a W = 3, S = 1 ring (ring indices 0 | 1, 2 at slots 7 | 8, 9):
+    # positions 4, 1, 3, 2, 0 in row order land on slots 9, 8, 8, 9, 7. Positions 1 and 2 are evicted
+    # by 3 and 4 in the same call: the kernel must skip them, so the cache is the one of slot_mapping
+    # [9, -1, 8, -1, 7]. Row 3 (position 2) comes after row 0 (position 4), which replaced it.
+    slots = np.array([9, -1, 8, -1, 7], dtype=np.int32)
+    case = make_case(rng, cache_dtype=cache_dtype, scale_kind=scale_kind, slots=slots.tolist(), num_slots=5,
+                     slot_dtype=np.int32, counter=False)
+    want, _ = expected(case)
+    case.slots[:] = [9, 8, 8, 9, 7]  # every token at its ring slot
+    positions = np.array([4, 1, 3, 2, 0], dtype=np.int32)
+    run_raw(case, window=(positions, np.full(5, 5, dtype=np.int32), 3, 1))
+    for name, buf in case.buffers.items():
+        if name != "slots":  # rewritten above
+            assert (buf == want[name]).all(), name
+
+
 def test_families_padding_and_invalid_slots(rng, backend):
     slots = [-1, 0, 12, 11, -7, 13, 5]
     for family, kw in (("kv_split", {"value_dim": 6}), ("k_only", {}), ("mla", {"rope_dim": 2})):

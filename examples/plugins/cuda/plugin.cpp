@@ -110,6 +110,13 @@ kvf::KvAppendParams params(const kvfz_append_args& a) {
     p.csr_kv_last_page_len = a.kv_last_page_len;
     p.csr_batch_size = a.batch_size;
   }
+  // ABI v2: a ring whose kernel applies the window (kvfz_window POSITIONS).
+  if (a.window == KVFZ_WINDOW_POSITIONS) {
+    p.window_positions = a.window_positions;
+    p.window_seq_lens = a.window_seq_lens;
+    p.window_size = a.window_size;
+    p.window_sinks = a.window_sinks;
+  }
   return p;
 }
 
@@ -152,6 +159,8 @@ int kvfuzz_plugin_query(kvfz_capabilities* caps, int device, char* error, size_t
     caps->padding_modes = (1u << KVFZ_PADDING_NEGATIVE) | (1u << KVFZ_PADDING_SINK);
   if (KVFZ_HAS_FIELD(caps, kvfz_capabilities, addressings))
     caps->addressings = (1u << KVFZ_ADDRESSING_SLOT_MAPPING) | (1u << KVFZ_ADDRESSING_CSR);
+  if (KVFZ_HAS_FIELD(caps, kvfz_capabilities, windows))
+    caps->windows = (1u << KVFZ_WINDOW_NONE) | (1u << KVFZ_WINDOW_SLOT_MAPPING) | (1u << KVFZ_WINDOW_POSITIONS);
   return 0;
 }
 

@@ -119,6 +119,12 @@ class KvAppendParams:
     csr_positions: object = None
     csr_kv_indices: object = None
     csr_kv_indptr: object = None
+    # A sliding-window ring whose kernel applies the window: int32 [T] positions and request lengths
+    # (docs/contract.md "Serving conventions"); None: slot_mapping says everything.
+    window_positions: object = None
+    window_seq_lens: object = None
+    window_size: int = 0
+    window_sinks: int = 0
 
 
 def fields(p):
@@ -237,6 +243,9 @@ def launch(p, *, variant=None, fp8_software=None, num_warps=4, tile=None):
         p.rope_stride_head, p.rope_dim,
         int(csr), p.csr_batch_indices if csr else csr_stand_in, p.csr_positions if csr else csr_stand_in,
         p.csr_kv_indices if csr else csr_stand_in, p.csr_kv_indptr if csr else csr_stand_in,
+        int(p.window_positions is not None), p.window_size, p.window_sinks,
+        csr_stand_in if p.window_positions is None else p.window_positions,
+        csr_stand_in if p.window_seq_lens is None else p.window_seq_lens,
         IN_DTYPE=DTYPES.index(p.input_dtype), CACHE_DTYPE=DTYPES.index(p.cache_dtype),
         FP8_SOFTWARE=bool(fp8_software), BLOCK_H=block_h, BLOCK_D=block_d, num_warps=num_warps)
 

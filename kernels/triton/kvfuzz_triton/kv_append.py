@@ -251,7 +251,8 @@ def _append_rows(src_base, stride_token, stride_head, rope_base, rope_stride_tok
 
 # Runtime integers that take the values 0 and 1: never specialised on (the JIT would otherwise
 # compile a variant per value; the ahead-of-time build compiles none).
-@triton.jit(do_not_specialize=["scale_kind", "has_counter", "heads_per_program", "has_value", "csr"])
+@triton.jit(do_not_specialize=["scale_kind", "has_counter", "heads_per_program", "has_value", "csr", "window",
+                               "window_size", "window_sinks"])
 def kv_append_kernel(
     key_ptr, value_ptr, slot_ptr, k_cache_ptr, v_cache_ptr,
     k_scale_ptr, v_scale_ptr,  # fp32: static scales, or the scale caches for PER_TOKEN_HEAD
@@ -274,6 +275,10 @@ def kv_append_kernel(
     # csr_pos_ptr[t] of request csr_batch_ptr[t], whose pages are csr_indices_ptr[csr_indptr_ptr[b] ..]
     # (int32 arrays).
     csr, csr_batch_ptr, csr_pos_ptr, csr_indices_ptr, csr_indptr_ptr,
+    # A sliding-window ring whose kernel applies the window (window != 0): row t is the token at
+    # position window_pos_ptr[t] of a request of length window_len_ptr[t]; a token already outside the
+    # window (p >= window_sinks, p < len - (window_size - window_sinks)) is not written (int32 arrays).
+    window, window_size, window_sinks, window_pos_ptr, window_len_ptr,
     IN_DTYPE: tl.constexpr, CACHE_DTYPE: tl.constexpr, FP8_SOFTWARE: tl.constexpr,
     BLOCK_H: tl.constexpr, BLOCK_D: tl.constexpr,
 ):
@@ -284,9 +289,14 @@ def kv_append_kernel(
         slot = tl.load(csr_indices_ptr + page_at).to(tl.int64) * block_size + seq_pos % block_size
     else:
         slot = tl.load(slot_ptr + token).to(tl.int64)
+    write = slot >= 0  # slot < 0: padding, skipped
+    if window != 0:  # a token evicted by this call's later tokens is skipped like padding
+        seq_pos = tl.load(window_pos_ptr + token).to(tl.int64)
+        seq_len = tl.load(window_len_ptr + token).to(tl.int64)
+        write = write & ((seq_pos < window_sinks) | (seq_pos >= seq_len - (window_size - window_sinks)))
     h_begin = tl.program_id(1) * heads_per_program
     h_end = tl.minimum(h_begin + heads_per_program, num_heads)
-    if slot >= 0:  # slot < 0: padding, skipped
+    if write:
         block = slot // block_size
         pos = slot - block * block_size
         if block >= num_blocks:  # slot >= capacity: never written, counted once per slot entry

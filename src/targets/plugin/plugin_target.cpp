@@ -250,6 +250,7 @@ Capabilities to_capabilities(const kvfz_capabilities& k) {
   c.families = (k.families | 1u) & ((1u << 4) - 1);  // 0 (a v1 plugin): kv only
   c.padding_modes = (k.padding_modes | 1u) & ((1u << 2) - 1);  // 0: negative padding only
   c.addressings = k.addressings == 0 ? 1u : k.addressings & ((1u << 2) - 1);  // 0: slot_mapping only; CSR alone possible
+  c.windows = (k.windows | 1u) & ((1u << 3) - 1);  // 0: no ring
   c.fused_qkv = (k.features & KVFZ_FEATURE_FUSED_QKV) != 0;
   c.strided_input = (k.features & KVFZ_FEATURE_STRIDED_INPUT) != 0;
   c.padded_cache = (k.features & KVFZ_FEATURE_PADDED_CACHE) != 0;
@@ -301,6 +302,7 @@ std::string supports_text(const kvfz_capabilities& k) {
   s += "; families " + bit_list(k.families | 1u, {Family::kv, Family::kv_split, Family::k_only, Family::mla});
   s += "; padding " + bit_list(k.padding_modes | 1u, {PaddingMode::negative, PaddingMode::sink});
   s += "; addressing " + bit_list(k.addressings == 0 ? 1u : k.addressings, {Addressing::slot_mapping, Addressing::csr});
+  s += "; window " + bit_list(k.windows | 1u, {WindowInput::none, WindowInput::slot_mapping, WindowInput::positions});
   auto limit = [&](const char* what, int32_t v) {
     if (v > 0) s += std::string("; ") + what + " " + std::to_string(v);
   };
@@ -375,6 +377,11 @@ kvfz_append_args append_args(const Case& c, std::byte* base, const ArenaLayout& 
   a.kv_indptr = p.csr_kv_indptr;
   a.kv_last_page_len = p.csr_kv_last_page_len;
   a.batch_size = p.csr_batch_size;
+  a.window = static_cast<int32_t>(c.window_input);
+  a.window_size = c.window_size;
+  a.window_sinks = c.window_sinks;
+  a.window_positions = p.window_positions;
+  a.window_seq_lens = p.window_seq_lens;
   return a;
 }
 

@@ -172,6 +172,11 @@ std::optional<ArgValue> argument(const std::string& name, const KvAppendParams& 
   if (name == "csr_pos_ptr") return pointer(p.csr_positions);
   if (name == "csr_indices_ptr") return pointer(p.csr_kv_indices);
   if (name == "csr_indptr_ptr") return pointer(p.csr_kv_indptr);
+  if (name == "window") return integer(p.window_positions != nullptr ? 1 : 0);
+  if (name == "window_size") return integer(p.window_size);
+  if (name == "window_sinks") return integer(p.window_sinks);
+  if (name == "window_pos_ptr") return pointer(p.window_positions);
+  if (name == "window_len_ptr") return pointer(p.window_seq_lens);
   return std::nullopt;
 }
 
