@@ -4,10 +4,7 @@
 # (CSR, paged, f16/bf16 copies, its head dims, few gapped strides), 100,000 cases. build-h200/ carried
 # as scripts/gpu/flashinfer.sh says; OUT set:
 #   OUT=DIR bash scripts/gpu/flashinfer-profile.sh
-set -u
-B=$PWD/build-h200/bin/kvfuzz
-P=$PWD/build-h200/plugins
-{ date -u; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; $B --version; nproc; } > $OUT/device.txt 2>&1
+source "$(dirname "$0")/preamble.sh"  # $B, $P, $OUT/device.txt
 s=$SECONDS
 timeout 400 $B run --target plugin:$P/flashinfer_append_skip_empty.so --config configs/flashinfer.json --cases 100000 --seed 3 -j 12 \
   --keep-going --stats --json $OUT/flashinfer.json --corpus-out $OUT/f-flashinfer > $OUT/flashinfer.log 2>&1

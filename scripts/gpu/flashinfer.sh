@@ -8,10 +8,7 @@
 #   examples/peers/flashinfer/build.sh -o build-h200/plugins/flashinfer_append.so
 #   NVCC_FLAGS=-DKVFZ_FLASHINFER_SKIP_EMPTY examples/peers/flashinfer/build.sh -o build-h200/plugins/flashinfer_append_skip_empty.so
 #   OUT=DIR bash scripts/gpu/flashinfer.sh
-set -u
-B=$PWD/build-h200/bin/kvfuzz
-P=$PWD/build-h200/plugins
-{ date -u; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; $B --version; nproc; } > $OUT/device.txt 2>&1
+source "$(dirname "$0")/preamble.sh"  # $B, $P, $OUT/device.txt
 s=$SECONDS
 # Empty appends (nnz = 0) skipped: everything else FlashInfer declares.
 timeout 240 $B run --target plugin:$P/flashinfer_append_skip_empty.so --config configs/serving.json --cases 30000 --seed 1 -j 8 \

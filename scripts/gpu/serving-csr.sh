@@ -5,10 +5,7 @@
 # Run from the repo root on the GPU machine with build-h200/ carried (scripts/gpu/flashinfer.sh says
 # how it is built) and OUT set:
 #   OUT=DIR bash scripts/gpu/serving-csr.sh
-set -u
-B=$PWD/build-h200/bin/kvfuzz
-P=$PWD/build-h200/plugins
-{ date -u; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; $B --version; nproc; } > $OUT/device.txt 2>&1
+source "$(dirname "$0")/preamble.sh"  # $B, $P, $OUT/device.txt
 s=$SECONDS
 timeout 150 $B run --target triton --config configs/serving.json --cases 50000 --seed 23 -j 8 --stats --json $OUT/serving-triton.json \
   --corpus-out $OUT/f-triton > $OUT/serving-triton.log 2>&1

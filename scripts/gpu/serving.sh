@@ -4,10 +4,8 @@
 # (sinks compare equal whatever padding row they hold). Run from the repo root on the GPU machine
 # with build-h200/bin/kvfuzz carried (strip -o build-h200/bin/kvfuzz build/kvfuzz) and OUT set:
 #   OUT=DIR bash scripts/gpu/serving.sh
-set -u
-B=$PWD/build-h200/bin/kvfuzz
 export KVFUZZ_PYTHON=python3
-{ date -u; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; $B --version; nproc; } > $OUT/device.txt 2>&1
+source "$(dirname "$0")/preamble.sh"  # $B, $P, $OUT/device.txt
 s=$SECONDS
 timeout 200 $B run --target cuda --config configs/serving.json --cases 50000 --seed 16 -j 8 --stats --json $OUT/serving-cuda.json --corpus-out $OUT/f-cuda > $OUT/serving-cuda.log 2>&1 &
 timeout 200 $B run --target triton --config configs/serving.json --cases 50000 --seed 17 -j 7 --stats --json $OUT/serving-triton.json --corpus-out $OUT/f-triton > $OUT/serving-triton.log 2>&1 &
