@@ -40,10 +40,10 @@ run_campaign default --target "$TARGET" --cases "$CASES" --seed 1 -j "$JOBS"
 run_campaign quant --target "$TARGET" --config configs/quant.json --cases "$((CASES / 2))" --seed 11 -j "$JOBS"
 
 # A mutated copy (padding slot -1 is written) must be caught through the same target.
-step "mutated kvfuzz_triton copy (if slot >= 0 -> if slot >= -1): must exit 1"
+step "mutated kvfuzz_triton copy (write = slot >= 0 -> write = slot >= -1): must exit 1"
 M=$W/mutant-pkg
 cp -r kernels/triton "$M"
-sed -i 's/if slot >= 0:/if slot >= -1:/' "$M/kvfuzz_triton/kv_append.py"
+sed -i 's/write = slot >= 0 /write = slot >= -1 /' "$M/kvfuzz_triton/kv_append.py"
 grep -c "if slot >= -1:" "$M/kvfuzz_triton/kv_append.py" | sed 's/^/mutation sites: /' | tee -a "$S"
 KVFUZZ_TRITON_PKG=$M "$BIN/kvfuzz" run --target "$TARGET" --cases 500 --seed 2 --json "$W/run-mutant.json" \
     --corpus-out "$W/findings-mutant" > "$W/run-mutant.log" 2>&1

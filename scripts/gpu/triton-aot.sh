@@ -31,7 +31,7 @@ path, name = sys.argv[1], sys.argv[2]
 rules = {
     "dim-loop-first-tile": ("    for d0 in range(0, head_dim, BLOCK_D):\n        dims = (d0 + tl.arange(0, BLOCK_D)).to(tl.int64)\n        mask = head_mask[:, None] & (dims < head_dim)[None, :]\n        src =",
                             "    for d0 in range(0, BLOCK_D, BLOCK_D):\n        dims = (d0 + tl.arange(0, BLOCK_D)).to(tl.int64)\n        mask = head_mask[:, None] & (dims < head_dim)[None, :]\n        src ="),
-    "padding-not-skipped": ("    if slot >= 0:  # slot < 0: padding, skipped", "    if slot >= -1:  # slot < 0: padding, skipped"),
+    "padding-not-skipped": ("    write = slot >= 0  # slot < 0: padding, skipped", "    write = slot >= -1  # slot < 0: padding, skipped"),
 }
 old, new = rules[name]
 s = open(path).read()

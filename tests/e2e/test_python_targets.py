@@ -143,8 +143,9 @@ class PythonTargets(unittest.TestCase):
         shutil.copytree(os.path.join(SRC, "kernels", "triton"), pkg, ignore=shutil.ignore_patterns("__pycache__"))
         source = os.path.join(pkg, "kvfuzz_triton", "kv_append.py")
         text = open(source).read()
-        self.assertEqual(text.count("if slot >= 0:"), 1, "mutation site moved: update this test")
-        open(source, "w").write(text.replace("if slot >= 0:", "if slot >= -1:"))  # padding slot -1 written
+        site = "write = slot >= 0"
+        self.assertEqual(text.count(site), 1, "mutation site moved: update this test")
+        open(source, "w").write(text.replace(site, "write = slot >= -1"))  # padding slot -1 written
         env = {"KVFUZZ_TRITON_PKG": pkg}
         r = self.campaign("triton-interp", "--config", os.path.join(SRC, "configs", "interp.json"), "--cases", "60", env=env)
         self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
