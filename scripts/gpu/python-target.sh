@@ -44,7 +44,7 @@ step "mutated kvfuzz_triton copy (write = slot >= 0 -> write = slot >= -1): must
 M=$W/mutant-pkg
 cp -r kernels/triton "$M"
 sed -i 's/write = slot >= 0 /write = slot >= -1 /' "$M/kvfuzz_triton/kv_append.py"
-grep -c "if slot >= -1:" "$M/kvfuzz_triton/kv_append.py" | sed 's/^/mutation sites: /' | tee -a "$S"
+grep -c "write = slot >= -1 " "$M/kvfuzz_triton/kv_append.py" | sed 's/^/mutation sites: /' | tee -a "$S"
 KVFUZZ_TRITON_PKG=$M "$BIN/kvfuzz" run --target "$TARGET" --cases 500 --seed 2 --json "$W/run-mutant.json" \
     --corpus-out "$W/findings-mutant" > "$W/run-mutant.log" 2>&1
 echo "exit $?: $(grep -E '^kvfuzz: FAIL case' "$W/run-mutant.log" | head -1) | $(tail -1 "$W/run-mutant.log")" | tee -a "$S"
