@@ -75,7 +75,7 @@ uint64_t ValueDecoder::id(bool is_value, int64_t row, int64_t head, int64_t dim)
 ValueSource ValueDecoder::row_kind(int64_t row) const {
   if (row >= c_.num_slots()) return ValueSource::graph_row;
   const int64_t slot = c_.slot_mapping[static_cast<size_t>(row)];
-  if (slot < 0 || (slot == 0 && c_.padding == PaddingMode::sink)) return ValueSource::padding_row;
+  if (c_.is_padding(slot)) return ValueSource::padding_row;
   if (slot >= c_.capacity()) return ValueSource::invalid_row;
   return ValueSource::request;
 }

@@ -328,7 +328,7 @@ class Differ {
     guard(0, l.input_begin, -1, 0);
     scan(l.input_begin, input_end, dtype_size(c_.input_dtype), [&](int64_t i) { input_elem(i); });
     guard(input_end, l.slots_begin, 0, 1);
-    scan(l.slots_begin, slots_end, c_.addressing == Addressing::csr ? 4 : index_type_size(c_.slot_dtype), [&](int64_t i) { slot_elem(i); });
+    scan(l.slots_begin, slots_end, index_type_size(c_.slot_dtype), [&](int64_t i) { slot_elem(i); });  // CSR, window rows: i32 too
     guard(slots_end, l.scales_begin, 1, 2);
     scan(l.scales_begin, scales_end, 4, [&](int64_t i) { scales_elem(i); });
     guard(scales_end, l.cache_begin, 2, 3);
@@ -430,7 +430,7 @@ class Differ {
 
   void slot_elem(int64_t i) {
     const bool csr = c_.addressing == Addressing::csr;
-    const int size = csr ? 4 : index_type_size(c_.slot_dtype);
+    const int size = index_type_size(c_.slot_dtype);  // i32 for CSR and window rows (validate.cpp)
     Group& g = group(GroupKey{FindingKind::input_modified, Victim::slot_mapping, Writer::kernel, -1, -1}, [&](Group& ng) {
       const uint64_t exp = load_elem(expected_.slots(), i, size);
       const int64_t t = c_.num_slots();

@@ -55,7 +55,7 @@ std::vector<std::string> feature_buckets(const Case& c) {
   if (with_context > 0) add("batch", "appends_to_context");
   int64_t padding = 0, invalid = 0, at_capacity = 0;
   for (int64_t s : c.slot_mapping) {
-    padding += s < 0 || (s == 0 && c.padding == PaddingMode::sink) ? 1 : 0;
+    padding += c.is_padding(s) ? 1 : 0;
     invalid += s >= c.capacity() ? 1 : 0;
     at_capacity += s == c.capacity() ? 1 : 0;
   }

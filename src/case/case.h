@@ -165,6 +165,8 @@ struct Case {
   int64_t num_slots() const { return static_cast<int64_t>(slot_mapping.size()); }
   // Slot 0 in the sink padding mode: padding rows may write it, and its contents are unconstrained.
   bool is_sink(int64_t block, int64_t pos) const { return padding == PaddingMode::sink && block == 0 && pos == 0; }
+  // A padding row's slot_mapping entry: negative, or the sink slot 0 in the sink mode.
+  bool is_padding(int64_t slot) const { return slot < 0 || (padding == PaddingMode::sink && slot == 0); }
   bool has_value() const { return family == Family::kv || family == Family::kv_split; }
   // What findings and reports call a field: "K", "V", or "latent" (an MLA entry).
   const char* field_name(bool is_value) const { return is_value ? "V" : family == Family::mla ? "latent" : "K"; }

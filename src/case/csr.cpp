@@ -22,21 +22,19 @@ int64_t CsrArrays::size() const { return kv_indices_at() + static_cast<int64_t>(
 CsrArrays csr_arrays(const Case& c) {
   CsrArrays a;
   const int64_t bs = std::max<int64_t>(1, c.cache.block_size);
-  std::map<int64_t, std::pair<int32_t, int64_t>> owner;  // block -> (request, logical index); shared blocks: first owner
   a.kv_indptr.push_back(0);
-  for (size_t r = 0; r < c.requests.size(); ++r) {
-    const Request& q = c.requests[r];
-    for (size_t k = 0; k < q.blocks.size(); ++k) owner.emplace(q.blocks[k], std::make_pair(static_cast<int32_t>(r), static_cast<int64_t>(k)));
+  for (const Request& q : c.requests) {
     const int64_t extent = std::max(q.context_len, written_extent(q));
     const int64_t pages = std::min<int64_t>((extent + bs - 1) / bs, static_cast<int64_t>(q.blocks.size()));
     for (int64_t k = 0; k < pages; ++k) a.kv_indices.push_back(static_cast<int32_t>(q.blocks[static_cast<size_t>(k)]));
     a.kv_indptr.push_back(static_cast<int32_t>(a.kv_indices.size()));
     a.kv_last_page_len.push_back(static_cast<int32_t>(pages == 0 ? 0 : extent - (pages - 1) * bs));
   }
+  const std::map<int64_t, BlockOwner> owner = block_owners(c);
   for (const int64_t s : c.slot_mapping) {
     const auto it = s >= 0 && s < c.capacity() ? owner.find(s / bs) : owner.end();
-    a.batch_indices.push_back(it == owner.end() ? -1 : it->second.first);
-    a.positions.push_back(it == owner.end() ? -1 : static_cast<int32_t>(it->second.second * bs + s % bs));
+    a.batch_indices.push_back(it == owner.end() ? -1 : static_cast<int32_t>(it->second.request));
+    a.positions.push_back(it == owner.end() ? -1 : static_cast<int32_t>(it->second.logical * bs + s % bs));
   }
   return a;
 }

@@ -29,6 +29,14 @@ int64_t written_extent(const Request& r) {
   return std::max(r.context_len, *std::max_element(r.positions.begin(), r.positions.end()) + 1);
 }
 
+std::map<int64_t, BlockOwner> block_owners(const Case& c) {
+  std::map<int64_t, BlockOwner> out;
+  for (size_t r = 0; r < c.requests.size(); ++r)
+    for (size_t k = 0; k < c.requests[r].blocks.size(); ++k)
+      out.emplace(c.requests[r].blocks[k], BlockOwner{r, static_cast<int64_t>(k)});
+  return out;
+}
+
 std::map<int64_t, std::vector<int64_t>> shared_blocks(const Case& c) {
   std::vector<std::pair<int64_t, int64_t>> entries;  // (block, request) of every block-table entry
   for (size_t r = 0; r < c.requests.size(); ++r)

@@ -38,4 +38,12 @@ int64_t written_extent(const Request& r);
 // log entries), whatever num_blocks is.
 std::map<int64_t, std::vector<int64_t>> shared_blocks(const Case& c);
 
+// Who holds each physical block of the block tables: the first request holding it (a shared
+// block's lowest) and the block's index in that request's table.
+struct BlockOwner {
+  size_t request = 0;
+  int64_t logical = 0;
+};
+std::map<int64_t, BlockOwner> block_owners(const Case& c);
+
 }  // namespace kvf

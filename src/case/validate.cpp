@@ -745,12 +745,11 @@ RequestsResult check_requests(const Case& c, bool cache_ok, Checker& ck) {
 // each token of this call that stays in the window at its ring slot exactly once and no other slot
 // of a request; with input positions, each request's rows at the ring slots of its positions, in
 // order. Padding and invalid rows as in the default contract.
-void check_window_slots(const Case& c, const RequestsResult& req, Checker& ck) {
+void check_window_slots(const Case& c, Checker& ck) {
   const Window w = window_of(c);
   if (w.size < 1 || w.sinks < 0 || w.sinks >= w.size) return;  // reported by check_bookkeeping
   const int64_t bs = c.cache.block_size, capacity = c.capacity();
-  std::map<int64_t, std::pair<size_t, int64_t>> owner;  // block -> (request, logical index)
-  for (const BlockRef& b : req.by_block) owner.emplace(b.block, std::make_pair(b.request, static_cast<int64_t>(b.logical)));
+  const std::map<int64_t, BlockOwner> owner = block_owners(c);  // a ring's blocks have one owner each (check_requests)
   std::vector<std::vector<int64_t>> positions(c.requests.size());
   for (size_t r = 0; r < c.requests.size(); ++r) positions[r] = new_positions(c.requests[r]);
   const bool by_positions = c.window_input == WindowInput::positions;
@@ -766,9 +765,9 @@ void check_window_slots(const Case& c, const RequestsResult& req, Checker& ck) {
                                                  "padding value or a value >= capacity " + std::to_string(capacity));
       continue;
     }
-    const size_t r = it->second.first;
+    const size_t r = it->second.request;
     const Request& q = c.requests[r];
-    const int64_t i = it->second.second * bs + s % bs;  // the slot's ring index
+    const int64_t i = it->second.logical * bs + s % bs;  // the slot's ring index
     const std::string who = "request " + std::to_string(r);
     const int64_t len = q.context_len + q.new_len;
     if (by_positions) {
@@ -835,7 +834,7 @@ void check_slots(const Case& c, const RequestsResult& req, Checker& ck) {
   }
   if (!req.ok) return;  // slots are matched against valid block tables only
   if (c.has_window()) {
-    check_window_slots(c, req, ck);
+    check_window_slots(c, ck);
     return;
   }
 

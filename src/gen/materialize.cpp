@@ -405,6 +405,7 @@ std::vector<int64_t> map_slots(const Genotype& g, const Case& c) {
   const int64_t two31 = int64_t{1} << 31, two32 = int64_t{1} << 32;
 
   std::vector<int64_t> slots;  // [T] flat slot per row
+  const Window w = window_of(c);
   for (const Request& r : c.requests)
     for (const int64_t p : new_positions(r)) {
       if (!c.has_window()) {
@@ -413,7 +414,6 @@ std::vector<int64_t> map_slots(const Genotype& g, const Case& c) {
       }
       // A ring: the token's ring slot; a token already outside the window is -1 when the caller
       // applies the window (window.h).
-      const Window w = window_of(c);
       const int64_t i = w.index(p);
       const bool skip = c.window_input == WindowInput::slot_mapping && !w.kept(p, r.context_len + r.new_len);
       slots.push_back(skip ? -1 : r.blocks[static_cast<size_t>(i / bs)] * bs + i % bs);

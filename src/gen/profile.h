@@ -7,9 +7,8 @@
 // duplicate list, an out-of-range value or all-zero weights is refused with the file, the JSON
 // path and the expected form. Optional keys: min_tensor_elements (absent = 0), gapped_strides_percent
 // and misaligned_bases_percent (absent = irregular_percent, the share both had when one flag drove
-// them), kv_views, families, value_head_dims, rope_dims, padding_modes, addressings, ring_percent,
-// window_inputs (absent = the built-in
-// default's list).
+// them), kv_views, families, value_head_dims, rope_dims, padding_modes, addressings, window_inputs
+// (absent = the built-in default's list), ring_percent (absent = 0).
 // them), kv_views, scattered_positions_percent, shared_prefix_percent and max_shared_prefix_blocks
 // (absent = the built-in default's values).
 //

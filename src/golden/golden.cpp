@@ -58,8 +58,7 @@ void golden_append(const Case& c, std::byte* image, const ArenaLayout& layout) {
   for (int64_t row = 0; row < c.num_slots(); ++row) {  // rows >= T (graph padding) are never read
     // A CSR call's slots are the case's (its arrays are derived from them; case/csr.h).
     const int64_t slot = c.addressing == Addressing::csr ? c.slot_mapping[static_cast<size_t>(row)] : load_slot(slots, c.slot_dtype, row);
-    if (slot < 0) continue;  // padding
-    if (c.is_sink(slot / c.cache.block_size, slot % c.cache.block_size)) continue;  // padding into the sink: unconstrained
+    if (c.is_padding(slot)) continue;  // padding (into the sink: unconstrained)
     if (!window.position.empty() && window.position[static_cast<size_t>(row)] >= 0 &&
         !w.kept(window.position[static_cast<size_t>(row)], window.seq_len[static_cast<size_t>(row)]))
       continue;  // outside the window already: not written

@@ -360,7 +360,7 @@ uint32_t input_bits(const Case& c, Tensor t, int64_t row, int64_t head, int64_t 
   // Rows nobody may read carry tagged NaNs.
   if (row >= c.num_slots()) return canary_bits(dt, Canary::graph_row);
   const int64_t slot = c.slot_mapping[static_cast<size_t>(row)];
-  if (slot < 0 || (slot == 0 && c.padding == PaddingMode::sink)) return canary_bits(dt, Canary::padding_row);
+  if (c.is_padding(slot)) return canary_bits(dt, Canary::padding_row);
   if (slot >= c.capacity()) return canary_bits(dt, Canary::invalid_row);
 
   const uint64_t tensor = t == Tensor::key ? 0 : 1;

@@ -254,12 +254,12 @@ CellMap build_cell_map(const Case& c, const Verdict& verdict, const Arena& initi
     for (int64_t x = off; x + size <= off + n; x += size) {
       if (std::memcmp(ex + x, ac + x, static_cast<size_t>(size)) == 0) continue;
       const int64_t e = x / size;
-      if (loc.locate(e).role == CacheCell::Role::sink) continue;  // unconstrained, as the verdict has it
+      const CacheCell cell = loc.locate(e);
+      if (cell.role == CacheCell::Role::sink) continue;  // unconstrained, as the verdict has it
       ++m.differing_cache_cells;
       const auto exp = static_cast<uint32_t>(load_elem(ex, e, size));
       const auto act = static_cast<uint32_t>(load_elem(ac, e, size));
       const auto ini = static_cast<uint32_t>(load_elem(initial.cache(), e, size));
-      const CacheCell cell = loc.locate(e);
       const CacheDiff diff = classify_cache_diff(c, cell, act, ini, decoder);  // the classifier's own rules
       const FindingKind kind = diff.kind;
       const WriterKey writer = writer_of(diff, cell);
