@@ -417,6 +417,9 @@ class AppendArgs(ctypes.Structure):
         ("window_size", ctypes.c_int64), ("window_sinks", ctypes.c_int64),
         ("window_positions", ctypes.c_void_p),
         ("window_seq_lens", ctypes.c_void_p),
+        ("cp_input", ctypes.c_int32),
+        ("cp_rank", ctypes.c_int32), ("cp_world_size", ctypes.c_int32), ("cp_interleave", ctypes.c_int32),
+        ("cp_positions", ctypes.c_void_p),
     ]
 
 

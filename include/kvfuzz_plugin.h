@@ -24,8 +24,11 @@
  * kvfz_capabilities.padding_modes, kvfz_append_args.padding; a plugin that declares none is sent
  * negative padding only) and the addressing (kvfz_addressing: slot_mapping or FlashInfer's CSR;
  * kvfz_capabilities.addressings, kvfz_append_args.addressing and the CSR arrays; a plugin that
- * declares none is sent slot_mapping cases only), and ring caches (kvfz_window, kvfz_capabilities.windows,
- * the kvfz_append_args fields from `window` on; a plugin that declares none is sent no ring). Structs carry
+ * declares none is sent slot_mapping cases only), ring caches (kvfz_window, kvfz_capabilities.windows,
+ * the kvfz_append_args fields from `window` on; a plugin that declares none is sent no ring) and
+ * context-parallel shards (kvfz_cp_input, kvfz_capabilities.cp_inputs, the kvfz_append_args fields
+ * from `cp_input` on and the optional producer kvfuzz_plugin_cp_slot_mapping; a plugin that declares
+ * none is sent no shards). Structs carry
  * their size in struct_size so that fields can be appended within a version: kvfuzz zero-fills the
  * structs it passes and sets struct_size to the size it was compiled with, so a field a plugin does
  * not know stays 0 (which always means "as before"), and a plugin writes an appended field only when
@@ -109,6 +112,24 @@ typedef enum kvfz_window {
   KVFZ_WINDOW_SLOT_MAPPING = 1,
   KVFZ_WINDOW_POSITIONS = 2
 } kvfz_window;
+
+/* Context-parallel shards (appended in v2 with the serving conventions). world_size ranks with
+ * interleave I each hold a shard of every request: global position p belongs to rank (p / I) %
+ * world_size, at local position (p / (I * world_size)) * I + p % I of that rank's shard, in page
+ * table[local / block_size] of the rank's own cache (every rank reads the same block tables). kvfuzz
+ * calls kvfuzz_plugin_append once per rank, each time with that rank's cache (k_cache, v_cache,
+ * scale caches and per-block scales of its shard; cache.num_blocks the shard's). NONE: no shards
+ * (the contract above). SLOT_MAPPING: slot_mapping is the rank's own, -1 for every token another
+ * rank holds; the call is a plain append. POSITIONS: slot_mapping holds every token's local slot
+ * (the same on every rank), cp_positions[t] is row t's global position (int32, -1 for padding), and
+ * the kernel writes only the rows of rank cp_rank. A plugin may also export
+ * kvfuzz_plugin_cp_slot_mapping (below), its slot-mapping producer, which kvfuzz then runs and
+ * checks before each rank's SLOT_MAPPING call. */
+typedef enum kvfz_cp_input {
+  KVFZ_CP_NONE = 0,
+  KVFZ_CP_SLOT_MAPPING = 1,
+  KVFZ_CP_POSITIONS = 2
+} kvfz_cp_input;
 
 /* Element types. Inputs are F16/BF16/F32; caches may also be FP8_E4M3, FP8_E5M2 or INT8
  * (quantised: scale_kind != KVFZ_SCALE_NONE). */
@@ -237,7 +258,24 @@ typedef struct kvfz_append_args {
   int64_t window_size, window_sinks;      /* a ring: W and S; 0 for NONE */
   const int32_t* window_positions; /* POSITIONS: [num_slots]; else NULL */
   const int32_t* window_seq_lens;  /* POSITIONS: [num_slots]; else NULL */
+  int32_t cp_input;                /* kvfz_cp_input */
+  int32_t cp_rank, cp_world_size, cp_interleave; /* this call's rank, N and I; 0, 1, 1 for NONE */
+  const int32_t* cp_positions;     /* CP POSITIONS: [num_slots] global position of each row; else NULL */
 } kvfz_append_args;
+
+/* One rank's call of a slot-mapping producer (kvfuzz_plugin_cp_slot_mapping): for each row t,
+ * slot_mapping[t] = the slot of row t's token on rank `rank` if that rank holds it, else -1. */
+typedef struct kvfz_cp_slot_mapping_args {
+  uint32_t struct_size;         /* sizeof(kvfz_cp_slot_mapping_args) as compiled into kvfuzz */
+  int32_t memory;               /* kvfz_memory, as the plugin declared */
+  void* stream;                 /* device plugins: the stream to launch on */
+  const int32_t* positions;     /* [num_rows] global position of each row's token, -1 = padding */
+  const int32_t* requests;      /* [num_rows] request of each row, -1 = padding */
+  const int32_t* block_tables;  /* [num_requests, table_width] row-major, -1 past a table's end */
+  int64_t num_rows, num_requests, table_width, block_size;
+  int32_t rank, world_size, interleave;
+  int32_t* slot_mapping;        /* [num_rows] output */
+} kvfz_cp_slot_mapping_args;
 
 /* What the kernel supports. kvfuzz zero-fills the struct and sets struct_size before the query. */
 typedef struct kvfz_capabilities {
@@ -276,6 +314,9 @@ typedef struct kvfz_capabilities {
   /* Appended in v2 (write only if KVFZ_HAS_FIELD(caps, kvfz_capabilities, windows)): bits 1u <<
    * kvfz_window of the ring conventions the kernel takes; 0 = NONE only (no ring cases). */
   uint32_t windows;
+  /* Appended in v2 (write only if KVFZ_HAS_FIELD(caps, kvfz_capabilities, cp_inputs)): bits 1u <<
+   * kvfz_cp_input of the context-parallel conventions the kernel takes; 0 = NONE only (no shards). */
+  uint32_t cp_inputs;
 } kvfz_capabilities;
 
 /* Exported by every plugin (visibility default, C linkage). The declarations carry
@@ -314,6 +355,13 @@ KVFUZZ_PLUGIN_EXPORT int kvfuzz_plugin_query(kvfz_capabilities* caps, int device
  * plugin that returns 0 then shows only as `missing_write` findings, which point at the kernel's
  * stores instead of its launch configuration. examples/plugins/cuda/plugin.cpp does this. */
 KVFUZZ_PLUGIN_EXPORT int kvfuzz_plugin_append(const kvfz_append_args* args, char* error, size_t error_size);
+
+/* Optional (looked up by name; a plugin without it gets kvfuzz's own slot mappings): the plugin's
+ * context-parallel slot-mapping producer. Before each rank's call of a CP SLOT_MAPPING case kvfuzz
+ * calls it with that rank, passes what it wrote to kvfuzz_plugin_append as slot_mapping, and
+ * compares it with the formula after the call (a `slot_mapping_mismatch` finding names the row).
+ * Returns 0, or nonzero with the reason in error (a `launch_error` finding). */
+KVFUZZ_PLUGIN_EXPORT int kvfuzz_plugin_cp_slot_mapping(const kvfz_cp_slot_mapping_args* args, char* error, size_t error_size);
 
 #ifdef __cplusplus
 } /* extern "C" */

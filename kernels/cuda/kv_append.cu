@@ -3,6 +3,7 @@
 //
 // kv_append_cuda() does grid math and the launch (of the instantiation needs_fields_path() picks),
 // nothing else, and returns the launch status.
+// cp_slot_mapping_cuda() launches the context-parallel slot-mapping producer (cp_slot_mapping.cuh).
 // An empty batch (num_slots == 0) launches nothing: a zero-size grid is a launch error in CUDA.
 #include "kv_append.cuh"
 #include "kv_append_cuda.h"
@@ -29,6 +30,18 @@ cudaError_t kv_append_cuda(const KvAppendParams& p, cudaStream_t stream) {
     }
   });
   if (!supported) return cudaErrorInvalidValue;
+  return cudaGetLastError();
+}
+
+__global__ void cp_slot_mapping_kernel(const CpSlotMappingParams p) {
+  cp_slot_mapping_thread(p, static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x);
+}
+
+cudaError_t cp_slot_mapping_cuda(const CpSlotMappingParams& p, cudaStream_t stream) {
+  if (p.num_rows == 0) return cudaSuccess;
+  const int64_t grid = (p.num_rows + kCpSlotMappingThreads - 1) / kCpSlotMappingThreads;
+  if (grid > 0x7fffffffLL) return cudaErrorInvalidConfiguration;
+  cp_slot_mapping_kernel<<<static_cast<unsigned>(grid), kCpSlotMappingThreads, 0, stream>>>(p);
   return cudaGetLastError();
 }
 

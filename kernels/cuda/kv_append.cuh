@@ -117,6 +117,15 @@ struct KvAppendParams {
   const int32_t* window_seq_lens = nullptr;
   int64_t window_size = 0;
   int64_t window_sinks = 0;
+
+  // A context-parallel rank that localises its tokens itself (src/case/context_parallel.h, input
+  // positions): row t is the token at global position cp_positions[t] (-1: padding), held by rank
+  // (position / cp_interleave) % cp_world_size at the slot slot_mapping[t] gives; this call writes
+  // only the rows of rank cp_rank. nullptr: every row is this call's.
+  const int32_t* cp_positions = nullptr;
+  int32_t cp_rank = 0;
+  int32_t cp_world_size = 1;
+  int32_t cp_interleave = 1;
 };
 
 
@@ -608,12 +617,19 @@ KVF_HD bool outside_window(const KvAppendParams& p, int64_t t) {
   return pos >= p.window_sinks && pos < p.window_seq_lens[t] - (p.window_size - p.window_sinks);
 }
 
+// Whether row t's token is another context-parallel rank's (cp_positions set).
+KVF_HD bool other_ranks_token(const KvAppendParams& p, int64_t t) {
+  const int64_t pos = p.cp_positions[t];
+  return pos >= 0 && pos / p.cp_interleave % p.cp_world_size != p.cp_rank;
+}
+
 template <typename InT, typename CacheT, typename SlotT, bool kFields>
 KVF_HD void kv_append_thread(const KvAppendParams& p, int64_t cta, int thread, int threads) {
   const int64_t token = cta;
   const int64_t slot = p.csr_batch_indices != nullptr ? csr_slot(p, token) : load_slot<SlotT>(p.slot_mapping, token);
   if (slot < 0) return;  // padding
   if (p.window_positions != nullptr && outside_window(p, token)) return;  // evicted by this call's later tokens
+  if (p.cp_positions != nullptr && other_ranks_token(p, token)) return;   // held by another rank's shard
   if (slot >= cache_capacity(p.cache)) {
     if (thread == 0) count_invalid_slot(p.invalid_slots);
     return;

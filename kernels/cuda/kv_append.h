@@ -10,11 +10,15 @@
 namespace kvf {
 
 struct KvAppendParams;
+struct CpSlotMappingParams;
 
 // Status of a launch; mirrors cudaError_t's success/failure split without needing CUDA headers.
 enum class LaunchStatus { ok, unsupported_dtype, launch_error };
 
 // Runs the kernel on the CPU. Pointers in p are host pointers.
 LaunchStatus kv_append_emu(const KvAppendParams& p);
+
+// Runs the context-parallel slot-mapping producer (cp_slot_mapping.cuh) on the CPU.
+void cp_slot_mapping_emu(const CpSlotMappingParams& p);
 
 }  // namespace kvf

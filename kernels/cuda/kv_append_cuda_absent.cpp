@@ -6,5 +6,6 @@
 namespace kvf {
 
 cudaError_t kv_append_cuda(const KvAppendParams&, cudaStream_t) { return cudaErrorNotSupported; }
+cudaError_t cp_slot_mapping_cuda(const CpSlotMappingParams&, cudaStream_t) { return cudaErrorNotSupported; }
 
 }  // namespace kvf

@@ -6,6 +6,7 @@
 // Compiled by the host C++ compiler with CUDA's headers on the include path; needs no GPU or driver.
 #include "kv_append.h"
 
+#include "cp_slot_mapping.cuh"
 #include "kv_append.cuh"
 
 namespace kvf {
@@ -27,6 +28,10 @@ LaunchStatus kv_append_emu(const KvAppendParams& p) {
       }
   });
   return supported ? LaunchStatus::ok : LaunchStatus::unsupported_dtype;
+}
+
+void cp_slot_mapping_emu(const CpSlotMappingParams& p) {
+  for (int64_t t = 0; t < p.num_rows; ++t) cp_slot_mapping_thread(p, t);
 }
 
 }  // namespace kvf

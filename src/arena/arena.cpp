@@ -15,6 +15,7 @@
 #include <string>
 
 #include "arena/windows.h"
+#include "case/context_parallel.h"
 #include "case/csr.h"
 #include "case/placement.h"
 #include "case/window.h"
@@ -64,7 +65,9 @@ ArenaLayout plan_arena(const Case& c) {
   // slot_mapping, or (CSR addressing) the CSR arrays the kernel reads instead (case/csr.h), or (a
   // ring with window input positions) slot_mapping, then each row's position and its request's
   // length (case/window.h), all int32.
+  // A sharded case: its int32 slot mappings and positions (case/context_parallel.h, CpSection).
   l.slots_bytes = c.addressing == Addressing::csr ? checked_mul(csr_arrays(c).size(), 4, "CSR arrays")
+                  : c.has_cp()                    ? checked_mul(cp_section(c).size, 4, "slot mappings and positions")
                   : c.window_input == WindowInput::positions ? checked_mul(c.num_slots(), 3 * 4, "slot_mapping and window rows")
                                                              : checked_mul(c.num_slots(), slot_size, "slot_mapping");
   l.cache_bytes = checked_mul(require_non_negative(c.cache_buffer_elems, "cache_buffer_elems"), cache_size, "cache buffer");
@@ -200,13 +203,16 @@ CacheLocator CacheLocator::scale_cache(const Case& c) {
 
 CacheLocator::CacheLocator(const Case& c, const CacheGeometry& g, const CacheShape& shape)
     : c_(c), shape_(shape), owners_(static_cast<size_t>(std::max<int64_t>(g.num_blocks, 0))), shared_(shared_blocks(c)) {
+  const int64_t shard_blocks = std::max<int64_t>(c.shard_blocks(), 1);
   for (size_t r = 0; r < c.requests.size(); ++r) {
     const Request& q = c.requests[r];
     for (size_t li = 0; li < q.blocks.size(); ++li) {
-      const int64_t b = q.blocks[li];
-      if (b < 0 || b >= g.num_blocks) continue;
-      Owner& o = owners_[static_cast<size_t>(b)];
-      if (o.request < 0) o = Owner{static_cast<int64_t>(r), static_cast<int64_t>(li)};  // a shared block's first owner
+      // Every shard holds the request's block (context_parallel.h: one table for all ranks).
+      for (int64_t b = q.blocks[li], shard = 0; b >= 0 && shard < c.num_ranks(); ++shard, b += shard_blocks) {
+        if (b >= g.num_blocks || (shard == 0 && b >= shard_blocks)) break;
+        Owner& o = owners_[static_cast<size_t>(b)];
+        if (o.request < 0) o = Owner{static_cast<int64_t>(r), static_cast<int64_t>(li)};  // a shared block's first owner
+      }
     }
     positions_.emplace_back(consecutive_positions(q) ? std::vector<int64_t>{} : q.positions);
     std::sort(positions_.back().begin(), positions_.back().end());
@@ -221,6 +227,7 @@ CacheCell CacheLocator::cell(bool is_value, int64_t block, int64_t pos, int64_t 
   cell.pos = pos;
   cell.head = head;
   cell.dim = dim;
+  if (c_.has_cp()) cell.rank = block / std::max<int64_t>(c_.shard_blocks(), 1);
   if (c_.is_sink(block, pos)) {
     cell.role = CacheCell::Role::sink;
     return cell;
@@ -233,6 +240,7 @@ CacheCell CacheLocator::cell(bool is_value, int64_t block, int64_t pos, int64_t 
   const Request& r = c_.requests[static_cast<size_t>(o.request)];
   cell.request = o.request;
   cell.token = o.logical * shape_.g.block_size + pos;
+  if (c_.has_cp()) cell.token = shards_of(c_).global(cell.rank, cell.token);  // shard `rank`'s local position
   if (c_.has_window()) {
     // A ring (window.h): the cell is ring index `token`; it holds the latest position that maps to it
     // and stays in the window, written by this call if that position is one of its tokens.
@@ -350,13 +358,31 @@ void fill_all_but_cache(const Case& c, Arena& a) {
     }
   }
 
-  // slot_mapping, narrowed to its dtype (validation guarantees the values fit); or the CSR arrays.
+  // slot_mapping, narrowed to its dtype (validation guarantees the values fit); or the CSR arrays;
+  // or a sharded case's section (context_parallel.h): with input slot_mapping the ranks' slot
+  // mappings, which the producer writes (the cp_mapping canary until then), and the producer's
+  // inputs; with input positions slot_mapping and the rows' positions.
   const int slot_size = index_type_size(c.slot_dtype);
   if (c.addressing == Addressing::csr) {
     const std::vector<int32_t> csr = csr_arrays(c).packed();
     for (size_t i = 0; i < csr.size(); ++i) store_elem(a.slots(), static_cast<int64_t>(i), 4, static_cast<uint32_t>(csr[i]));
   }
-  for (int64_t i = 0; i < c.num_slots() && c.addressing != Addressing::csr; ++i) {
+  if (c.has_cp()) {
+    const CpSection s = cp_section(c);
+    const CpRows rows = cp_rows(c);
+    const int64_t T = c.num_slots();
+    auto put = [&](int64_t at, int32_t v) { store_elem(a.slots(), at, 4, static_cast<uint32_t>(v)); };
+    if (c.cp_input == CpInput::slot_mapping) {
+      for (int64_t i = 0; i < c.cp_world_size * T; ++i) put(s.rank_mappings + i, static_cast<int32_t>(kCpMappingCanary));
+      for (int64_t i = 0; i < T; ++i) put(s.requests + i, rows.request[static_cast<size_t>(i)]);
+      const CpTables tables = cp_tables(c);
+      for (size_t i = 0; i < tables.blocks.size(); ++i) put(s.tables + static_cast<int64_t>(i), tables.blocks[i]);
+    } else {
+      for (int64_t i = 0; i < T; ++i) put(i, static_cast<int32_t>(c.slot_mapping[static_cast<size_t>(i)]));
+    }
+    for (int64_t i = 0; i < T; ++i) put(s.positions + i, rows.position[static_cast<size_t>(i)]);
+  }
+  for (int64_t i = 0; i < c.num_slots() && c.addressing != Addressing::csr && !c.has_cp(); ++i) {
     const int64_t s = c.slot_mapping[static_cast<size_t>(i)];
     const uint64_t bits = slot_size == 4 ? static_cast<uint32_t>(static_cast<int32_t>(s)) : static_cast<uint64_t>(s);
     store_elem(a.slots(), i, slot_size, bits);
@@ -443,9 +469,10 @@ Arena make_initial_arena(const Case& c, const WindowPlan& plan) {
   const CacheLocator loc(c);
   for (const ElemRange& w : cache_windows(plan, l))
     for (int64_t e = w.begin; e < w.end; ++e) store_elem(a.cache(), e, cache_size, loc.shape().locate(e).is_cell ? free_block : gap);
-  for (const Request& r : c.requests)
-    for (const int64_t b : r.blocks)
-      if (b >= 0 && b < c.cache.num_blocks) fill_block(c, loc, a, b);
+  for (int64_t shard = 0; shard < c.cache.num_blocks; shard += c.shard_blocks())  // each rank's copy of the tables
+    for (const Request& r : c.requests)
+      for (const int64_t b : r.blocks)
+        if (b >= 0 && shard + b < c.cache.num_blocks) fill_block(c, loc, a, shard + b);
   return a;
 }
 

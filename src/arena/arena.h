@@ -130,7 +130,13 @@ struct CacheCell {
   int64_t block = -1, pos = -1, head = -1, dim = -1;  // -1 for gap
   int64_t request = -1;   // owning request (context, new_token, hole, tail), else -1
   int64_t token = -1;     // position in the request's sequence (context, new_token, hole, tail)
+  int64_t rank = -1;      // a sharded case (case/context_parallel.h): the rank whose shard holds `block`; else -1
 };
+
+// What a producer's output cell of a sharded case (case/context_parallel.h) holds before the
+// producer writes it: a negative slot no formula gives (-0x5a5a5a5b), so an entry the producer
+// skips is a `slot_mapping_mismatch`, and the append reads it as padding.
+constexpr uint32_t kCpMappingCanary = 0xA5A5A5A5u;
 
 // Inverts the cache addressing of one case: which cell (tensor, block, pos, head, dim) a cache
 // buffer element is (CacheShape::locate, cache_fill.cuh), and who owns it. Construction is

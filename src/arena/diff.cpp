@@ -53,6 +53,7 @@
 #include <vector>
 
 #include "arena/windows.h"
+#include "case/context_parallel.h"
 #include "case/csr.h"
 #include "gen/rng.h"
 #include "golden/convert.h"
@@ -231,20 +232,28 @@ std::string count_of(int64_t n, const char* singular, const char* plural) {
 
 std::string tensors(const Case& c, const Group& g) { return g.k && g.v ? "K and V" : c.field_name(g.v); }
 
-std::string block_list(const BlockList& b) {
+// Block `id` of the cache buffer: its number, or in a sharded case (case/context_parallel.h) its
+// shard-local number and rank ("3 of rank 1"), as block tables and each rank's call see it.
+std::string block_name(const Case& c, int64_t id) {
+  if (!c.has_cp()) return num(id);
+  const int64_t shard = std::max<int64_t>(c.shard_blocks(), 1);
+  return num(id % shard) + " of rank " + num(id / shard);
+}
+
+std::string block_list(const Case& c, const BlockList& b) {
   if (b.ids.empty()) return "no block";
   std::vector<int64_t> ids = b.ids;
   std::sort(ids.begin(), ids.end());
   std::string s = ids.size() == 1 && !b.more ? "block " : "blocks ";
   const size_t shown = std::min<size_t>(ids.size(), 8);
-  for (size_t i = 0; i < shown; ++i) s += (i ? ", " : "") + num(ids[i]);
+  for (size_t i = 0; i < shown; ++i) s += (i ? ", " : "") + block_name(c, ids[i]);
   if (ids.size() > shown || b.more) s += b.more ? ", ... (more than " + num(kMaxListedBlocks) + ")" : ", ... (" + num(static_cast<int64_t>(ids.size())) + " blocks)";
   return s;
 }
 
 // "block 12 slots 0..3, heads 0..7" — the part of a cache location sentences use.
-std::string cells_phrase(const Group& g) {
-  return block_list(g.blocks) + " " + span("slot", "slots", g.pos) + ", " + span("head", "heads", g.head);
+std::string cells_phrase(const Case& c, const Group& g) {
+  return block_list(c, g.blocks) + " " + span("slot", "slots", g.pos) + ", " + span("head", "heads", g.head);
 }
 
 const char* kSectionNames[6] = {"input buffer", "slot_mapping",       "static scales",
@@ -429,6 +438,7 @@ class Differ {
   }
 
   void slot_elem(int64_t i) {
+    if (c_.has_cp()) return cp_slot_elem(i);
     const bool csr = c_.addressing == Addressing::csr;
     const int size = index_type_size(c_.slot_dtype);  // i32 for CSR and window rows (validate.cpp)
     Group& g = group(GroupKey{FindingKind::input_modified, Victim::slot_mapping, Writer::kernel, -1, -1}, [&](Group& ng) {
@@ -439,6 +449,38 @@ class Differ {
                                : i >= t     ? "window input positions[" + num(i - t) + "]"
                                             : "slot_mapping entry " + num(i) + " (" + num(c_.slot_mapping[static_cast<size_t>(i)]) + ")";
       ng.example = what + ": expected " + hex_bits(exp, size) + ", found " + hex_bits(load_elem(actual_.slots(), i, size), size);
+    });
+    g.elem.add(i);
+  }
+
+  // Element i of a sharded case's slots section (case/context_parallel.h, CpSection): a rank's slot
+  // mapping (input slot_mapping: the producer's output, expected as the formula gives it) or an input.
+  void cp_slot_elem(int64_t i) {
+    const CpSection s = cp_section(c_);
+    const int64_t T = c_.num_slots();
+    const auto exp = static_cast<int32_t>(load_elem(expected_.slots(), i, 4));
+    const auto act = static_cast<int32_t>(load_elem(actual_.slots(), i, 4));
+    if (c_.cp_input == CpInput::slot_mapping && i < s.positions) {
+      const int64_t rank = i / T, row = i % T;
+      Group& g = group(GroupKey{FindingKind::slot_mapping_mismatch, Victim::slot_mapping, Writer::kernel, rank, -1}, [&](Group& ng) {
+        const auto pos = static_cast<int32_t>(load_elem(expected_.slots(), s.positions + row, 4));
+        const auto req = static_cast<int32_t>(load_elem(expected_.slots(), s.requests + row, 4));
+        const std::string token = pos < 0 ? "a padding row"
+                                          : "request " + num(req) + "'s token at position " + num(pos) + ", held by rank " +
+                                                num(shards_of(c_).owner(pos));
+        ng.example = "rank " + num(rank) + "'s slot_mapping[" + num(row) + "] (" + token + "): expected " + num(exp) + ", found " +
+                     num(act) + (static_cast<uint32_t>(act) == kCpMappingCanary ? " (never written)" : "");
+      });
+      g.row.add(row);
+      g.elem.add(i);
+      return;
+    }
+    Group& g = group(GroupKey{FindingKind::input_modified, Victim::slot_mapping, Writer::kernel, -1, -1}, [&](Group& ng) {
+      const std::string what = c_.cp_input == CpInput::positions && i < s.positions ? "slot_mapping entry " + num(i)
+                               : i < s.positions + T                              ? "context-parallel positions[" + num(i - s.positions) + "]"
+                               : i < s.requests + T ? "context-parallel requests[" + num(i - s.requests) + "]"
+                                                    : "context-parallel block_tables[" + num(i - s.tables) + "]";
+      ng.example = what + ": expected " + num(exp) + ", found " + num(act);
     });
     g.elem.add(i);
   }
@@ -650,7 +692,7 @@ class Differ {
   std::string cell_name(const CacheCell& cell, int64_t e, bool scale = false) const {
     const std::string buffer = scale ? "scale cache element " : "cache element ";
     if (cell.role == CacheCell::Role::gap) return buffer + num(e) + " (stride gap)";
-    std::string s = std::string(c_.field_name(cell.is_value)) + (scale ? " scale" : "") + " block " + num(cell.block) + " slot " + num(cell.pos) +
+    std::string s = std::string(c_.field_name(cell.is_value)) + (scale ? " scale" : "") + " block " + block_name(c_, cell.block) + " slot " + num(cell.pos) +
                     " head " + num(cell.head) + (scale ? "" : " dim " + num(cell.dim)) + " (" + buffer + num(e) + "; ";
     switch (cell.role) {
       case CacheCell::Role::context:
@@ -764,7 +806,7 @@ class Differ {
       case Victim::tail: return "request " + num(k.victim_id) + "'s block tail";
       case Victim::hole: return "request " + num(k.victim_id) + "'s holes";
       case Victim::shared_block: return shared_phrase(k.victim_id);
-      case Victim::free_block: return "free block " + num(k.victim_id);
+      case Victim::free_block: return "free block " + block_name(c_, k.victim_id);
       case Victim::gap: return k.scale_cache ? "scale cache stride gaps" : "cache stride gaps";
       case Victim::many: return "further cells";
     }
@@ -773,7 +815,7 @@ class Differ {
 
   // "request 7's block 12 slots 0..3, heads 0..7" — what a cache finding hit, for sentences.
   std::string victim_phrase(const Group& g, bool own_context) const {
-    const std::string cells = (g.key.scale_cache ? "scale cache " : "") + cells_phrase(g);
+    const std::string cells = (g.key.scale_cache ? "scale cache " : "") + cells_phrase(c_, g);
     switch (g.key.victim) {
       case Victim::context:
         return own_context ? "its own earlier context at " + cells : "request " + num(g.key.victim_id) + "'s " + cells;
@@ -794,8 +836,8 @@ class Differ {
     const std::string buffer = g.key.scale_cache ? "scale cache buffer " : "cache buffer ";
     if (g.key.victim == Victim::gap) return buffer + span("element", "elements", g.elem) + " (stride gaps)";
     if (g.blocks.ids.empty()) return buffer + span("element", "elements", g.elem);
-    if (g.key.scale_cache) return tensors(c_, g) + " scale cache " + cells_phrase(g);
-    return tensors(c_, g) + " " + cells_phrase(g) + ", " + span("dim", "dims", g.dim);
+    if (g.key.scale_cache) return tensors(c_, g) + " scale cache " + cells_phrase(c_, g);
+    return tensors(c_, g) + " " + cells_phrase(c_, g) + ", " + span("dim", "dims", g.dim);
   }
 
   // "max 3 ulp in fp8_e4m3" (and NaN against a number) for a wrong_value group.
@@ -811,7 +853,7 @@ class Differ {
     const auto n = static_cast<int64_t>(g.victim_tokens.size());
     if (g.key.victim == Victim::many) return "further requests' tokens";
     std::string s = "request " + num(g.key.victim_id) + "'s ";
-    if (n == 1) return s + "token " + num(g.victim_token.lo) + " (" + block_list(g.blocks) + " " + span("slot", "slots", g.pos) + ")";
+    if (n == 1) return s + "token " + num(g.victim_token.lo) + " (" + block_list(c_, g.blocks) + " " + span("slot", "slots", g.pos) + ")";
     s += span("token", "tokens", g.victim_token);
     if (n != g.victim_token.count()) s += " (" + num(n) + " of them)";
     return s;
@@ -889,7 +931,7 @@ class Differ {
           f.where = "static " + tensors(c_, g) + " " + span("scale", "scales", g.elem);
           f.sentence = f.where + " changed (" + elems + ")";
         } else if (k.victim == Victim::slot_mapping) {
-          f.where = "slot_mapping " + span("entry", "entries", g.elem);
+          f.where = (c_.has_cp() ? "slots section " : "slot_mapping ") + span("entry", "entries", g.elem);
           f.sentence = "the kernel modified " + f.where + " (" + count_of(g.cells, "entry", "entries") + ")";
         } else if (k.victim == Victim::input_other) {
           f.where = "input buffer " + span("element", "elements", g.elem);
@@ -900,6 +942,13 @@ class Differ {
         }
         break;
       }
+      case FindingKind::slot_mapping_mismatch:
+        f.where = "rank " + num(k.victim_id) + "'s slot_mapping " + span("row", "rows", g.row);
+        f.victim = "rank " + num(k.victim_id) + "'s slot_mapping";
+        f.writer = "the slot-mapping producer";
+        f.sentence = "the slot-mapping producer gave rank " + num(k.victim_id) + " wrong slots in " + count_of(g.cells, "row", "rows") +
+                     " of " + num(c_.num_slots()) + " (" + span("row", "rows", g.row) + "; first: " + g.example + ")";
+        break;
       case FindingKind::invalid_slot_miscount:
         f.where = "invalid-slot counter";
         f.sentence = "expected " + num(static_cast<int64_t>(expected_.counter_value())) + " slots >= capacity counted, found " +

@@ -19,6 +19,7 @@ enum class FindingKind : uint8_t {
   input_modified,         // key/value/slot_mapping/input buffer changed
   oob_read_suspected,     // an input guard or gap pattern appeared in the cache
   invalid_slot_miscount,  // the invalid-slot counter differs from the number of slots >= capacity
+  slot_mapping_mismatch,  // a context-parallel slot-mapping producer's output differs from the formula
   crash,                  // the run died (sticky CUDA error, signal)
   timeout,                // the run did not finish in time
   launch_error,           // the launch was refused
@@ -29,6 +30,8 @@ std::string_view to_string(FindingKind k);
 // The one severity order of the finding kinds, most severe 0: the order of a verdict's findings, of
 // the kinds in a report's cell map and of "worst" everywhere. Corruption outside the case's memory,
 // then of other requests, then stray writes, then wrong and missing values of the case's own cells.
+// A slot-mapping producer's wrong output comes before all of them: it is the cause of whatever its
+// rank's append then wrote, and the finding that names it is the one to read first.
 int severity(FindingKind k);
 
 // One group of differing cells sharing (kind, victim, writer).

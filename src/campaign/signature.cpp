@@ -70,6 +70,12 @@ Signature signature_of(const Case& c, const Verdict& v) {
   s.features = std::string(to_string(c.layout)) + "|" + std::string(to_string(c.input_dtype)) + ">" +
                std::string(to_string(c.cache_dtype)) + "|" + std::string(to_string(c.scale_kind)) + "|requests=" +
                bucket(requests) + "|heads=" + bucket(c.num_heads) + "|padding=" + bucket(padding) + "|invalid=" + bucket(invalid);
+  // The serving conventions other than the default (docs/contract.md), so that a bug of one is not
+  // counted as a bug of another; default-mode signatures are what they were before the modes.
+  if (c.padding != PaddingMode::negative) s.features += "|padding_mode=" + std::string(to_string(c.padding));
+  if (c.addressing != Addressing::slot_mapping) s.features += "|addressing=" + std::string(to_string(c.addressing));
+  if (c.has_window()) s.features += "|window=" + std::string(to_string(c.window_input));
+  if (c.has_cp()) s.features += "|cp=" + std::string(to_string(c.cp_input));
   return s;
 }
 

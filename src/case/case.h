@@ -122,6 +122,18 @@ struct Case {
   int64_t window_size = 0;   // W >= 1
   int64_t window_sinks = 0;  // S in [0, W)
   bool has_window() const { return window_input != WindowInput::none; }
+  // Context-parallel shards (case/context_parallel.h): cp_world_size ranks with interleave
+  // cp_interleave each hold a shard of every request. The cache holds the shards one after another
+  // (shard r: blocks [r * shard_blocks(), (r + 1) * shard_blocks())), the block tables hold
+  // shard-local ids shared by every rank, and the call runs once per rank. cp_input none: no shards.
+  CpInput cp_input = CpInput::none;
+  int64_t cp_world_size = 0;  // N >= 1
+  int64_t cp_interleave = 0;  // I >= 1
+  bool has_cp() const { return cp_input != CpInput::none; }
+  // Calls one append makes: one per rank.
+  int64_t num_ranks() const { return has_cp() && cp_world_size > 0 ? cp_world_size : 1; }
+  // Blocks of one rank's cache (the whole cache without shards).
+  int64_t shard_blocks() const { return cache.num_blocks / num_ranks(); }
 
   // cache
   Layout layout = Layout::paged_nhd;

@@ -474,7 +474,7 @@ void read_serving(const Reader& rd, const json& j, Case& c) {
   require_v2(rd, j, "/serving", "serving");
   const std::string p = "/serving";
   const json& s = Reader::at(j, "serving");
-  rd.expect_keys(s, p, {}, {"padding", "addressing", "window"});
+  rd.expect_keys(s, p, {}, {"padding", "addressing", "window", "context_parallel"});
   if (s.contains("padding")) c.padding = rd.enum_field<PaddingMode>(s, p, "padding", padding_mode_from_string, "padding mode");
   if (s.contains("addressing")) c.addressing = rd.enum_field<Addressing>(s, p, "addressing", addressing_from_string, "addressing");
   if (s.contains("window")) {
@@ -485,6 +485,16 @@ void read_serving(const Reader& rd, const json& j, Case& c) {
     c.window_sinks = rd.int64_field(w, wp, "sinks");
     c.window_input = rd.enum_field<WindowInput>(w, wp, "input", window_input_from_string, "window input");
     if (c.window_input == WindowInput::none) rd.fail(wp + "/input", "expected \"slot_mapping\" or \"positions\"; leave out \"window\" for no window");
+  }
+  if (s.contains("context_parallel")) {
+    const std::string cp = p + "/context_parallel";
+    const json& k = Reader::at(s, "context_parallel");
+    rd.expect_keys(k, cp, {"world_size", "interleave", "input"});
+    c.cp_world_size = rd.int64_field(k, cp, "world_size");
+    c.cp_interleave = rd.int64_field(k, cp, "interleave");
+    c.cp_input = rd.enum_field<CpInput>(k, cp, "input", cp_input_from_string, "context-parallel input");
+    if (c.cp_input == CpInput::none)
+      rd.fail(cp + "/input", "expected \"slot_mapping\" or \"positions\"; leave out \"context_parallel\" for no shards");
   }
 }
 
@@ -604,7 +614,8 @@ Genotype read_genotype(const Reader& rd, const json& j) {
                         "invalid_slots", "extra_input_rows", "spare_blocks", "irregular", "dist", "scale_kind",
                         "scale_dist", "layout_seed"},
                  {"gapped_strides", "misaligned_bases", "kv_views", "family", "value_head_dim", "rope_dim", "scattered_positions",
-                  "shared_prefix_blocks", "padding", "addressing", "window_input", "window_size", "window_sinks"});
+                  "shared_prefix_blocks", "padding", "addressing", "window_input", "window_size", "window_sinks", "cp_input",
+                  "cp_world_size", "cp_interleave"});
   Genotype g;
   g.layout = read_layout(rd, s, p, "layout");
   g.block_size = rd.int32_field(s, p, "block_size");
@@ -650,6 +661,10 @@ Genotype read_genotype(const Reader& rd, const json& j) {
                        : WindowInput::none;
   g.window_size = s.contains("window_size") ? rd.int32_field(s, p, "window_size") : 0;
   g.window_sinks = s.contains("window_sinks") ? rd.int32_field(s, p, "window_sinks") : 0;
+  g.cp_input = s.contains("cp_input") ? rd.enum_field<CpInput>(s, p, "cp_input", cp_input_from_string, "context-parallel input")
+                                      : CpInput::none;
+  g.cp_world_size = s.contains("cp_world_size") ? rd.int32_field(s, p, "cp_world_size") : 0;
+  g.cp_interleave = s.contains("cp_interleave") ? rd.int32_field(s, p, "cp_interleave") : 0;
   g.dist = read_dist(rd, s, p, "dist");
   g.scale_kind = read_scale_kind(rd, s, p, "scale_kind");
   g.scale_dist = read_scale_dist(rd, s, p, "scale_dist");
@@ -718,7 +733,8 @@ json parse_json_strict(std::string_view text, const std::string& file) {
 }
 
 int case_schema_version(const Case& c) {
-  if (c.family != Family::kv || c.padding != PaddingMode::negative || c.addressing != Addressing::slot_mapping || c.has_window())
+  if (c.family != Family::kv || c.padding != PaddingMode::negative || c.addressing != Addressing::slot_mapping || c.has_window() ||
+      c.has_cp())
     return 2;
   std::set<int64_t> seen;  // a block in two tables: a shared prefix block
   for (const Request& r : c.requests) {
@@ -728,7 +744,7 @@ int case_schema_version(const Case& c) {
   }
   if (c.genotype && (c.genotype->family != Family::kv || c.genotype->scattered_positions || c.genotype->shared_prefix_blocks != 0 ||
                      c.genotype->padding != PaddingMode::negative || c.genotype->addressing != Addressing::slot_mapping ||
-                     c.genotype->window_input != WindowInput::none))
+                     c.genotype->window_input != WindowInput::none || c.genotype->cp_input != CpInput::none))
     return 2;
   return 1;
 }
@@ -754,6 +770,9 @@ json case_to_json(const Case& c) {
   if (c.addressing != Addressing::slot_mapping) j["serving"]["addressing"] = to_string(c.addressing);
   if (c.has_window())
     j["serving"]["window"] = {{"size", c.window_size}, {"sinks", c.window_sinks}, {"input", to_string(c.window_input)}};
+  if (c.has_cp())
+    j["serving"]["context_parallel"] = {
+        {"world_size", c.cp_world_size}, {"interleave", c.cp_interleave}, {"input", to_string(c.cp_input)}};
   j["shape"] = {{"num_heads", c.num_heads},
                 {"head_dim", c.head_dim},
                 {"num_q_heads", c.num_q_heads},
@@ -844,6 +863,11 @@ json case_to_json(const Case& c) {
       j["genotype"]["window_input"] = to_string(g.window_input);
       j["genotype"]["window_size"] = g.window_size;
       j["genotype"]["window_sinks"] = g.window_sinks;
+    }
+    if (g.cp_input != CpInput::none) {
+      j["genotype"]["cp_input"] = to_string(g.cp_input);
+      j["genotype"]["cp_world_size"] = g.cp_world_size;
+      j["genotype"]["cp_interleave"] = g.cp_interleave;
     }
   }
   return j;

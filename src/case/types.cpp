@@ -92,6 +92,12 @@ constexpr NameTable<WindowInput, 3> kWindowInputNames{{
     {WindowInput::positions, "positions"},
 }};
 
+constexpr NameTable<CpInput, 3> kCpInputNames{{
+    {CpInput::none, "none"},
+    {CpInput::slot_mapping, "slot_mapping"},
+    {CpInput::positions, "positions"},
+}};
+
 // "?" for a value outside the enumeration (a corrupted or hand-cast value); never crashes.
 template <typename E, size_t N>
 std::string_view name_of(const NameTable<E, N>& table, E value) {
@@ -129,6 +135,7 @@ template <> std::string quoted_names<Family>() { return quote_all(kFamilyNames);
 template <> std::string quoted_names<PaddingMode>() { return quote_all(kPaddingModeNames); }
 template <> std::string quoted_names<Addressing>() { return quote_all(kAddressingNames); }
 template <> std::string quoted_names<WindowInput>() { return quote_all(kWindowInputNames); }
+template <> std::string quoted_names<CpInput>() { return quote_all(kCpInputNames); }
 
 std::string_view to_string(DType t) { return name_of(kDTypeNames, t); }
 std::string_view to_string(IndexType t) { return name_of(kIndexTypeNames, t); }
@@ -141,6 +148,7 @@ std::string_view to_string(Family f) { return name_of(kFamilyNames, f); }
 std::string_view to_string(PaddingMode m) { return name_of(kPaddingModeNames, m); }
 std::string_view to_string(Addressing a) { return name_of(kAddressingNames, a); }
 std::string_view to_string(WindowInput w) { return name_of(kWindowInputNames, w); }
+std::string_view to_string(CpInput i) { return name_of(kCpInputNames, i); }
 
 std::optional<DType> dtype_from_string(std::string_view s) { return value_of(kDTypeNames, s); }
 std::optional<IndexType> index_type_from_string(std::string_view s) { return value_of(kIndexTypeNames, s); }
@@ -153,6 +161,7 @@ std::optional<Family> family_from_string(std::string_view s) { return value_of(k
 std::optional<PaddingMode> padding_mode_from_string(std::string_view s) { return value_of(kPaddingModeNames, s); }
 std::optional<Addressing> addressing_from_string(std::string_view s) { return value_of(kAddressingNames, s); }
 std::optional<WindowInput> window_input_from_string(std::string_view s) { return value_of(kWindowInputNames, s); }
+std::optional<CpInput> cp_input_from_string(std::string_view s) { return value_of(kCpInputNames, s); }
 
 bool is_quantized(DType t) { return t == DType::fp8_e4m3 || t == DType::fp8_e5m2 || t == DType::int8; }
 

@@ -56,6 +56,16 @@ enum class WindowInput : uint8_t {
                  // its request's length and skips the tokens already outside the window itself
 };
 
+// Whether the cache is sharded over context-parallel ranks, and who localises each rank's tokens
+// (docs/contract.md, "Serving conventions"; case/context_parallel.h).
+enum class CpInput : uint8_t {
+  none,          // one cache, one call (the default contract)
+  slot_mapping,  // N shards; each rank's call gets its own slot_mapping from a slot-mapping producer,
+                 // -1 for the tokens other ranks hold
+  positions,     // N shards; each rank's call gets every token's local slot, its global position and
+                 // (rank, world size, interleave), and skips the tokens other ranks hold itself
+};
+
 // Distribution of the payload values written into key/value rows (golden/payload.h).
 enum class ValueDist : uint8_t {
   finite,    // finite values of every exponent, both signs
@@ -96,6 +106,7 @@ std::string_view to_string(Family f);
 std::string_view to_string(PaddingMode m);
 std::string_view to_string(Addressing a);
 std::string_view to_string(WindowInput w);
+std::string_view to_string(CpInput i);
 std::optional<DType> dtype_from_string(std::string_view s);
 std::optional<IndexType> index_type_from_string(std::string_view s);
 std::optional<Layout> layout_from_string(std::string_view s);
@@ -107,6 +118,7 @@ std::optional<Family> family_from_string(std::string_view s);
 std::optional<PaddingMode> padding_mode_from_string(std::string_view s);
 std::optional<Addressing> addressing_from_string(std::string_view s);
 std::optional<WindowInput> window_input_from_string(std::string_view s);
+std::optional<CpInput> cp_input_from_string(std::string_view s);
 // Every name of enumeration E in declaration order, quoted and comma-separated ("\"i32\", \"i64\""),
 // for "expected one of ..." messages; read from the same tables as to_string.
 template <typename E>

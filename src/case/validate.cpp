@@ -16,6 +16,7 @@
 #include <utility>
 
 #include "placement.h"
+#include "context_parallel.h"
 #include "window.h"
 
 namespace kvf {
@@ -643,6 +644,11 @@ RequestsResult check_requests(const Case& c, bool cache_ok, Checker& ck) {
   }
   const CacheGeometry& g = c.cache;
   const bool geometry_ok = g.num_blocks >= 0 && g.block_size >= 1;
+  // Shards (context_parallel.h): tables hold shard-local ids, below one shard's blocks.
+  const int64_t table_blocks = c.shard_blocks();
+  const std::string block_range = c.has_cp() ? "[0, " + std::to_string(table_blocks) + ") (a shard's blocks: num_blocks " +
+                                                   std::to_string(g.num_blocks) + " over " + std::to_string(c.num_ranks()) + " ranks)"
+                                             : "[0, " + std::to_string(g.num_blocks) + ") (num_blocks = " + std::to_string(g.num_blocks) + ")";
   bool ok = true;
   for (size_t r = 0; r < c.requests.size(); ++r) {
     const Request& q = c.requests[r];
@@ -653,10 +659,8 @@ RequestsResult check_requests(const Case& c, bool cache_ok, Checker& ck) {
     if (!geometry_ok) continue;
     for (size_t k = 0; k < q.blocks.size(); ++k) {
       const int64_t b = q.blocks[k];
-      if (b < 0 || b >= g.num_blocks) {
-        ck.add(index_path(base + "/blocks", k), "expected a block in [0, " + std::to_string(g.num_blocks) +
-                                                    ") (num_blocks = " + std::to_string(g.num_blocks) +
-                                                    "), got " + std::to_string(b));
+      if (b < 0 || b >= table_blocks) {
+        ck.add(index_path(base + "/blocks", k), "expected a block in " + block_range + ", got " + std::to_string(b));
         ok = false;
       } else {
         result.by_block.push_back({b, r, k});
@@ -668,6 +672,12 @@ RequestsResult check_requests(const Case& c, bool cache_ok, Checker& ck) {
       }
     }
     if (!lens_ok) continue;
+    if (!q.positions.empty() && c.has_cp()) {
+      ck.add(base + "/positions", "a sharded case's requests (/serving/context_parallel) append the consecutive positions "
+                                  "context_len .. context_len + new_len - 1 in row order; leave out positions");
+      ok = false;
+      continue;
+    }
     if (!q.positions.empty() && c.has_window()) {  // a ring: a row order of its consecutive new positions
       std::vector<int64_t> sorted = q.positions;
       std::sort(sorted.begin(), sorted.end());
@@ -686,11 +696,17 @@ RequestsResult check_requests(const Case& c, bool cache_ok, Checker& ck) {
     }
     i128 tokens = i128{q.context_len} + q.new_len;
     if (c.has_window() && c.window_size > 0 && tokens > c.window_size) tokens = c.window_size;  // a ring holds W slots at most
+    std::string held = "context_len + new_len = " + str(tokens) + " tokens";
+    if (c.has_cp() && c.cp_world_size >= 1 && c.cp_interleave >= 1 && tokens <= std::numeric_limits<int32_t>::max()) {
+      const int64_t longest = shards_of(c).longest(static_cast<int64_t>(tokens));  // rank 0's shard
+      held = "the longest shard of context_len + new_len = " + str(tokens) + " tokens (rank 0's, " + std::to_string(longest) +
+             " positions)";
+      tokens = longest;
+    }
     const i128 needed = (tokens + g.block_size - 1) / g.block_size;
     if (i128(q.blocks.size()) < needed) {
-      ck.add(base + "/blocks", "context_len + new_len = " + str(tokens) + " tokens need " + str(needed) +
-                                   " blocks of " + std::to_string(g.block_size) + " slots, but the block table has " +
-                                   std::to_string(q.blocks.size()));
+      ck.add(base + "/blocks", held + " need" + (c.has_cp() ? "s " : " ") + str(needed) + " blocks of " +
+                                   std::to_string(g.block_size) + " slots, but the block table has " + std::to_string(q.blocks.size()));
       ok = false;
     }
   }
@@ -714,9 +730,10 @@ RequestsResult check_requests(const Case& c, bool cache_ok, Checker& ck) {
       ok = false;
       continue;
     }
-    if (c.has_window()) {  // a ring is rewritten in place: no block of it may be another request's
-      ck.add(again_path, "block " + std::to_string(again.block) + " is also in " + first_path +
-                             "; a ring cache's (/serving/window) blocks belong to one request each");
+    if (c.has_window() || c.has_cp()) {  // a ring is rewritten in place; shards are not shared
+      ck.add(again_path, "block " + std::to_string(again.block) + " is also in " + first_path + "; a " +
+                             (c.has_cp() ? "sharded case's (/serving/context_parallel)" : "ring cache's (/serving/window)") +
+                             " blocks belong to one request each");
       ok = false;
       continue;
     }
@@ -816,6 +833,53 @@ void check_window_slots(const Case& c, Checker& ck) {
   }
 }
 
+// slot_mapping of a sharded case (context_parallel.h): each request's rows, in row order, are its
+// new tokens in position order, each at the local slot of its position (the slot of local position
+// lp = local(p) in its block table); every other row is padding (negative). No invalid rows.
+void check_cp_slots(const Case& c, Checker& ck) {
+  if (c.cp_world_size < 1 || c.cp_interleave < 1) return;  // reported by check_bookkeeping
+  const Shards shards = shards_of(c);
+  const int64_t bs = c.cache.block_size, capacity = c.shard_blocks() * bs;
+  const std::map<int64_t, BlockOwner> owner = block_owners(c);  // one owner per block (check_requests)
+  std::vector<int64_t> rows(c.requests.size(), 0);
+  for (int64_t t = 0; t < c.num_slots(); ++t) {
+    const int64_t s = c.slot_mapping[static_cast<size_t>(t)];
+    if (s < 0) continue;  // padding
+    const std::string path = index_path("/slot_mapping", static_cast<size_t>(t));
+    if (s >= capacity) {
+      ck.add(path, std::to_string(s) + " is an invalid slot (>= a shard's capacity " + std::to_string(capacity) +
+                       "); a sharded case (/serving/context_parallel) has no invalid rows");
+      continue;
+    }
+    const auto it = owner.find(s / bs);
+    if (it == owner.end()) {
+      ck.add(path, "slot " + std::to_string(s) + " is in a free block; expected the local slot of a request's new token or a "
+                                                 "negative padding value");
+      continue;
+    }
+    const size_t r = it->second.request;
+    const Request& q = c.requests[r];
+    const int64_t k = rows[r]++;
+    if (k >= q.new_len) {
+      ck.add(path, "slot " + std::to_string(s) + " is a row of request " + std::to_string(r) + " beyond its " +
+                       std::to_string(q.new_len) + " new tokens; each new token has exactly one row");
+      continue;
+    }
+    const int64_t p = q.context_len + k, lp = shards.local(p);
+    const int64_t want = q.blocks[static_cast<size_t>(lp / bs)] * bs + lp % bs;
+    if (s != want)
+      ck.add(path, "row " + std::to_string(k) + " of request " + std::to_string(r) + " is its token at position " + std::to_string(p) +
+                       ", local position " + std::to_string(lp) + " of rank " + std::to_string(shards.owner(p)) + " (world size " +
+                       std::to_string(shards.world) + ", interleave " + std::to_string(shards.interleave) + "), slot " +
+                       std::to_string(want) + "; got slot " + std::to_string(s));
+  }
+  for (size_t r = 0; r < c.requests.size(); ++r)
+    if (rows[r] < c.requests[r].new_len)
+      ck.add("/slot_mapping", "request " + std::to_string(r) + " has " + std::to_string(rows[r]) + " rows but " +
+                                  std::to_string(c.requests[r].new_len) + " new tokens; each new token has exactly one row, "
+                                  "in position order");
+}
+
 void check_slots(const Case& c, const RequestsResult& req, Checker& ck) {
   const int64_t num_slots = c.num_slots();
   if (num_slots > ck.limits().max_slots) {
@@ -833,6 +897,10 @@ void check_slots(const Case& c, const RequestsResult& req, Checker& ck) {
     }
   }
   if (!req.ok) return;  // slots are matched against valid block tables only
+  if (c.has_cp()) {
+    check_cp_slots(c, ck);
+    return;
+  }
   if (c.has_window()) {
     check_window_slots(c, ck);
     return;
@@ -966,6 +1034,23 @@ void check_bookkeeping(const Case& c, Checker& ck) {
     if (c.window_input == WindowInput::positions && c.slot_dtype != IndexType::i32)
       ck.add("/shape/slot_dtype", "a ring cache with window input positions passes int32 positions beside slot_mapping: expected \"i32\"");
   }
+  if (ck.known("/serving/context_parallel/input", c.cp_input, "context-parallel input") && c.has_cp()) {
+    const std::string p = "/serving/context_parallel";
+    const std::string what = "a sharded case (" + p + ")";
+    const bool world_ok = ck.in_range(p + "/world_size", c.cp_world_size, 1, 64);
+    ck.in_range(p + "/interleave", c.cp_interleave, 1, int64_t{1} << 20);
+    if (world_ok && c.cache.num_blocks % c.cp_world_size != 0)
+      ck.add("/cache/num_blocks", std::to_string(c.cache.num_blocks) + " blocks do not split into " + std::to_string(c.cp_world_size) +
+                                      " shards of equal size; expected a multiple of world_size");
+    if (c.padding != PaddingMode::negative) ck.add("/serving/padding", what + " takes negative padding only");
+    if (c.addressing != Addressing::slot_mapping) ck.add("/serving/addressing", what + " is addressed by slot_mapping");
+    if (c.has_window()) ck.add("/serving/window", what + " has no ring");
+    if (c.slot_dtype != IndexType::i32)
+      ck.add("/shape/slot_dtype", what + " passes int32 slot mappings and positions: expected \"i32\"");
+    for (size_t r = 0; r < c.requests.size(); ++r)
+      if (c.requests[r].context_len + c.requests[r].new_len > std::numeric_limits<int32_t>::max())
+        ck.add(index_path("/requests", r), what + "'s positions are int32: expected context_len + new_len below 2^31");
+  }
   if (ck.known("/serving/addressing", c.addressing, "addressing") && c.addressing == Addressing::csr) {
     if (c.padding != PaddingMode::negative)
       ck.add("/serving/padding", "a CSR call (/serving/addressing) has no padding rows; the sink is a slot_mapping convention");
@@ -1024,6 +1109,10 @@ void check_genotype(const Genotype& g, Checker& ck) {
   if (ck.known("/genotype/window_input", g.window_input, "window input") && g.window_input != WindowInput::none) {
     ok &= ck.at_least("/genotype/window_size", g.window_size, 1);
     ok &= ck.in_range("/genotype/window_sinks", g.window_sinks, 0, std::max<int64_t>(0, g.window_size - 1));
+  }
+  if (ck.known("/genotype/cp_input", g.cp_input, "context-parallel input") && g.cp_input != CpInput::none) {
+    ok &= ck.in_range("/genotype/cp_world_size", g.cp_world_size, 1, 64);
+    ok &= ck.in_range("/genotype/cp_interleave", g.cp_interleave, 1, int64_t{1} << 20);
   }
   if (static_cast<int64_t>(g.requests.size()) > lim.max_requests) {
     ck.add("/genotype/requests", std::to_string(g.requests.size()) + " requests; the limit is " +

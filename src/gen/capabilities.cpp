@@ -55,6 +55,7 @@ std::string outside_reason(const Case& c, const Capabilities& k) {
   if (!has(k.padding_modes, c.padding)) return "padding mode " + str(to_string(c.padding));
   if (!has(k.addressings, c.addressing)) return "addressing " + str(to_string(c.addressing));
   if (!has(k.windows, c.window_input)) return "window input " + str(to_string(c.window_input));
+  if (!has(k.cp_inputs, c.cp_input)) return "context-parallel input " + str(to_string(c.cp_input));
   if (!has(k.layouts, c.layout)) return "layout " + str(to_string(c.layout));
   if (!has(k.input_dtypes, c.input_dtype)) return "input dtype " + str(to_string(c.input_dtype));
   if (!has(k.cache_dtypes, c.cache_dtype)) return "cache dtype " + str(to_string(c.cache_dtype));
@@ -149,6 +150,7 @@ constexpr std::initializer_list<IndexType> kIndexTypes = {IndexType::i32, IndexT
 constexpr std::initializer_list<PaddingMode> kPaddingModes = {PaddingMode::negative, PaddingMode::sink};
 constexpr std::initializer_list<Addressing> kAddressings = {Addressing::slot_mapping, Addressing::csr};
 constexpr std::initializer_list<WindowInput> kWindows = {WindowInput::none, WindowInput::slot_mapping, WindowInput::positions};
+constexpr std::initializer_list<CpInput> kCpInputs = {CpInput::none, CpInput::slot_mapping, CpInput::positions};
 
 }  // namespace
 
@@ -192,7 +194,7 @@ constexpr const char* kFeatureNames[] = {"fused_qkv", "strided_input", "padded_c
 }  // namespace
 
 Capabilities capabilities_from_json(const nlohmann::json& j, const std::string& where) {
-  static const char* const keys[] = {"layouts", "input_dtypes", "cache_dtypes", "scale_kinds", "slot_dtypes", "families", "padding_modes", "addressings", "windows", "features",
+  static const char* const keys[] = {"layouts", "input_dtypes", "cache_dtypes", "scale_kinds", "slot_dtypes", "families", "padding_modes", "addressings", "windows", "cp_inputs", "features",
                                      "head_dims", "min_head_dim", "max_head_dim", "head_dim_multiple", "max_num_heads",
                                      "max_block_size", "block_size_pow2_only", "same_input_cache_dtype"};
   std::string known;
@@ -213,6 +215,7 @@ Capabilities capabilities_from_json(const nlohmann::json& j, const std::string& 
   c.padding_modes = name_bits<PaddingMode>(j, "padding_modes", padding_mode_from_string, kPaddingModes, "padding mode", where);
   c.addressings = name_bits<Addressing>(j, "addressings", addressing_from_string, kAddressings, "addressing", where);
   c.windows = name_bits<WindowInput>(j, "windows", window_input_from_string, kWindows, "window input", where);
+  c.cp_inputs = name_bits<CpInput>(j, "cp_inputs", cp_input_from_string, kCpInputs, "context-parallel input", where);
   if (j.contains("features")) {
     std::string names;
     for (const char* f : kFeatureNames) names += (names.empty() ? "" : ", ") + std::string(f);
@@ -275,6 +278,7 @@ nlohmann::json capabilities_to_json(const Capabilities& c) {
   j["padding_modes"] = bit_list(c.padding_modes, kPaddingModes);
   j["addressings"] = bit_list(c.addressings, kAddressings);
   j["windows"] = bit_list(c.windows, kWindows);
+  j["cp_inputs"] = bit_list(c.cp_inputs, kCpInputs);
   j["input_dtypes"] = bit_list(c.input_dtypes, {DType::f16, DType::bf16, DType::f32});
   j["cache_dtypes"] = bit_list(c.cache_dtypes, kDTypes);
   j["scale_kinds"] = bit_list(c.scale_kinds, kScaleKinds);
@@ -297,7 +301,7 @@ nlohmann::json capabilities_to_json(const Capabilities& c) {
 std::string formats_text(const Capabilities& c) {
   return "layouts " + bit_names(c.layouts, kLayouts) + "; families " + bit_names(c.families, kFamilies) + "; padding " +
          bit_names(c.padding_modes, kPaddingModes) + "; addressing " + bit_names(c.addressings, kAddressings) + "; window " +
-         bit_names(c.windows, kWindows);
+         bit_names(c.windows, kWindows) + "; context parallel " + bit_names(c.cp_inputs, kCpInputs);
 }
 
 Profile restrict_profile(const Profile& p, const Capabilities& k) {
@@ -310,6 +314,8 @@ Profile restrict_profile(const Profile& p, const Capabilities& k) {
   require(p, p.addressings, r.addressings, "addressing", bit_names(k.addressings, kAddressings));
   r.window_inputs = only(p.window_inputs, [&](WindowInput w) { return has(k.windows, w); });
   if (!any_weight(r.window_inputs)) r.ring_percent = 0;  // no ring the kernel takes: none drawn
+  r.cp_inputs = only(p.cp_inputs, [&](CpInput i) { return has(k.cp_inputs, i); });
+  if (!any_weight(r.cp_inputs)) r.cp_percent = 0;  // no shards the kernel takes: none drawn
   r.layouts = only(p.layouts, [&](Layout l) { return has(k.layouts, l); });
   require(p, p.layouts, r.layouts, "layout", bit_names(k.layouts, kLayouts));
   r.input_dtypes = only(p.input_dtypes, [&](DType t) { return has(k.input_dtypes, t); });

@@ -40,6 +40,7 @@ struct Capabilities {
   uint32_t padding_modes = ~0u; // bits 1 << PaddingMode (negative, sink)
   uint32_t addressings = ~0u;   // bits 1 << Addressing (slot_mapping, csr)
   uint32_t windows = ~0u;       // bits 1 << WindowInput (none, slot_mapping, positions): ring caches
+  uint32_t cp_inputs = ~0u;     // bits 1 << CpInput (none, slot_mapping, positions): context-parallel shards
   bool fused_qkv = true;            // key/value as views into one fused QKV row
   bool strided_input = true;        // input head/row strides other than dense
   bool padded_cache = true;         // cache (and scale cache) strides other than the layout's dense ones
@@ -87,10 +88,16 @@ inline uint32_t python_addressings() { return 1u << static_cast<unsigned>(Addres
 inline uint32_t undeclared_python_windows() { return 1u << static_cast<unsigned>(WindowInput::none); }
 inline uint32_t python_windows() { return ~(1u << static_cast<unsigned>(WindowInput::positions)); }
 
+// The context-parallel shards a Python function target receives: none with positions input (the
+// Python calling convention has no rank arguments yet); shards whose slot_mapping is the rank's own
+// (one call per rank, each a plain append) only if its declaration's "cp_inputs" lists "slot_mapping".
+inline uint32_t undeclared_python_cp_inputs() { return 1u << static_cast<unsigned>(CpInput::none); }
+inline uint32_t python_cp_inputs() { return ~(1u << static_cast<unsigned>(CpInput::positions)); }
+
 // Capabilities from a Python target's declaration, a JSON object whose keys are all optional (a
 // missing key: no restriction) and mirror kvfz_capabilities:
 //   layouts, input_dtypes, cache_dtypes, scale_kinds, slot_dtypes, families, padding_modes, addressings,
-//       windows   lists of names ("paged_nhd",
+//       windows, cp_inputs   lists of names ("paged_nhd",
 //       "f16", "fp8_e4m3", "none" (float caches), "per_tensor", "i32", ...)
 //   features      list of "fused_qkv", "strided_input", "padded_cache", "graph_padding_rows",
 //                 "invalid_slot_counter", "unaligned" (given: exactly these; missing: all)

@@ -231,6 +231,19 @@ void apply_serving(const Profile& p, Genotype& g) {
     g.shared_prefix_blocks = 0;
     if (g.window_input == WindowInput::positions) g.slot_dtype = IndexType::i32;
   }
+  if (rng.percent(p.cp_percent)) {  // context-parallel shards (case/context_parallel.h)
+    g.cp_input = pick_weighted(p.cp_inputs, rng);
+    g.cp_world_size = pick_weighted(p.cp_world_sizes, rng);
+    g.cp_interleave = pick_weighted(p.cp_interleaves, rng);
+    g.padding = PaddingMode::negative;  // shards take the default padding and slot_mapping addressing, no
+    g.addressing = Addressing::slot_mapping;  // ring, their own blocks and consecutive positions, no
+    g.window_input = WindowInput::none;       // invalid rows, and int32 slots (the producer's type)
+    g.window_size = g.window_sinks = 0;
+    g.scattered_positions = false;
+    g.shared_prefix_blocks = 0;
+    g.invalid_slots = 0;
+    g.slot_dtype = IndexType::i32;
+  }
 }
 
 // Free blocks that make each of K and V span at least `min_elems` elements (profile.h

@@ -53,6 +53,9 @@ struct Genotype {
   WindowInput window_input = WindowInput::none;  // a ring cache (case.h), and who applies the window
   int32_t window_size = 0;   // W (ring cases)
   int32_t window_sinks = 0;  // S < W (ring cases)
+  CpInput cp_input = CpInput::none;  // context-parallel shards (case/context_parallel.h), and who localises
+  int32_t cp_world_size = 0;  // N (sharded cases)
+  int32_t cp_interleave = 0;  // I (sharded cases)
   uint64_t layout_seed = 0;         // not shrunk: block permutation, gaps, offsets, positions, payload salt
 
   bool operator==(const Genotype&) const = default;

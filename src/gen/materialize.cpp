@@ -15,6 +15,7 @@
 #include <limits>
 #include <numeric>
 
+#include "../case/context_parallel.h"
 #include "../case/placement.h"
 #include "../case/window.h"
 #include "rng.h"
@@ -47,17 +48,21 @@ void assign_blocks(const Genotype& g, Case& c) {
   const size_t n = g.requests.size();
   std::vector<int64_t> need(n);  // [requests] blocks each request needs from the pool
   int64_t block_size = g.block_size;
+  // Context-parallel shards (context_parallel.h): a table spans the longest shard of its request
+  // (rank 0's); the cache is one shard's blocks, then copies of it for the other ranks (below).
+  const Shards shards{g.cp_input != CpInput::none ? g.cp_world_size : 1, g.cp_input != CpInput::none ? g.cp_interleave : 1};
+  auto held = [&](const RequestGene& r) { return shards.longest(r.context_len + r.new_len); };
   std::vector<size_t> donor(n, 0);     // [requests] whose prefix blocks request i shares
   std::vector<int64_t> shared(n, 0);   // [requests] how many (0 = none)
   if (is_contiguous(g.layout)) {
     // One sequence per request: block = sequence, block_size = longest sequence + slack.
     int64_t longest = 0;
-    for (const RequestGene& r : g.requests) longest = std::max(longest, r.context_len + r.new_len);
+    for (const RequestGene& r : g.requests) longest = std::max(longest, held(r));
     block_size = std::max<int64_t>(1, longest + static_cast<int64_t>(rng.below(4)));
     std::fill(need.begin(), need.end(), 1);
   } else {
     for (size_t i = 0; i < n; ++i) {
-      int64_t len = g.requests[i].context_len + g.requests[i].new_len;
+      int64_t len = held(g.requests[i]);
       if (g.window_input != WindowInput::none) len = std::min<int64_t>(len, g.window_size);  // a ring: W slots at most
       need[i] = (len + block_size - 1) / block_size;
       if (g.shared_prefix_blocks <= 0 || i == 0) continue;
@@ -97,6 +102,7 @@ void assign_blocks(const Genotype& g, Case& c) {
   }
   c.cache.num_blocks = num_blocks;
   c.cache.block_size = block_size;
+  c.cache.num_blocks *= shards.world;  // shard r: blocks [r * num_blocks, (r + 1) * num_blocks)
   // The sink padding mode: block 0 holds the sink slot 0, which no request owns. Every physical id
   // moves up by one, so the rest of the case is what it is in the default mode.
   if (g.padding == PaddingMode::sink) {
@@ -406,8 +412,14 @@ std::vector<int64_t> map_slots(const Genotype& g, const Case& c) {
 
   std::vector<int64_t> slots;  // [T] flat slot per row
   const Window w = window_of(c);
+  const Shards shards = shards_of(c);
   for (const Request& r : c.requests)
     for (const int64_t p : new_positions(r)) {
+      if (c.has_cp()) {  // the slot of the token's local position on the rank that holds it
+        const int64_t lp = shards.local(p);
+        slots.push_back(r.blocks[static_cast<size_t>(lp / bs)] * bs + lp % bs);
+        continue;
+      }
       if (!c.has_window()) {
         slots.push_back(r.blocks[static_cast<size_t>(p / bs)] * bs + p % bs);
         continue;
@@ -468,8 +480,10 @@ Case materialize(const Genotype& g) {
   c.num_q_heads = g.fused_qkv && g.family != Family::mla ? g.num_heads * g.gqa_ratio : 0;  // an MLA row has no Q
   c.input_dtype = g.input_dtype;
   c.cache_dtype = g.cache_dtype;
-  // CSR arrays are int32, and so are a ring's positions beside slot_mapping.
-  c.slot_dtype = g.addressing == Addressing::csr || g.window_input == WindowInput::positions ? IndexType::i32 : g.slot_dtype;
+  // CSR arrays are int32, and so are a ring's positions beside slot_mapping and sharded slot mappings.
+  c.slot_dtype = g.addressing == Addressing::csr || g.window_input == WindowInput::positions || g.cp_input != CpInput::none
+                     ? IndexType::i32
+                     : g.slot_dtype;
   c.layout = g.layout;
   c.family = g.family;
   c.rope_dim = g.family == Family::mla ? g.rope_dim : 0;
@@ -479,6 +493,11 @@ Case materialize(const Genotype& g) {
     c.window_input = g.window_input;
     c.window_size = g.window_size;
     c.window_sinks = g.window_sinks;
+  }
+  if (g.cp_input != CpInput::none) {
+    c.cp_input = g.cp_input;
+    c.cp_world_size = g.cp_world_size;
+    c.cp_interleave = g.cp_interleave;
   }
 
   assign_blocks(g, c);

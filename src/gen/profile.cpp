@@ -154,6 +154,7 @@ const std::set<std::string>& profile_keys() {
 const std::set<std::string>& optional_profile_keys() {
   static const std::set<std::string> keys = {"gapped_strides_percent", "misaligned_bases_percent", "kv_views",
                                              "families", "value_head_dims", "rope_dims", "padding_modes", "addressings", "ring_percent", "window_inputs",
+                                             "cp_percent", "cp_inputs", "cp_world_sizes", "cp_interleaves",
                                              "scattered_positions_percent", "shared_prefix_percent",
                                              "max_shared_prefix_blocks", "min_tensor_elements"};
   return keys;
@@ -287,6 +288,17 @@ Profile profile_from_json(const json& j, const ProfileReader& r) {
                         : default_profile().window_inputs;
   for (const WindowInput w : p.window_inputs.values)
     if (w == WindowInput::none) r.fail("/window_inputs", "\"none\" is not a ring; ring_percent sets how many cases have one");
+  p.cp_percent = j.contains("cp_percent") ? static_cast<int>(r.integer(j.at("cp_percent"), "/cp_percent", 0, 100))
+                                          : default_profile().cp_percent;
+  p.cp_inputs = j.contains("cp_inputs")
+                    ? r.weighted_enum<CpInput>(j.at("cp_inputs"), "/cp_inputs", cp_input_from_string, "slot_mapping, positions")
+                    : default_profile().cp_inputs;
+  for (const CpInput i : p.cp_inputs.values)
+    if (i == CpInput::none) r.fail("/cp_inputs", "\"none\" is no sharding; cp_percent sets how many cases are sharded");
+  p.cp_world_sizes = j.contains("cp_world_sizes") ? r.weighted_int(j.at("cp_world_sizes"), "/cp_world_sizes", 1, 64)
+                                                  : default_profile().cp_world_sizes;
+  p.cp_interleaves = j.contains("cp_interleaves") ? r.weighted_int(j.at("cp_interleaves"), "/cp_interleaves", 1, 1024)
+                                                  : default_profile().cp_interleaves;
   const Profile builtin = default_profile();
   p.scattered_positions_percent =
       j.contains("scattered_positions_percent")
@@ -465,6 +477,10 @@ json profile_to_json(const Profile& p) {
             {"addressings", weighted(p.addressings)},
             {"ring_percent", p.ring_percent},
             {"window_inputs", weighted(p.window_inputs)},
+            {"cp_percent", p.cp_percent},
+            {"cp_inputs", weighted(p.cp_inputs)},
+            {"cp_world_sizes", weighted(p.cp_world_sizes)},
+            {"cp_interleaves", weighted(p.cp_interleaves)},
             {"scattered_positions_percent", p.scattered_positions_percent},
             {"shared_prefix_percent", p.shared_prefix_percent},
             {"max_shared_prefix_blocks", p.max_shared_prefix_blocks},
@@ -536,6 +552,10 @@ Profile default_profile() {
   p.addressings = {{Addressing::slot_mapping}, {1}};
   p.ring_percent = 0;
   p.window_inputs = {{WindowInput::slot_mapping, WindowInput::positions}, {1, 1}};
+  p.cp_percent = 0;
+  p.cp_inputs = {{CpInput::slot_mapping, CpInput::positions}, {1, 1}};
+  p.cp_world_sizes = {{2, 3, 4, 8}, {1, 1, 1, 1}};
+  p.cp_interleaves = {{1, 2, 3, 16}, {1, 1, 1, 1}};
   p.scattered_positions_percent = 10;
   p.shared_prefix_percent = 10;
   p.max_shared_prefix_blocks = 2;

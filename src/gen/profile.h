@@ -7,8 +7,9 @@
 // duplicate list, an out-of-range value or all-zero weights is refused with the file, the JSON
 // path and the expected form. Optional keys: min_tensor_elements (absent = 0), gapped_strides_percent
 // and misaligned_bases_percent (absent = irregular_percent, the share both had when one flag drove
-// them), kv_views, families, value_head_dims, rope_dims, padding_modes, addressings, window_inputs
-// (absent = the built-in default's list), ring_percent (absent = 0).
+// them), kv_views, families, value_head_dims, rope_dims, padding_modes, addressings, window_inputs,
+// cp_inputs, cp_world_sizes, cp_interleaves (absent = the built-in default's list), ring_percent,
+// cp_percent (absent = 0).
 // them), kv_views, scattered_positions_percent, shared_prefix_percent and max_shared_prefix_blocks
 // (absent = the built-in default's values).
 //
@@ -118,6 +119,12 @@ struct Profile {
                                        // (absent = slot_mapping alone); shrink target: slot_mapping
   int ring_percent = 0;                // cases whose cache is a sliding-window ring (case/window.h): a window of
                                        // 1 .. the longest sequence, 0..3 sinks (absent = 0); shrink target: none
+  int cp_percent = 0;                  // cases whose cache is sharded over context-parallel ranks
+                                       // (case/context_parallel.h) (absent = 0); shrink target: none
+  Weighted<CpInput> cp_inputs;         // who localises each rank's tokens: slot_mapping (a producer's per-rank
+                                       // slot_mapping) or positions (the kernel) (absent = both equally)
+  Weighted<int32_t> cp_world_sizes;    // ranks N (absent = 2, 3, 4, 8); shrink target: the list's first
+  Weighted<int32_t> cp_interleaves;    // interleave I (absent = 1, 2, 3, 16); shrink target: the list's first
   Weighted<WindowInput> window_inputs; // who applies a ring's window: slot_mapping (-1 for evicted tokens) or
                                        // positions (the kernel) (absent = both equally)
   // Slot placement (case/placement.h); each case draws both independently:

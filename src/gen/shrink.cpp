@@ -52,6 +52,9 @@ struct Complexity {
   int64_t window;                // 0 = no ring, 1 = slot_mapping applies the window, 2 = the kernel does
   int64_t window_sinks;          // a ring's sinks
   int64_t window_size;           // a ring's window (smaller: fewer slots, the same wrap with fewer tokens)
+  int64_t cp;                    // 0 = no shards, 1 = a producer's slot mappings, 2 = the kernel localises
+  Pair cp_world_size;            // (0, 0) without shards, else (1 + rank in the profile list, N)
+  Pair cp_interleave;            // (0, 0) without shards, else (1 + rank, I)
   int64_t tail_padding, interleaved_padding, invalid_slots, extra_input_rows, spare_blocks;  // counts
 };
 
@@ -119,6 +122,9 @@ Complexity complexity(const Genotype& g, const Profile& p) {
   c.window = static_cast<int64_t>(g.window_input);
   c.window_sinks = g.window_input == WindowInput::none ? 0 : g.window_sinks;
   c.window_size = g.window_input == WindowInput::none ? 0 : g.window_size;
+  c.cp = static_cast<int64_t>(g.cp_input);
+  c.cp_world_size = g.cp_input == CpInput::none ? Pair{0, 0} : Pair{1 + rank_of(p.cp_world_sizes, g.cp_world_size), g.cp_world_size};
+  c.cp_interleave = g.cp_input == CpInput::none ? Pair{0, 0} : Pair{1 + rank_of(p.cp_interleaves, g.cp_interleave), g.cp_interleave};
   c.tail_padding = g.tail_padding;
   c.interleaved_padding = g.interleaved_padding;
   c.invalid_slots = g.invalid_slots;
@@ -188,6 +194,9 @@ bool simpler_than(const Genotype& a, const Genotype& b, const Profile& profile) 
   compare(ca.window, cb.window, &less, &greater);
   compare(ca.window_sinks, cb.window_sinks, &less, &greater);
   compare(ca.window_size, cb.window_size, &less, &greater);
+  compare(ca.cp, cb.cp, &less, &greater);
+  compare(ca.cp_world_size, cb.cp_world_size, &less, &greater);
+  compare(ca.cp_interleave, cb.cp_interleave, &less, &greater);
   compare(ca.tail_padding, cb.tail_padding, &less, &greater);
   compare(ca.interleaved_padding, cb.interleaved_padding, &less, &greater);
   compare(ca.invalid_slots, cb.invalid_slots, &less, &greater);
@@ -249,6 +258,15 @@ std::vector<Genotype> shrink_genotype(const Genotype& g, const Profile& profile)
     with([](Genotype& c) { c.window_sinks = 0; });
     for (const int32_t w : {g.window_size / 2, g.window_size - 1})  // a smaller ring wraps with fewer tokens
       if (w > g.window_sinks && w < g.window_size) with([w](Genotype& c) { c.window_size = w; });
+  }
+  if (g.cp_input != CpInput::none) {
+    with([](Genotype& c) {  // no shards
+      c.cp_input = CpInput::none;
+      c.cp_world_size = c.cp_interleave = 0;
+    });
+    with([](Genotype& c) { c.cp_input = CpInput::slot_mapping; });  // the producer localises
+    for (int32_t v : simpler_values(profile.cp_world_sizes, g.cp_world_size)) with([v](Genotype& c) { c.cp_world_size = v; });
+    for (int32_t v : simpler_values(profile.cp_interleaves, g.cp_interleave)) with([v](Genotype& c) { c.cp_interleave = v; });
   }
   for (int32_t v : simpler_values(profile.num_heads, g.num_heads)) with([v](Genotype& c) { c.num_heads = v; });
   for (int32_t v : simpler_values(profile.head_dims, g.head_dim)) with([v](Genotype& c) { c.head_dim = v; });

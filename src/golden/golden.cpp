@@ -19,11 +19,18 @@
 //                   to the scale cache cell (block, pos, head) of the tensor.
 // Static scales live in the arena's scales section: K scales [0, n), V scales [n, 2n), n =
 // static_scale_count().
+//
+// A sharded case (case/context_parallel.h) is one call per rank r, each into shard r (blocks
+// r * shard_blocks + the slot's block, with that block's per-block scales and scale-cache cells):
+// with input slot_mapping rank r reads its own slot mapping, which the golden model first writes
+// into the image as the formula gives it (the producer's expected output); with input positions
+// it reads slot_mapping and skips the rows whose position another rank holds.
 #include "golden.h"
 
 #include <cmath>
 #include <cstring>
 
+#include "../case/context_parallel.h"
 #include "../case/window.h"
 #include "convert.h"
 
@@ -55,18 +62,36 @@ void golden_append(const Case& c, std::byte* image, const ArenaLayout& layout) {
   // A ring with window input positions: rows of tokens already outside the window are not written.
   const WindowRows window = c.window_input == WindowInput::positions ? window_rows(c) : WindowRows{};
   const Window w = window_of(c);
-  for (int64_t row = 0; row < c.num_slots(); ++row) {  // rows >= T (graph padding) are never read
-    // A CSR call's slots are the case's (its arrays are derived from them; case/csr.h).
-    const int64_t slot = c.addressing == Addressing::csr ? c.slot_mapping[static_cast<size_t>(row)] : load_slot(slots, c.slot_dtype, row);
+  // A sharded case: each row's position, and (input slot_mapping) the ranks' slot mappings.
+  const CpRows cp = c.has_cp() ? cp_rows(c) : CpRows{};
+  const CpSection section = cp_section(c);
+  if (c.cp_input == CpInput::slot_mapping)
+    for (int64_t r = 0; r < c.cp_world_size; ++r) {
+      const std::vector<int32_t> m = rank_slot_mapping(c, cp, r);
+      std::memcpy(image + layout.slots_begin + (section.rank_mappings + r * c.num_slots()) * 4, m.data(), m.size() * 4);
+    }
+  const int64_t shard_capacity = c.shard_blocks() * c.cache.block_size;
+  // Row `row` of rank `rank`'s call (one call without shards); rows >= T (graph padding) are never read.
+  for (int64_t call_row = 0; call_row < c.num_ranks() * c.num_slots(); ++call_row) {
+    const int64_t rank = call_row / c.num_slots(), row = call_row % c.num_slots();
+    // A CSR call's slots are the case's (its arrays are derived from them; case/csr.h); a rank of a
+    // sharded case with input slot_mapping reads its own.
+    const int64_t slot = c.addressing == Addressing::csr ? c.slot_mapping[static_cast<size_t>(row)]
+                         : c.cp_input == CpInput::slot_mapping
+                             ? load_slot(slots + (section.rank_mappings + rank * c.num_slots()) * 4, IndexType::i32, row)
+                             : load_slot(slots, c.slot_dtype, row);
     if (c.is_padding(slot)) continue;  // padding (into the sink: unconstrained)
     if (!window.position.empty() && window.position[static_cast<size_t>(row)] >= 0 &&
         !w.kept(window.position[static_cast<size_t>(row)], window.seq_len[static_cast<size_t>(row)]))
       continue;  // outside the window already: not written
-    if (slot >= capacity) {  // invalid: never written, counted
+    if (c.cp_input == CpInput::positions && cp.position[static_cast<size_t>(row)] >= 0 &&
+        shards_of(c).owner(cp.position[static_cast<size_t>(row)]) != rank)
+      continue;  // another rank's token
+    if (slot >= (c.has_cp() ? shard_capacity : capacity)) {  // invalid: never written, counted
       ++invalid;
       continue;
     }
-    const int64_t block = slot / c.cache.block_size;
+    const int64_t block = rank * c.shard_blocks() + slot / c.cache.block_size;  // in the rank's shard
     const int64_t pos = slot % c.cache.block_size;
     for (int64_t head = 0; head < c.num_heads; ++head) {
       for (const CacheField& field : fields) {

@@ -4,18 +4,22 @@
 #include <cstring>
 #include <string>
 
+#include "case/context_parallel.h"
 #include "case/csr.h"
+#include "cp_slot_mapping.cuh"
 #include "kv_append.cuh"
 #include "kv_append.h"
 #include "targets/target.h"
 
 namespace kvf {
 
-KvAppendParams append_params(const Case& c, std::byte* image, const ArenaLayout& layout) {
+KvAppendParams append_params(const Case& c, std::byte* image, const ArenaLayout& layout, int64_t rank) {
   const int64_t in_size = dtype_size(c.input_dtype);
   const int64_t cache_size = dtype_size(c.cache_dtype);
   std::byte* input = image + layout.input_begin;
   std::byte* cache = image + layout.cache_begin;
+  if (!c.has_cp()) rank = 0;
+  const int64_t shard = rank * c.shard_blocks();  // the rank's first block in the case's cache
   KvAppendParams p;
   p.key = input + c.key.offset * in_size;
   if (c.has_value()) p.value = input + c.value.offset * in_size;
@@ -32,8 +36,16 @@ KvAppendParams append_params(const Case& c, std::byte* image, const ArenaLayout&
     p.csr_kv_last_page_len = base + csr.kv_last_page_len_at();
     p.csr_kv_indices = base + csr.kv_indices_at();
     p.csr_batch_size = static_cast<int32_t>(c.requests.size());
+  } else if (c.cp_input == CpInput::slot_mapping) {  // the rank's own slot_mapping (case/context_parallel.h)
+    p.slot_mapping = reinterpret_cast<int32_t*>(image + layout.slots_begin) + cp_section(c).rank_mappings + rank * c.num_slots();
   } else {
     p.slot_mapping = image + layout.slots_begin;
+  }
+  if (c.cp_input == CpInput::positions) {  // global positions after slot_mapping; the kernel keeps its rank's rows
+    p.cp_positions = reinterpret_cast<const int32_t*>(image + layout.slots_begin) + cp_section(c).positions;
+    p.cp_rank = static_cast<int32_t>(rank);
+    p.cp_world_size = static_cast<int32_t>(c.cp_world_size);
+    p.cp_interleave = static_cast<int32_t>(c.cp_interleave);
   }
   if (c.window_input == WindowInput::positions) {  // int32 rows after slot_mapping (arena.cpp)
     const auto* rows = reinterpret_cast<const int32_t*>(image + layout.slots_begin) + c.num_slots();
@@ -45,14 +57,16 @@ KvAppendParams append_params(const Case& c, std::byte* image, const ArenaLayout&
   p.slot_type = c.slot_dtype;
   p.num_slots = c.num_slots();
   p.num_input_rows = c.num_input_rows;
-  p.k_cache = cache + c.cache_k_offset * cache_size;
-  if (c.has_value()) p.v_cache = cache + c.cache_v_offset * cache_size;
+  p.k_cache = cache + (c.cache_k_offset + shard * c.cache.stride_block) * cache_size;
+  if (c.has_value()) p.v_cache = cache + (c.cache_v_offset + shard * c.value_geometry().stride_block) * cache_size;
   p.cache = c.cache;
+  p.cache.num_blocks = c.shard_blocks();
   p.vllm_legacy = c.layout == Layout::vllm_legacy;
   p.has_value = c.has_value();
   if (c.family == Family::kv_split) {
     p.value_head_dim = c.value_head_dim;
     p.value_cache = c.value_geometry();
+    p.value_cache.num_blocks = c.shard_blocks();
   }
   if (c.rope_dim > 0) {
     p.rope = input + c.rope.offset * in_size;
@@ -70,15 +84,45 @@ KvAppendParams append_params(const Case& c, std::byte* image, const ArenaLayout&
   float* scales = reinterpret_cast<float*>(image + layout.scales_begin);
   float* scale_cache = reinterpret_cast<float*>(image + layout.scale_cache_begin);
   if (num_scales > 0) {
-    p.k_scale = scales;
-    if (c.has_value()) p.v_scale = scales + num_scales;
+    const int64_t first = c.scale_kind == ScaleKind::per_block ? shard * c.num_heads : 0;  // the shard's blocks' scales
+    p.k_scale = scales + first;
+    if (c.has_value()) p.v_scale = scales + num_scales + first;
   }
   if (c.scale_kind == ScaleKind::per_token_head) {
-    p.k_scale_cache = scale_cache + c.scale_k_offset;
-    if (c.has_value()) p.v_scale_cache = scale_cache + c.scale_v_offset;
+    const int64_t first = shard * c.scale_cache.stride_block;
+    p.k_scale_cache = scale_cache + c.scale_k_offset + first;
+    if (c.has_value()) p.v_scale_cache = scale_cache + c.scale_v_offset + first;
     p.scale_cache = c.scale_cache;
+    p.scale_cache.num_blocks = c.shard_blocks();
   }
   return p;
+}
+
+CpSlotMappingParams cp_producer_params(const Case& c, std::byte* image, const ArenaLayout& layout, int64_t rank) {
+  const CpSection s = cp_section(c);
+  auto* base = reinterpret_cast<int32_t*>(image + layout.slots_begin);
+  CpSlotMappingParams p;
+  p.positions = base + s.positions;
+  p.requests = base + s.requests;
+  p.block_tables = base + s.tables;
+  p.table_width = s.table_width;
+  p.num_rows = c.num_slots();
+  p.block_size = c.cache.block_size;
+  p.rank = static_cast<int32_t>(rank);
+  p.world_size = static_cast<int32_t>(c.cp_world_size);
+  p.interleave = static_cast<int32_t>(c.cp_interleave);
+  p.slot_mapping = base + s.rank_mappings + rank * c.num_slots();
+  return p;
+}
+
+void write_reference_slot_mappings(const Case& c, std::byte* image, const ArenaLayout& layout) {
+  if (c.cp_input != CpInput::slot_mapping) return;
+  const CpRows rows = cp_rows(c);
+  const CpSection s = cp_section(c);
+  for (int64_t r = 0; r < c.cp_world_size; ++r) {
+    const std::vector<int32_t> m = rank_slot_mapping(c, rows, r);
+    std::memcpy(image + layout.slots_begin + (s.rank_mappings + r * c.num_slots()) * 4, m.data(), m.size() * 4);
+  }
 }
 
 void add_invalid_slot_count(const Case& c, std::byte* image, const ArenaLayout& layout) {
@@ -96,16 +140,22 @@ class CudaEmuTarget final : public Target {
  public:
   const TargetInfo& info() const override { return info_; }
 
+  // One call per rank (one for a case without shards); a rank of a context-parallel case with input
+  // slot_mapping first runs the kernel's slot-mapping producer for its slot_mapping.
   RunResult run(const Case& c, std::byte* image, const ArenaLayout& layout) override {
-    switch (kv_append_emu(append_params(c, image, layout))) {
-      case LaunchStatus::ok: return {};
-      case LaunchStatus::unsupported_dtype:
-        return {RunStatus::launch_error, "kernel has no specialisation for " +
-                                             std::string(to_string(c.input_dtype)) + " -> " +
-                                             std::string(to_string(c.cache_dtype))};
-      case LaunchStatus::launch_error: break;
+    for (int64_t rank = 0; rank < c.num_ranks(); ++rank) {
+      if (c.cp_input == CpInput::slot_mapping) cp_slot_mapping_emu(cp_producer_params(c, image, layout, rank));
+      switch (kv_append_emu(append_params(c, image, layout, rank))) {
+        case LaunchStatus::ok: continue;
+        case LaunchStatus::unsupported_dtype:
+          return {RunStatus::launch_error, "kernel has no specialisation for " +
+                                               std::string(to_string(c.input_dtype)) + " -> " +
+                                               std::string(to_string(c.cache_dtype))};
+        case LaunchStatus::launch_error: break;
+      }
+      return {RunStatus::launch_error, "launch failed"};
     }
-    return {RunStatus::launch_error, "launch failed"};
+    return {};
   }
 
  private:

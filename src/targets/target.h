@@ -118,9 +118,24 @@ std::unique_ptr<Target> make_target(const std::string& name, const TargetOptions
 std::unique_ptr<Target> open_target(const std::string& name, const TargetOptions& options = {});
 
 // KvAppendParams of case `c` with pointers into `image` (host or device address of the image's
-// first byte); shared by every target that launches kernels/cuda.
+// first byte); shared by every target that launches kernels/cuda. A context-parallel case
+// (case/context_parallel.h) makes one call per rank: rank r's parameters address shard r (its
+// caches, scale caches and per-block scales, num_blocks the shard's) and take rank r's inputs;
+// `rank` is ignored (0) for other cases.
 struct KvAppendParams;
-KvAppendParams append_params(const Case& c, std::byte* image, const ArenaLayout& layout);
+KvAppendParams append_params(const Case& c, std::byte* image, const ArenaLayout& layout, int64_t rank = 0);
+
+// The slot-mapping producer's call for rank `rank` of a context-parallel case with input
+// slot_mapping (kernels/cuda/cp_slot_mapping.cuh): its inputs and rank r's slot_mapping in the
+// arena's slots section (case/context_parallel.h, CpSection), pointers into `image`.
+struct CpSlotMappingParams;
+CpSlotMappingParams cp_producer_params(const Case& c, std::byte* image, const ArenaLayout& layout, int64_t rank);
+
+// Writes every rank's slot_mapping of a context-parallel case with input slot_mapping into the
+// host image as the formula gives it (context_parallel.h rank_slot_mapping): what a target whose
+// kernel has no producer of its own (a plugin without kvfuzz_plugin_cp_slot_mapping, a Python
+// function) receives. Does nothing for other cases.
+void write_reference_slot_mappings(const Case& c, std::byte* image, const ArenaLayout& layout);
 
 // Adds case `c`'s count of slots >= capacity to the invalid-slot counter in `image`, as the
 // contract's counter would: for a kernel that declares no counter (it gets none), so that only

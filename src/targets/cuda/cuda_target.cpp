@@ -47,8 +47,7 @@ class CudaTarget final : public Target {
     if (RunResult r = prepare(bytes); r.status != RunStatus::ok) return r;
     if (cudaError_t e = cudaMemcpyAsync(device_image_, image, bytes, cudaMemcpyHostToDevice, stream_); e != cudaSuccess)
       return fault(e, "copying the arena to the device");
-    const KvAppendParams p = append_params(c, static_cast<std::byte*>(device_image_), layout);
-    if (cudaError_t e = kv_append_cuda(p, stream_); e != cudaSuccess) return fault(e, "kv_append_cuda launch");
+    if (RunResult r = launch(c, static_cast<std::byte*>(device_image_), layout); r.status != RunStatus::ok) return r;
     if (cudaError_t e = cudaStreamSynchronize(stream_); e != cudaSuccess) return fault(e, "kernel execution");
     if (cudaError_t e = cudaMemcpy(image, device_image_, bytes, cudaMemcpyDeviceToHost); e != cudaSuccess)
       return fault(e, "copying the arena back");
@@ -68,8 +67,7 @@ class CudaTarget final : public Target {
       if (cudaError_t e = cudaMemcpyAsync(device + r.begin, image + r.begin, static_cast<size_t>(r.size()), cudaMemcpyHostToDevice, stream_);
           e != cudaSuccess)
         return fault(e, "copying the windows to the device");
-    const KvAppendParams p = append_params(c, device, layout);
-    if (cudaError_t e = kv_append_cuda(p, stream_); e != cudaSuccess) return fault(e, "kv_append_cuda launch");
+    if (RunResult r = launch(c, device, layout); r.status != RunStatus::ok) return r;
     if (cudaError_t e = cudaStreamSynchronize(stream_); e != cudaSuccess) return fault(e, "kernel execution");
     for (const ByteRange& r : plan.ranges)
       if (cudaError_t e = cudaMemcpyAsync(image + r.begin, device + r.begin, static_cast<size_t>(r.size()), cudaMemcpyDeviceToHost, stream_);
@@ -82,6 +80,20 @@ class CudaTarget final : public Target {
   }
 
  private:
+  // The case's calls on the device image, in order on the stream: one per rank (one for a case
+  // without shards), each rank of a context-parallel case with input slot_mapping after the
+  // kernel's slot-mapping producer has made its slot_mapping.
+  RunResult launch(const Case& c, std::byte* device, const ArenaLayout& layout) {
+    for (int64_t rank = 0; rank < c.num_ranks(); ++rank) {
+      if (c.cp_input == CpInput::slot_mapping)
+        if (cudaError_t e = cp_slot_mapping_cuda(cp_producer_params(c, device, layout, rank), stream_); e != cudaSuccess)
+          return fault(e, "cp_slot_mapping_cuda launch");
+      if (cudaError_t e = kv_append_cuda(append_params(c, device, layout, rank), stream_); e != cudaSuccess)
+        return fault(e, "kv_append_cuda launch");
+    }
+    return {};
+  }
+
   // Selects the device and makes room for an image of `bytes` (once per worker, then on growth).
   RunResult prepare(size_t bytes) {
     if (!initialised_) {

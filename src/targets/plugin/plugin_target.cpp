@@ -32,6 +32,7 @@
 #include <utility>
 
 #include "case/errors.h"
+#include "cp_slot_mapping.cuh"
 #include "kv_append.cuh"
 #include "kvfuzz_plugin.h"
 #include "targets/target.h"
@@ -66,6 +67,7 @@ namespace {
 using AbiVersionFn = uint32_t (*)();
 using QueryFn = int (*)(kvfz_capabilities*, int, char*, size_t);
 using AppendFn = int (*)(const kvfz_append_args*, char*, size_t);
+using CpSlotMappingFn = int (*)(const kvfz_cp_slot_mapping_args*, char*, size_t);
 
 constexpr double kProbeTimeoutS = 60;  // loading and querying a plugin; a hang is reported, not waited out
 
@@ -74,6 +76,7 @@ struct Entry {
   AbiVersionFn abi_version = nullptr;
   QueryFn query = nullptr;
   AppendFn append = nullptr;
+  CpSlotMappingFn cp_slot_mapping = nullptr;  // optional: the plugin's slot-mapping producer
 };
 
 // dlopen + dlsym + the version check. Returns "" or what is wrong (for the user: what to do).
@@ -88,6 +91,7 @@ std::string load(const std::string& path, Entry& e) {
   e.abi_version = reinterpret_cast<AbiVersionFn>(symbol("kvfuzz_plugin_abi_version"));
   e.query = reinterpret_cast<QueryFn>(symbol("kvfuzz_plugin_query"));
   e.append = reinterpret_cast<AppendFn>(symbol("kvfuzz_plugin_append"));
+  e.cp_slot_mapping = reinterpret_cast<CpSlotMappingFn>(symbol("kvfuzz_plugin_cp_slot_mapping"));
   std::string missing;
   if (!e.abi_version) missing += " kvfuzz_plugin_abi_version";
   if (!e.query) missing += " kvfuzz_plugin_query";
@@ -251,6 +255,7 @@ Capabilities to_capabilities(const kvfz_capabilities& k) {
   c.padding_modes = (k.padding_modes | 1u) & ((1u << 2) - 1);  // 0: negative padding only
   c.addressings = k.addressings == 0 ? 1u : k.addressings & ((1u << 2) - 1);  // 0: slot_mapping only; CSR alone possible
   c.windows = (k.windows | 1u) & ((1u << 3) - 1);  // 0: no ring
+  c.cp_inputs = (k.cp_inputs | 1u) & ((1u << 3) - 1);  // 0: no shards
   c.fused_qkv = (k.features & KVFZ_FEATURE_FUSED_QKV) != 0;
   c.strided_input = (k.features & KVFZ_FEATURE_STRIDED_INPUT) != 0;
   c.padded_cache = (k.features & KVFZ_FEATURE_PADDED_CACHE) != 0;
@@ -303,6 +308,7 @@ std::string supports_text(const kvfz_capabilities& k) {
   s += "; padding " + bit_list(k.padding_modes | 1u, {PaddingMode::negative, PaddingMode::sink});
   s += "; addressing " + bit_list(k.addressings == 0 ? 1u : k.addressings, {Addressing::slot_mapping, Addressing::csr});
   s += "; window " + bit_list(k.windows | 1u, {WindowInput::none, WindowInput::slot_mapping, WindowInput::positions});
+  s += "; context parallel " + bit_list(k.cp_inputs | 1u, {CpInput::none, CpInput::slot_mapping, CpInput::positions});
   auto limit = [&](const char* what, int32_t v) {
     if (v > 0) s += std::string("; ") + what + " " + std::to_string(v);
   };
@@ -330,9 +336,11 @@ kvfz_cache_geometry to_abi(const CacheGeometry& g) {
   return kvfz_cache_geometry{g.num_blocks, g.block_size, g.stride_block, g.stride_pos, g.stride_head};
 }
 
-// The ABI call of case `c` on an image whose first byte is at `base` (host or device address).
-kvfz_append_args append_args(const Case& c, std::byte* base, const ArenaLayout& layout, int32_t memory, bool counter) {
-  const KvAppendParams p = append_params(c, base, layout);
+// The ABI call of case `c` (its rank `rank`'s) on an image whose first byte is at `base` (host or
+// device address).
+kvfz_append_args append_args(const Case& c, std::byte* base, const ArenaLayout& layout, int32_t memory, bool counter,
+                             int64_t rank) {
+  const KvAppendParams p = append_params(c, base, layout, rank);
   kvfz_append_args a;
   std::memset(&a, 0, sizeof a);
   a.struct_size = sizeof a;
@@ -382,6 +390,32 @@ kvfz_append_args append_args(const Case& c, std::byte* base, const ArenaLayout& 
   a.window_sinks = c.window_sinks;
   a.window_positions = p.window_positions;
   a.window_seq_lens = p.window_seq_lens;
+  a.cp_input = static_cast<int32_t>(c.cp_input);
+  a.cp_rank = p.cp_rank;
+  a.cp_world_size = c.has_cp() ? static_cast<int32_t>(c.cp_world_size) : 1;
+  a.cp_interleave = c.has_cp() ? static_cast<int32_t>(c.cp_interleave) : 1;
+  a.cp_positions = p.cp_positions;
+  return a;
+}
+
+// The ABI call of the slot-mapping producer for rank `rank` of a context-parallel case.
+kvfz_cp_slot_mapping_args producer_args(const Case& c, std::byte* base, const ArenaLayout& layout, int32_t memory, int64_t rank) {
+  const CpSlotMappingParams p = cp_producer_params(c, base, layout, rank);
+  kvfz_cp_slot_mapping_args a;
+  std::memset(&a, 0, sizeof a);
+  a.struct_size = sizeof a;
+  a.memory = memory;
+  a.positions = p.positions;
+  a.requests = p.requests;
+  a.block_tables = p.block_tables;
+  a.num_rows = p.num_rows;
+  a.num_requests = static_cast<int64_t>(c.requests.size());
+  a.table_width = p.table_width;
+  a.block_size = p.block_size;
+  a.rank = p.rank;
+  a.world_size = p.world_size;
+  a.interleave = p.interleave;
+  a.slot_mapping = p.slot_mapping;
   return a;
 }
 
@@ -431,6 +465,8 @@ class PluginTarget final : public Target {
   RunResult run(const Case& c, std::byte* image, const ArenaLayout& layout) override {
     if (RunResult r = initialise(); r.status != RunStatus::ok) return r;
     const bool counter = (caps_.features & KVFZ_FEATURE_INVALID_SLOT_COUNTER) != 0;
+    // Without a producer of its own, the plugin gets kvfuzz's slot mappings (context_parallel.h).
+    if (c.cp_input == CpInput::slot_mapping && entry_.cp_slot_mapping == nullptr) write_reference_slot_mappings(c, image, layout);
     RunResult r = caps_.memory == KVFZ_MEMORY_DEVICE ? run_device(c, image, layout, counter)
                                                      : run_host(c, image, layout, counter);
     if (r.status == RunStatus::ok && !counter) add_invalid_slot_count(c, image, layout);
@@ -454,11 +490,30 @@ class PluginTarget final : public Target {
     return {};
   }
 
-  RunResult run_host(const Case& c, std::byte* image, const ArenaLayout& layout, bool counter) {
-    const kvfz_append_args args = append_args(c, image, layout, KVFZ_MEMORY_HOST, counter);
-    char error[1024] = {0};
-    if (const int rc = entry_.append(&args, error, sizeof error); rc != 0) return refused(rc, error, sizeof error);
+  // The case's calls: one per rank (one without shards). A context-parallel case with input
+  // slot_mapping gets its ranks' slot mappings from the plugin's producer before each rank's call,
+  // or from kvfuzz's formula when it exports none. `stream` is the device plugins' stream.
+  RunResult call(const Case& c, std::byte* base, const ArenaLayout& layout, bool counter, void* stream) {
+    const bool produce = c.cp_input == CpInput::slot_mapping && entry_.cp_slot_mapping != nullptr;
+    for (int64_t rank = 0; rank < c.num_ranks(); ++rank) {
+      char error[1024] = {0};
+      if (produce) {
+        kvfz_cp_slot_mapping_args pa = producer_args(c, base, layout, caps_.memory, rank);
+        pa.stream = stream;
+        if (const int rc = entry_.cp_slot_mapping(&pa, error, sizeof error); rc != 0) {
+          const std::string why(error, strnlen(error, sizeof error));
+          return {RunStatus::launch_error, "the plugin's slot-mapping producer refused the call: " + (why.empty() ? "(no reason given)" : why)};
+        }
+      }
+      kvfz_append_args args = append_args(c, base, layout, caps_.memory, counter, rank);
+      args.stream = stream;
+      if (const int rc = entry_.append(&args, error, sizeof error); rc != 0) return refused(rc, error, sizeof error);
+    }
     return {};
+  }
+
+  RunResult run_host(const Case& c, std::byte* image, const ArenaLayout& layout, bool counter) {
+    return call(c, image, layout, counter, nullptr);
   }
 
   RunResult run_device(const Case& c, std::byte* image, const ArenaLayout& layout, bool counter) {
@@ -466,13 +521,10 @@ class PluginTarget final : public Target {
     const size_t bytes = static_cast<size_t>(layout.total_bytes);
     if (cudaError_t e = device_image_.upload(image, bytes, stream_); e != cudaSuccess) return fault(e, "copying the arena to the device");
     if (cudaError_t e = cudaStreamSynchronize(stream_); e != cudaSuccess) return fault(e, "copying the arena to the device");
-    kvfz_append_args args = append_args(c, device_image_.data(), layout, KVFZ_MEMORY_DEVICE, counter);
-    args.stream = stream_;
-    char error[1024] = {0};
-    const int rc = entry_.append(&args, error, sizeof error);
+    const RunResult r = call(c, device_image_.data(), layout, counter, stream_);
     // Whatever the plugin launched, on whichever stream: a fault surfaces here, and is sticky.
     if (cudaError_t e = cudaDeviceSynchronize(); e != cudaSuccess) return fault(e, "the plugin's kernel");
-    if (rc != 0) return refused(rc, error, sizeof error);
+    if (r.status != RunStatus::ok) return r;
     if (cudaError_t e = device_image_.download(image, bytes); e != cudaSuccess) return fault(e, "copying the arena back");
     return {};
 #else

@@ -281,12 +281,14 @@ TEST(Capabilities, theJsonFormReadsBackAsTheSameCapabilities) {
   exact.padding_modes = bits(PaddingMode::negative, PaddingMode::sink);
   exact.addressings = bits(Addressing::csr);
   exact.windows = bits(WindowInput::none, WindowInput::positions);
+  exact.cp_inputs = bits(CpInput::none, CpInput::positions);
   EXPECT_EQ(capabilities_from_json(capabilities_to_json(exact), "x"), exact);
   EXPECT_EQ(capabilities_to_json(narrow())["layouts"], nlohmann::json({"paged_nhd", "contiguous_bshd"}));
   EXPECT_EQ(capabilities_to_json(sets)["families"], nlohmann::json({"kv", "mla"}));
   EXPECT_EQ(formats_text(narrow()), "layouts paged_nhd, contiguous_bshd; families kv, kv_split, k_only, mla; padding negative, sink; "
-                                    "addressing slot_mapping, csr; window none, slot_mapping, positions");
-  EXPECT_EQ(formats_text(exact).substr(formats_text(exact).rfind(';')), "; window none, positions");
+                                    "addressing slot_mapping, csr; window none, slot_mapping, positions; context parallel none, "
+                                    "slot_mapping, positions");
+  EXPECT_EQ(formats_text(exact).substr(formats_text(exact).rfind(';')), "; context parallel none, positions");
 }
 
 TEST(Capabilities, aBadPythonDeclarationNamesTheKeyAndTheExpectedForm) {
