@@ -34,6 +34,11 @@ std::vector<std::string> feature_buckets(const Case& c) {
   add("padding", std::string(to_string(c.padding)));
   add("addressing", std::string(to_string(c.addressing)));
   add("window", std::string(to_string(c.window_input)));
+  add("context_parallel", std::string(to_string(c.cp_input)));
+  if (c.has_cp()) {
+    add("cp_world_size", c.cp_world_size == 1 ? "1" : c.cp_world_size <= 4 ? "2..4" : "more");
+    add("cp_interleave", c.cp_interleave == 1 ? "1" : c.cp_interleave < c.cache.block_size ? "below_block_size" : "block_size_or_more");
+  }
   add("layout", std::string(to_string(c.layout)));
   add("input_dtype", std::string(to_string(c.input_dtype)));
   add("cache_dtype", std::string(to_string(c.cache_dtype)));

@@ -60,7 +60,8 @@ class Basics(unittest.TestCase):
         text = kvfuzz("targets").stdout
         self.assertIn("  formats: layouts paged_nhd, paged_hnd, contiguous_bshd, contiguous_bhsd, packed_kv_nhd, "
                       "packed_content_hnd, vllm_legacy; families kv, kv_split, k_only, mla; padding negative, sink; "
-                      "addressing slot_mapping, csr; window none, slot_mapping, positions\n", text)
+                      "addressing slot_mapping, csr; window none, slot_mapping, positions; context parallel none, "
+                      "slot_mapping, positions\n", text)
         for own in ("cuda-emu", "triton-interp"):  # both kernels take FlashInfer's CSR addressing
             self.assertEqual(by_name[own]["capabilities"]["addressings"], ["slot_mapping", "csr"])
 
@@ -143,6 +144,17 @@ class Replay(unittest.TestCase):
         for dtype in ("fp8_e4m3", "fp8_e5m2", "int8"):
             for kind in ("per_tensor", "per_head", "per_block", "per_token_head"):
                 self.assertIn((dtype, kind), kinds)
+
+    def test_corpus_covers_every_serving_convention(self):
+        modes = set()
+        for f in CORPUS.glob("**/*.json"):
+            s = json.loads(f.read_text()).get("serving", {})
+            modes |= {("padding", s["padding"])} if "padding" in s else set()
+            modes |= {("addressing", s["addressing"])} if "addressing" in s else set()
+            modes |= {("window", s["window"]["input"])} if "window" in s else set()
+            modes |= {("context_parallel", s["context_parallel"]["input"])} if "context_parallel" in s else set()
+        self.assertLessEqual({("padding", "sink"), ("addressing", "csr"), ("window", "positions"),
+                              ("context_parallel", "slot_mapping"), ("context_parallel", "positions")}, modes)
 
     def test_passing_case_has_nothing_to_shrink(self):
         case = sorted(CORPUS.glob("*.json"))[0]

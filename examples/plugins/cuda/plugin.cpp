@@ -11,10 +11,12 @@
 //   c++ -std=c++20 -O2 -shared -fPIC -fvisibility=hidden -fvisibility-inlines-hidden -ID
 //       -isystem /usr/local/cuda/include -Iinclude examples/plugins/cuda/plugin.cpp D/kv_append_emu.cpp -o X.so
 // Hidden visibility matters: the plugin's kvf:: functions must bind to its own (possibly mutated)
-// kernel, never to another copy in the process. Only the three kvfuzz_plugin_* functions are exported.
+// kernel, never to another copy in the process. Only the kvfuzz_plugin_* functions are exported: the
+// three every plugin has and the optional slot-mapping producer (kernels/cuda/cp_slot_mapping.cuh).
 #include <cstdio>
 #include <cstring>
 
+#include "cp_slot_mapping.cuh"
 #include "kv_append.cuh"
 #include "kv_append.h"
 #include "kvfuzz_plugin.h"
@@ -117,6 +119,13 @@ kvf::KvAppendParams params(const kvfz_append_args& a) {
     p.window_size = a.window_size;
     p.window_sinks = a.window_sinks;
   }
+  // ABI v2: a context-parallel rank that localises its tokens (kvfz_cp_input POSITIONS).
+  if (a.cp_input == KVFZ_CP_POSITIONS) {
+    p.cp_positions = a.cp_positions;
+    p.cp_rank = a.cp_rank;
+    p.cp_world_size = a.cp_world_size;
+    p.cp_interleave = a.cp_interleave;
+  }
   return p;
 }
 
@@ -161,6 +170,37 @@ int kvfuzz_plugin_query(kvfz_capabilities* caps, int device, char* error, size_t
     caps->addressings = (1u << KVFZ_ADDRESSING_SLOT_MAPPING) | (1u << KVFZ_ADDRESSING_CSR);
   if (KVFZ_HAS_FIELD(caps, kvfz_capabilities, windows))
     caps->windows = (1u << KVFZ_WINDOW_NONE) | (1u << KVFZ_WINDOW_SLOT_MAPPING) | (1u << KVFZ_WINDOW_POSITIONS);
+  if (KVFZ_HAS_FIELD(caps, kvfz_capabilities, cp_inputs))
+    caps->cp_inputs = (1u << KVFZ_CP_NONE) | (1u << KVFZ_CP_SLOT_MAPPING) | (1u << KVFZ_CP_POSITIONS);
+  return 0;
+}
+
+int kvfuzz_plugin_cp_slot_mapping(const kvfz_cp_slot_mapping_args* args, char* error, size_t error_size) {
+  if (args->struct_size < sizeof(kvfz_cp_slot_mapping_args)) {
+    set_error(error, error_size, "kvfz_cp_slot_mapping_args is smaller than this plugin's ABI version expects");
+    return 1;
+  }
+  kvf::CpSlotMappingParams p;
+  p.positions = args->positions;
+  p.requests = args->requests;
+  p.block_tables = args->block_tables;
+  p.table_width = args->table_width;
+  p.num_rows = args->num_rows;
+  p.block_size = args->block_size;
+  p.rank = args->rank;
+  p.world_size = args->world_size;
+  p.interleave = args->interleave;
+  p.slot_mapping = args->slot_mapping;
+#if defined(KVFUZZ_PLUGIN_DEVICE)
+  const cudaError_t e = kvf::cp_slot_mapping_cuda(p, static_cast<cudaStream_t>(args->stream));
+  if (e != cudaSuccess) {
+    if (error != nullptr && error_size > 0)
+      std::snprintf(error, error_size, "producer launch failed: %s (%s)", cudaGetErrorName(e), cudaGetErrorString(e));
+    return 1;
+  }
+#else
+  kvf::cp_slot_mapping_emu(p);
+#endif
   return 0;
 }
 
