@@ -198,6 +198,7 @@ CellMap build_cell_map(const Case& c, const Verdict& verdict, const Arena& initi
                        const Arena& actual) {
   CellMap m;
   m.num_blocks = c.cache.num_blocks;
+  m.shard_blocks = c.has_cp() ? c.shard_blocks() : 0;
   m.block_size = c.cache.block_size;
   m.num_heads = c.num_heads;
   m.head_dim = c.head_dim;
@@ -365,6 +366,20 @@ CellMap build_cell_map(const Case& c, const Verdict& verdict, const Arena& initi
 
 std::filesystem::path report_dir_for(const std::filesystem::path& case_file) {
   return case_file.parent_path() / (case_file.stem().string() + ".report");
+}
+
+std::string serving_text(const Case& c) {
+  std::string s;
+  const auto add = [&](const std::string& part) { s += (s.empty() ? "" : "; ") + part; };
+  if (c.padding == PaddingMode::sink) add("padding sink (slot 0)");
+  if (c.addressing == Addressing::csr) add("FlashInfer CSR addressing");
+  if (c.has_window())
+    add("ring: window " + std::to_string(c.window_size) + ", sinks " + std::to_string(c.window_sinks) + ", input " +
+        std::string(to_string(c.window_input)));
+  if (c.has_cp())
+    add("context-parallel: " + std::to_string(c.cp_world_size) + " ranks, interleave " + std::to_string(c.cp_interleave) + ", input " +
+        std::string(to_string(c.cp_input)));
+  return s;
 }
 
 std::string describe_cell(const CellDecode& d) {

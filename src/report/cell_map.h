@@ -88,11 +88,22 @@ struct CellMap {
   std::vector<std::string> writers;     // matrix columns
   std::vector<MatrixRow> matrix;        // victims, with cells per writer (cache and other findings)
 
+  int64_t shard_blocks = 0;             // a sharded case (case/context_parallel.h): blocks per rank; 0 = none
+
   int64_t capacity() const { return num_blocks * block_size; }
+  // "12", or in a sharded case the block as its rank's table names it: "3 of rank 1".
+  std::string block_name(int64_t block) const {
+    if (shard_blocks <= 0) return std::to_string(block);
+    return std::to_string(block % shard_blocks) + " of rank " + std::to_string(block / shard_blocks);
+  }
   SlotRole role(int64_t block, int64_t pos) const { return roles[static_cast<size_t>(block * block_size + pos)]; }
 };
 
 inline constexpr size_t kMaxWritersPerSlot = 4;
+
+// The case's serving conventions other than the default contract, in words ("context-parallel: 2
+// ranks, interleave 3, input positions; ..."), or "" for none.
+std::string serving_text(const Case& c);
 
 // Builds the map of case `c` from its three arenas (same layout; see campaign/check.h for how they
 // are made). `verdict` is compare_arenas() of the same arenas: its findings outside the cache

@@ -343,7 +343,7 @@ class MapWriter {
       o << "<g class=\"blk\" data-block=\"" << b << "\" data-req=\"" << req << "\" data-logical=\"" << logical << "\" data-x0=\"" << fmt(x0)
         << "\" data-cw=\"" << fmt(cw) << "\" data-roles=\"" << roles << "\" data-summary=\"" << html_escape(owner)
         << (hit ? ", " + num(hit) + " differing cells" : std::string()) << "\">";
-      o << "<text x=\"" << fmt(tx) << "\" y=\"" << fmt(y + rh - 3) << "\"" << (hit ? " style=\"fill:#991b1b;font-weight:700\"" : "") << ">block " << b
+      o << "<text x=\"" << fmt(tx) << "\" y=\"" << fmt(y + rh - 3) << "\"" << (hit ? " style=\"fill:#991b1b;font-weight:700\"" : "") << ">block " << m_.block_name(b)
         << "</text>";
       // Runs of equal role as one rect each, then slot separators.
       for (int64_t p = 0; p < bs;) {
@@ -538,7 +538,7 @@ std::string damage_table(const CellMap& m) {
     std::string writers;
     for (size_t k = 0; k < s.writers.size(); ++k) writers += (k ? ", " : "") + s.writers[k];
     if (s.more_writers) writers += ", …";
-    o << "<tr><td class=\"n\">" << (s.block >= 0 ? num(s.block) : "–") << "</td><td class=\"n\">" << (s.pos >= 0 ? num(s.pos) : "gap")
+    o << "<tr><td class=\"n\">" << (s.block >= 0 ? m.block_name(s.block) : "–") << "</td><td class=\"n\">" << (s.pos >= 0 ? num(s.pos) : "gap")
       << "</td><td><span class=\"kind\">" << to_string(s.worst) << "</span></td><td>" << html_escape(s.first.victim) << "</td><td>"
       << html_escape(writers) << "</td><td class=\"n\">" << s.cells << "</td><td class=\"mono\">" << html_escape(describe_cell(s.first))
       << "</td><td><code>" << hex_bits(s.first.expected, s.first.bytes) << "</code> " << html_escape(s.first.expected_meaning)
@@ -559,7 +559,10 @@ std::string case_html(const CaseReport& r) {
     << "</td></tr><tr><th>dtypes</th><td>input " << to_string(c.input_dtype) << ", cache " << to_string(c.cache_dtype) << ", slots "
     << to_string(c.slot_dtype) << "</td></tr><tr><th>heads × head_dim</th><td>" << c.num_heads << " × " << c.head_dim
     << (c.num_q_heads > 0 ? " (fused QKV input, " + num(c.num_q_heads) + " Q heads)" : std::string()) << "</td></tr><tr><th>blocks × block_size</th><td>"
-    << c.cache.num_blocks << " × " << c.cache.block_size << "</td></tr><tr><th>strides (block, pos, head)</th><td>" << c.cache.stride_block
+    << c.cache.num_blocks << " × " << c.cache.block_size
+    << (c.has_cp() ? " (" + num(c.num_ranks()) + " shards of " + num(c.shard_blocks()) + ")" : std::string())
+    << (serving_text(c).empty() ? std::string() : "</td></tr><tr><th>serving</th><td>" + html_escape(serving_text(c)))
+    << "</td></tr><tr><th>strides (block, pos, head)</th><td>" << c.cache.stride_block
     << ", " << c.cache.stride_pos << ", " << c.cache.stride_head << " (K at element " << c.cache_k_offset << ", V at " << c.cache_v_offset
     << " of " << c.cache_buffer_elems << ")</td></tr><tr><th>input rows</th><td>" << c.num_input_rows << " (" << c.num_slots()
     << " with a slot)</td></tr><tr><th>payload</th><td>" << to_string(c.dist) << "</td></tr><tr><th>expect</th><td>"

@@ -91,7 +91,7 @@ std::string render_report_markdown(const CaseReport& r, size_t max_slots) {
       std::string writers;
       for (size_t k = 0; k < s.writers.size(); ++k) writers += (k ? ", " : "") + s.writers[k];
       if (s.more_writers) writers += ", ...";
-      o << "| " << (s.block >= 0 ? std::to_string(s.block) : "–") << " | " << (s.pos >= 0 ? std::to_string(s.pos) : "gap")
+      o << "| " << (s.block >= 0 ? m.block_name(s.block) : "–") << " | " << (s.pos >= 0 ? std::to_string(s.pos) : "gap")
         << " | " << to_string(s.worst) << " | " << markdown_escape(s.first.victim) << " | " << markdown_escape(writers) << " | "
         << s.cells << " | " << markdown_escape(describe_cell(s.first)) << " | " << hex_bits(s.first.expected, s.first.bytes) << " "
         << markdown_escape(s.first.expected_meaning) << " | " << hex_bits(s.first.found, s.first.bytes) << " "
@@ -109,7 +109,9 @@ std::string render_report_markdown(const CaseReport& r, size_t max_slots) {
   o << "| dtypes | input " << to_string(c.input_dtype) << ", cache " << to_string(c.cache_dtype) << ", slots "
     << to_string(c.slot_dtype) << " |\n";
   o << "| heads × head_dim | " << c.num_heads << " × " << c.head_dim << " |\n";
-  o << "| blocks × block_size | " << c.cache.num_blocks << " × " << c.cache.block_size << " |\n";
+  o << "| blocks × block_size | " << c.cache.num_blocks << " × " << c.cache.block_size
+    << (c.has_cp() ? " (" + std::to_string(c.num_ranks()) + " shards of " + std::to_string(c.shard_blocks()) + ")" : std::string()) << " |\n";
+  if (const std::string s = serving_text(c); !s.empty()) o << "| serving | " << markdown_escape(s) << " |\n";
   o << "| strides (block, pos, head) | " << c.cache.stride_block << ", " << c.cache.stride_pos << ", " << c.cache.stride_head << " |\n";
   o << "| slot_mapping | " << c.num_slots() << " entries";
   if (c.num_slots() <= 64) {

@@ -64,7 +64,7 @@ TEST(Sink, generatedCasesLeaveBlockZeroToTheSink) {
     for (const Request& r : c.requests)
       for (const int64_t b : r.blocks) EXPECT_NE(b, 0);
   }
-  EXPECT_GT(sinks, 50);  // half the draws, less the CSR ones (no padding rows)
+  EXPECT_GT(sinks, 30);  // half the draws, less the CSR ones (no padding rows), the rings and the sharded ones
   for (int64_t i = 0; i < 200; ++i) EXPECT_EQ(materialize(generate_case(default_profile(), 9, i)).padding, PaddingMode::negative);
 }
 
