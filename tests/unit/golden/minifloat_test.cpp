@@ -10,7 +10,7 @@
 // cudaRoundZero | cudaRoundPosInf); pow2_ceil_log2f must equal exp2f(ceilf(log2f(s))) of the host
 // libm. Checked on every code, every tie between neighbouring codes and the f32s one ulp around
 // it, the specials, every power of two and its neighbours, and a stride-41 sweep of all 2^32 f32
-// patterns (every one of them with KVFUZZ_FULL_SWEEP=1: about a minute on two cores).
+// patterns (every one of them with KVFUZZ_FULL_SWEEP=1: about two minutes on two cores).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_fp4.h>
