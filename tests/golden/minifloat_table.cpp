@@ -69,7 +69,9 @@ float e2m1_decode(uint8_t c) { return fp4_e2m1_to_f32(c); }
 }  // namespace
 
 int main() {
-  for (uint32_t c = 0; c < 16; ++c) std::printf("e2m1_dec %02x %08x\n", c, bits_of(fp4_e2m1_to_f32(static_cast<uint8_t>(c))));
+  for (uint32_t c = 0; c < 16; ++c) {
+    std::printf("e2m1_dec %02x %08x\n", c, bits_of(fp4_e2m1_to_f32(static_cast<uint8_t>(c))));
+  }
   for (uint32_t u : boundary_inputs(e2m1_decode, 16)) {
     std::printf("e2m1_enc %08x %02x\n", u, f32_to_fp4_e2m1(float_of(u), E2m1Nan::max_positive));
     std::printf("e2m1_enc_fi %08x %02x\n", u, f32_to_fp4_e2m1(float_of(u), E2m1Nan::signed_zero));
@@ -80,8 +82,12 @@ int main() {
     std::printf("e4m3_dec %02x %08x\n", c, bits_of(fp8_e4m3_to_f32(b)));
     std::printf("e5m2_dec %02x %08x\n", c, bits_of(fp8_e5m2_to_f32(b)));
   }
-  for (uint32_t u : boundary_inputs(fp8_e4m3_to_f32, 256)) std::printf("e4m3_enc %08x %02x\n", u, f32_to_fp8_e4m3(float_of(u)));
-  for (uint32_t u : boundary_inputs(fp8_e5m2_to_f32, 256)) std::printf("e5m2_enc %08x %02x\n", u, f32_to_fp8_e5m2(float_of(u)));
+  for (uint32_t u : boundary_inputs(fp8_e4m3_to_f32, 256)) {
+    std::printf("e4m3_enc %08x %02x\n", u, f32_to_fp8_e4m3(float_of(u)));
+  }
+  for (uint32_t u : boundary_inputs(fp8_e5m2_to_f32, 256)) {
+    std::printf("e5m2_enc %08x %02x\n", u, f32_to_fp8_e5m2(float_of(u)));
+  }
   // e8m0: every power of two 2^-149..2^127 and the midpoint 1.5 * 2^k (ml_dtypes' rounding tie),
   // each +-2 ulps, both signs, and the specials.
   std::set<uint32_t> powers;
@@ -96,7 +102,9 @@ int main() {
       }
     }
   }
-  for (uint32_t s : {0x00000000u, 0x80000000u, 0x7F800000u, 0xFF800000u, 0x7FC00000u, 0xFFC00000u, 0x7F7FFFFFu}) powers.insert(s);
+  for (uint32_t s : {0x00000000u, 0x80000000u, 0x7F800000u, 0xFF800000u, 0x7FC00000u, 0xFFC00000u, 0x7F7FFFFFu}) {
+    powers.insert(s);
+  }
   for (uint32_t u : powers) {
     std::printf("e8m0_floor %08x %02x\n", u, f32_to_e8m0(float_of(u), E8m0Rounding::floor));
     std::printf("e8m0_ceil %08x %02x\n", u, f32_to_e8m0(float_of(u), E8m0Rounding::ceil));

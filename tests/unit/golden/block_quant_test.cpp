@@ -43,7 +43,8 @@ TEST(BlockQuant, nvfp4StoresAZeroBlockAsZeros) {
   for (Nvfp4Rule rule : {Nvfp4Rule::flashinfer, Nvfp4Rule::flashinfer_precise}) {
     const Nvfp4Block b = quantize_nvfp4(x, 1.0f, rule);
     EXPECT_EQ(b.scale, 0x00);  // sf = 0
-    for (int j = 0; j < 8; ++j) EXPECT_EQ(b.packed[j], j == 1 ? 0x80 : 0x00) << j;  // -0 * 0 = -0: code 0x8, high nibble of byte 1
+    // -0 * 0 = -0: code 0x8, element 3 is the high nibble of byte 1.
+    for (int j = 0; j < 8; ++j) EXPECT_EQ(b.packed[j], j == 1 ? 0x80 : 0x00) << j;
   }
 }
 
@@ -479,9 +480,11 @@ TEST(BlockQuant, asymLeavesConstantAndNonFiniteGroupsUndefined) {
   EXPECT_FALSE(quantize_asym_int8(std::vector<float>{1.0f, kNan}, AsymArith::f32, AsymLanes::exact).defined);
   EXPECT_FALSE(quantize_asym_int8(std::vector<float>{1.0f, -kInf}, AsymArith::f32, AsymLanes::exact).defined);
   EXPECT_FALSE(quantize_asym_int4(std::vector<float>{2.0f, 2.0f}, Int4Pairing::split_half, AsymLanes::exact).defined);
-  EXPECT_FALSE(quantize_asym_int8(std::vector<float>{-60000.0f, 60000.0f}, AsymArith::f16, AsymLanes::exact).defined);  // max - min overflows f16
+  // max - min overflows f16.
+  EXPECT_FALSE(quantize_asym_int8(std::vector<float>{-60000.0f, 60000.0f}, AsymArith::f16, AsymLanes::exact).defined);
   // A constant group with padded lanes is no longer constant (LMDeploy's bug hides it).
-  EXPECT_TRUE(quantize_asym_int8(std::vector<float>{3.0f, 3.0f, 3.0f}, AsymArith::f32, AsymLanes::zero_padded_pow2).defined);
+  EXPECT_TRUE(
+      quantize_asym_int8(std::vector<float>{3.0f, 3.0f, 3.0f}, AsymArith::f32, AsymLanes::zero_padded_pow2).defined);
 }
 
 TEST(BlockQuant, asymInt4PairsNibblesAndPadsHalvesByHand) {

@@ -266,7 +266,8 @@ TEST(Minifloat, roundsE8m0ExactlyAtEveryPowerOfTwoLikeCuda) {
       for (E8m0Rounding r : kRoundings) {
         for (E8m0Overflow o : kOverflows) {
           const uint8_t ours = f32_to_e8m0(x, r, o);
-          ASSERT_EQ(ours, cuda_e8m0(x, r, o)) << std::hex << "f32 0x" << u << " " << to_string(r) << " " << to_string(o);
+          ASSERT_EQ(ours, cuda_e8m0(x, r, o))
+              << std::hex << "f32 0x" << u << " " << to_string(r) << " " << to_string(o);
           // The definition, in double arithmetic (exact for every f32).
           const double a = std::fabs(static_cast<double>(x));
           uint8_t expected;
