@@ -40,7 +40,7 @@ CACHE_DTYPES = ("f16", "bf16", "f32", "fp8_e4m3", "fp8_e5m2", "int8")
 SLOT_TYPES = ("i32", "i64")
 # Integer parameters that are 32-bit; every other integer parameter is int64 (strides, sizes: P10).
 INT32_PARAMS = {"num_heads", "head_dim", "scale_kind", "has_counter", "heads_per_program", "k_dim_x", "v_dim_x",
-                "value_head_dim", "has_value", "rope_dim"}
+                "value_head_dim", "has_value", "rope_dim", "cp", "cp_rank", "cp_world_size", "cp_interleave"}
 # Parameters the compiled kernel takes after the Python ones (Triton 3.x ABI); passed as null.
 SCRATCH_PARAMS = ("global_scratch", "profile_scratch")
 
@@ -55,7 +55,8 @@ def signature(kernel, in_dtype, cache_dtype, slot_type, constexprs):
                 "k_cache_ptr": ELEMENT[cache_dtype], "v_cache_ptr": ELEMENT[cache_dtype],
                 "k_scale_ptr": "fp32", "v_scale_ptr": "fp32", "invalid_slots_ptr": "i64",
                 "rope_ptr": ELEMENT[in_dtype], "csr_batch_ptr": "i32", "csr_pos_ptr": "i32",
-                "csr_indices_ptr": "i32", "csr_indptr_ptr": "i32", "window_pos_ptr": "i32", "window_len_ptr": "i32"}
+                "csr_indices_ptr": "i32", "csr_indptr_ptr": "i32", "window_pos_ptr": "i32", "window_len_ptr": "i32",
+                "cp_pos_ptr": "i32"}
     sig = {}
     for name in kernel.arg_names:
         if name in constexprs:

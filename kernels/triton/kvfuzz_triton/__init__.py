@@ -68,11 +68,13 @@ Raw entry point (no torch needed; used by the interpreter worker with HostPtr sh
   (kernels/triton/aot_compile.py) compiles.
 """
 from .api import (DTYPES, LAYOUTS, SCALE_KINDS, FieldStrides, KvAppendParams, cache_fields, check_params,
-                  geometry_field, interpreting, kv_append, kv_append_mla, launch, legacy_fields, pick_variant,
-                  tile_sizes)
+                  check_ranks, geometry_field, interpreting, kv_append, kv_append_mla, launch, legacy_fields,
+                  pick_variant, tile_sizes)
+from .cp_slot_mapping import CpSlotMappingParams, cp_slot_mapping, cp_slot_mapping_kernel, launch_cp_slot_mapping
 from .hostptr import HostPtr
 from .kv_append import kv_append_kernel
 
-__all__ = ["DTYPES", "LAYOUTS", "SCALE_KINDS", "FieldStrides", "HostPtr", "KvAppendParams", "cache_fields",
-           "check_params", "geometry_field", "interpreting", "kv_append", "kv_append_kernel", "kv_append_mla", "launch",
+__all__ = ["DTYPES", "LAYOUTS", "SCALE_KINDS", "CpSlotMappingParams", "FieldStrides", "HostPtr", "KvAppendParams",
+           "cache_fields", "check_params", "check_ranks", "cp_slot_mapping", "cp_slot_mapping_kernel", "geometry_field",
+           "interpreting", "kv_append", "kv_append_kernel", "kv_append_mla", "launch", "launch_cp_slot_mapping",
            "legacy_fields", "pick_variant", "tile_sizes"]

@@ -177,6 +177,11 @@ std::optional<ArgValue> argument(const std::string& name, const KvAppendParams& 
   if (name == "window_sinks") return integer(p.window_sinks);
   if (name == "window_pos_ptr") return pointer(p.window_positions);
   if (name == "window_len_ptr") return pointer(p.window_seq_lens);
+  if (name == "cp") return integer(p.cp_positions != nullptr ? 1 : 0);
+  if (name == "cp_rank") return integer(p.cp_rank);
+  if (name == "cp_world_size") return integer(p.cp_world_size);
+  if (name == "cp_interleave") return integer(p.cp_interleave);
+  if (name == "cp_pos_ptr") return pointer(p.cp_positions);
   return std::nullopt;
 }
 

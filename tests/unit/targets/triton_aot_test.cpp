@@ -157,6 +157,35 @@ TEST(TritonAotManifest, packsEachFieldsStridesFromTheFormatModel) {
   EXPECT_EQ(cell_i32(a, 11), 1);
 }
 
+// A context-parallel rank's filter (input positions): the positions and (rank, N, I); off (cp = 0,
+// the defaults) for every other call.
+TEST(TritonAotManifest, packsTheContextParallelRankArguments) {
+  const AotManifest m = parse_aot_manifest(
+      fixture(R"([{"name": "cp", "type": "i32"}, {"name": "cp_rank", "type": "i32"}, {"name": "cp_world_size", "type": "i32"},
+                  {"name": "cp_interleave", "type": "i32"}, {"name": "cp_pos_ptr", "type": "*i32"}])"),
+      "fixture.json");
+  KvAppendParams p = small_params();
+  AotLaunchPlan plan;
+  PackedArgs a;
+  ASSERT_EQ(plan_launch(m, p, plan), "");
+  ASSERT_EQ(pack_arguments(m.kernels[0], p, plan, a), "");
+  EXPECT_EQ(cell_i32(a, 0), 0);
+  EXPECT_EQ(cell_i32(a, 1), 0);
+  EXPECT_EQ(cell_i32(a, 2), 1);
+  EXPECT_EQ(cell_i32(a, 3), 1);
+  EXPECT_EQ(cell_i64(a, 4), 0);
+  p.cp_positions = reinterpret_cast<const int32_t*>(0x3000);
+  p.cp_rank = 2;
+  p.cp_world_size = 3;
+  p.cp_interleave = 16;
+  ASSERT_EQ(pack_arguments(m.kernels[0], p, plan, a), "");
+  EXPECT_EQ(cell_i32(a, 0), 1);
+  EXPECT_EQ(cell_i32(a, 1), 2);
+  EXPECT_EQ(cell_i32(a, 2), 3);
+  EXPECT_EQ(cell_i32(a, 3), 16);
+  EXPECT_EQ(cell_i64(a, 4), 0x3000);
+}
+
 TEST(TritonAotManifest, plansTokenMajorForNhdAndHeadMajorForHnd) {
   const AotManifest m = parse_aot_manifest(fixture("[]"), "fixture.json");
   KvAppendParams p = small_params();
