@@ -264,6 +264,7 @@ class TestProducerTorchApi:
         self.expect("block_tables must be int32", block_tables=self.tables.long())
         self.expect("out must be int32", out=t.zeros(5, dtype=t.int64, device=DEVICE))
         self.expect("requests must be a torch.Tensor, got list", requests=[0, 0, 1, -1, 1])
+        self.expect("block_tables must be a torch.Tensor, got NoneType", block_tables=None)
         self.expect(r"positions must be 1-D \[rows\]", positions=self.positions.reshape(5, 1))
         self.expect(r"block_tables must be 2-D \[requests, width\]", block_tables=self.tables.flatten())
         self.expect("positions has 5 rows but requests 4", requests=self.requests[:4])

@@ -106,7 +106,7 @@ def cp_slot_mapping(positions, requests, block_tables, block_size, *, rank, worl
 
     named = (("positions", positions), ("requests", requests), ("block_tables", block_tables))
     for name, t in named + (("out", out),):
-        if t is not None and not _is_tensor(t):
+        if (t is not None or name != "out") and not _is_tensor(t):
             fail(f"{name} must be a torch.Tensor, got {type(t).__name__}")
         if t is not None and t.dtype != torch.int32:
             fail(f"{name} must be int32, got {t.dtype}")
