@@ -39,6 +39,10 @@ The format families (docs/formats.md) change the arguments, not the signature:
 
 kvfuzz sends vllm_legacy cases and the families other than kv only to a function whose declared
 layouts and families list them, as this one's do (kv_append.kvfuzz_capabilities below).
+
+Context-parallel shards (docs/targets.md) need nothing of their own here: a function whose declared
+cp_inputs list "slot_mapping", as this one's do, is called once per rank, each call a plain append
+of that rank's shard (its caches, scales and slot_mapping, -1 where another rank holds the token).
 """
 import os
 
@@ -103,10 +107,12 @@ def kv_append(key, value, key_cache, value_cache, slot_mapping, *, layout, scale
         **family))
 
 
-# Every layout, vllm_legacy included, and every family (kvfuzz leaves vllm_legacy and the families
-# other than kv out of undeclared functions); no other limit.
+# Every layout, vllm_legacy included, every family and context-parallel shards with each rank's own
+# slot_mapping (kvfuzz leaves vllm_legacy, the families other than kv and shards out of undeclared
+# functions); no other limit.
 kv_append.kvfuzz_capabilities = {
     "layouts": ["paged_nhd", "paged_hnd", "contiguous_bshd", "contiguous_bhsd", "packed_kv_nhd",
                 "packed_content_hnd", "vllm_legacy"],
     "families": ["kv", "kv_split", "k_only", "mla"],
+    "cp_inputs": ["none", "slot_mapping"],
 }

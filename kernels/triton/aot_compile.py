@@ -4,14 +4,18 @@
 
 Compiles kv_append_kernel (kvfuzz_triton/kv_append.py under --source-dir, so a rewritten copy can be
 built too) once per (input dtype, cache dtype, slot dtype) with api.AOT_TILE and api.AOT_NUM_WARPS,
-through triton.compile(ASTSource(...), target=GPUTarget("cuda", 90, 32)) (research/triton-tooling.md
-R1b: no driver, no generated C launchers), and writes to DIR:
+and the context-parallel slot-mapping producer cp_slot_mapping_kernel (kvfuzz_triton/cp_slot_mapping.py)
+once, with its ROWS_PER_PROGRAM and NUM_WARPS, through triton.compile(ASTSource(...),
+target=GPUTarget("cuda", 90, 32)) (research/triton-tooling.md R1b: no driver, no generated C
+launchers), and writes to DIR:
 
   kv_append_<in>_<cache>_<slot>.cubin   one sm_90a image per specialisation
+  cp_slot_mapping.cubin                 the producer's image
   manifest.json                         what src/targets/triton/aot_manifest.h reads: per kernel its
                                         key, entry name, num_warps, shared memory, cluster dims and
                                         the launch parameters in order (the two trailing scratch
-                                        pointers of Triton 3.x kernels included)
+                                        pointers of Triton 3.x kernels included); the producer's
+                                        entry under "cp_slot_mapping", with its rows per program
   embed.cpp                             manifest.json and the cubins as data of the binary (.incbin)
 
 No argument is specialised: integers are plain i32/i64 parameters (no ==1 or %16 assumptions) and
@@ -40,7 +44,11 @@ CACHE_DTYPES = ("f16", "bf16", "f32", "fp8_e4m3", "fp8_e5m2", "int8")
 SLOT_TYPES = ("i32", "i64")
 # Integer parameters that are 32-bit; every other integer parameter is int64 (strides, sizes: P10).
 INT32_PARAMS = {"num_heads", "head_dim", "scale_kind", "has_counter", "heads_per_program", "k_dim_x", "v_dim_x",
-                "value_head_dim", "has_value", "rope_dim"}
+                "value_head_dim", "has_value", "rope_dim", "cp", "cp_rank", "cp_world_size", "cp_interleave"}
+# The producer's 32-bit integers (kvf::CpSlotMappingParams: rank, world_size, interleave) and pointers.
+CP_INT32_PARAMS = {"rank", "world_size", "interleave"}
+CP_POINTERS = {"positions_ptr": "i32", "requests_ptr": "i32", "block_tables_ptr": "i32", "slot_mapping_ptr": "i32"}
+CP_KERNEL_NAME = "cp_slot_mapping"
 # Parameters the compiled kernel takes after the Python ones (Triton 3.x ABI); passed as null.
 SCRATCH_PARAMS = ("global_scratch", "profile_scratch")
 
@@ -55,42 +63,56 @@ def signature(kernel, in_dtype, cache_dtype, slot_type, constexprs):
                 "k_cache_ptr": ELEMENT[cache_dtype], "v_cache_ptr": ELEMENT[cache_dtype],
                 "k_scale_ptr": "fp32", "v_scale_ptr": "fp32", "invalid_slots_ptr": "i64",
                 "rope_ptr": ELEMENT[in_dtype], "csr_batch_ptr": "i32", "csr_pos_ptr": "i32",
-                "csr_indices_ptr": "i32", "csr_indptr_ptr": "i32", "window_pos_ptr": "i32", "window_len_ptr": "i32"}
+                "csr_indices_ptr": "i32", "csr_indptr_ptr": "i32", "window_pos_ptr": "i32", "window_len_ptr": "i32",
+                "cp_pos_ptr": "i32"}
+    return typed_signature(kernel, "kv_append_kernel", pointers, INT32_PARAMS, constexprs)
+
+
+def typed_signature(kernel, what, pointers, int32_params, constexprs):
+    """Parameter name -> Triton type: constexprs, pointers (`pointers`: name -> element), i32 for
+    `int32_params`, i64 for every other integer (strides, sizes: P10)."""
     sig = {}
     for name in kernel.arg_names:
         if name in constexprs:
             sig[name] = "constexpr"
         elif name.endswith("_ptr"):
             if name not in pointers:
-                raise SystemExit(f"aot_compile: no element type for pointer parameter {name!r}")
+                raise SystemExit(f"aot_compile: no element type for pointer parameter {name!r} of {what}")
             sig[name] = "*" + pointers[name]
         else:
-            sig[name] = "i32" if name in INT32_PARAMS else "i64"
+            sig[name] = "i32" if name in int32_params else "i64"
     missing = set(constexprs) - set(sig)
     if missing:
-        raise SystemExit(f"aot_compile: kv_append_kernel has no parameter {sorted(missing)}")
+        raise SystemExit(f"aot_compile: {what} has no parameter {sorted(missing)}")
     return sig
 
 
 def compile_one(source_dir, spec):
-    """Compiles one specialisation; returns (manifest entry, cubin bytes, seconds)."""
+    """Compiles one specialisation of kv_append_kernel, or the producer for spec CP_KERNEL_NAME;
+    returns (manifest entry, cubin bytes, seconds)."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
     from kvfuzz_triton import api
-    from kvfuzz_triton.kv_append import kv_append_kernel as kernel
+    from kvfuzz_triton.cp_slot_mapping import NUM_WARPS, ROWS_PER_PROGRAM, cp_slot_mapping_kernel
+    from kvfuzz_triton.kv_append import kv_append_kernel
 
-    in_dtype, cache_dtype, slot_type = spec
-    block_h, block_d = api.AOT_TILE
-    constexprs = {"IN_DTYPE": api.DTYPES.index(in_dtype), "CACHE_DTYPE": api.DTYPES.index(cache_dtype),
-                  "FP8_SOFTWARE": False, "BLOCK_H": block_h, "BLOCK_D": block_d}
-    sig = signature(kernel, in_dtype, cache_dtype, slot_type, constexprs)
+    if spec == CP_KERNEL_NAME:
+        kernel, name, num_warps = cp_slot_mapping_kernel, CP_KERNEL_NAME, NUM_WARPS
+        constexprs = {"BLOCK": ROWS_PER_PROGRAM}
+        sig = typed_signature(kernel, "cp_slot_mapping_kernel", CP_POINTERS, CP_INT32_PARAMS, constexprs)
+    else:
+        in_dtype, cache_dtype, slot_type = spec
+        block_h, block_d = api.AOT_TILE
+        kernel, name, num_warps = kv_append_kernel, kernel_name(in_dtype, cache_dtype, slot_type), api.AOT_NUM_WARPS
+        constexprs = {"IN_DTYPE": api.DTYPES.index(in_dtype), "CACHE_DTYPE": api.DTYPES.index(cache_dtype),
+                      "FP8_SOFTWARE": False, "BLOCK_H": block_h, "BLOCK_D": block_d}
+        sig = signature(kernel, in_dtype, cache_dtype, slot_type, constexprs)
     start = time.monotonic()
     compiled = triton.compile(ASTSource(kernel, sig, constexprs), target=GPUTarget(*TARGET),
-                              options={"num_warps": api.AOT_NUM_WARPS})
+                              options={"num_warps": num_warps})
     seconds = time.monotonic() - start
     md = compiled.metadata
-    name = kernel_name(in_dtype, cache_dtype, slot_type)
     for field in ("global_scratch_size", "profile_scratch_size"):
         if getattr(md, field, 0):
             raise SystemExit(f"aot_compile: {name} needs {field}={getattr(md, field)}; the loader passes none")
@@ -106,12 +128,12 @@ def compile_one(source_dir, spec):
                          f"expected {md.name} with {len(params)} ({[p['name'] for p in params]})")
     arch = re.search(r"^\.target\s+(\w+)", ptx, re.M).group(1)
     cubin = compiled.asm["cubin"]
-    entry = {
-        "name": name,
-        "function": md.name,
-        "input_dtype": in_dtype,
-        "cache_dtype": cache_dtype,
-        "slot_type": slot_type,
+    entry = {"name": name, "function": md.name}
+    if spec == CP_KERNEL_NAME:
+        entry["rows_per_program"] = ROWS_PER_PROGRAM
+    else:
+        entry.update({"input_dtype": in_dtype, "cache_dtype": cache_dtype, "slot_type": slot_type})
+    entry.update({
         "constexprs": {k: int(v) for k, v in constexprs.items()},
         "num_warps": md.num_warps,
         "shared_bytes": md.shared,
@@ -121,7 +143,7 @@ def compile_one(source_dir, spec):
         "cubin": name + ".cubin",
         "cubin_bytes": len(cubin),
         "cubin_sha256": hashlib.sha256(cubin).hexdigest(),
-    }
+    })
     return entry, cubin, seconds
 
 
@@ -177,22 +199,26 @@ def main():
         raise SystemExit(f"aot_compile: triton {triton.__version__} found, {TRITON_VERSION} needed")
     from kvfuzz_triton import api  # noqa: F401  (imported before forking the workers)
 
-    specs = [(i, c, s) for i in INPUT_DTYPES for c in CACHE_DTYPES for s in SLOT_TYPES]
+    specs = [(i, c, s) for i in INPUT_DTYPES for c in CACHE_DTYPES for s in SLOT_TYPES] + [CP_KERNEL_NAME]
     start = time.monotonic()
     with concurrent.futures.ProcessPoolExecutor(max_workers=max(1, args.jobs),
                                                 mp_context=multiprocessing.get_context("fork")) as pool:
         results = list(pool.map(compile_one, [args.source_dir.resolve()] * len(specs), specs))
     kernels = []
+    producer = None
     files = []
     total_bytes = 0
-    for entry, cubin, _ in results:
+    for spec, (entry, cubin, _) in zip(specs, results):
         write_if_changed(out_dir / entry["cubin"], cubin)
-        kernels.append(entry)
+        if spec == CP_KERNEL_NAME:
+            producer = entry
+        else:
+            kernels.append(entry)
         files.append((entry["cubin"], entry["cubin_sha256"]))
         total_bytes += len(cubin)
-    source = (args.source_dir / "kvfuzz_triton" / "kv_append.py").read_bytes()
+    source = b"".join((args.source_dir / "kvfuzz_triton" / f).read_bytes() for f in ("kv_append.py", "cp_slot_mapping.py"))
     manifest = {
-        "schema": "kvfuzz-triton-aot/1",
+        "schema": "kvfuzz-triton-aot/2",
         "triton_version": triton.__version__,
         "target": {"backend": TARGET[0], "compute_capability": TARGET[1], "warp_size": TARGET[2]},
         "source_sha256": hashlib.sha256(source).hexdigest(),
@@ -202,13 +228,14 @@ def main():
         "dtypes": list(api.DTYPES),
         "scale_kinds": list(api.SCALE_KINDS),
         "kernels": kernels,
+        "cp_slot_mapping": producer,
     }
     text = json.dumps(manifest, indent=1) + "\n"
     write_if_changed(out_dir / "manifest.json", text)
     files.insert(0, ("manifest.json", hashlib.sha256(text.encode()).hexdigest()))
     write_if_changed(out_dir / "embed.cpp", embed_source(out_dir, files))
     compile_seconds = sum(r[2] for r in results)
-    print(f"aot_compile: {len(kernels)} kernels, {total_bytes} bytes of cubin, {time.monotonic() - start:.1f} s "
+    print(f"aot_compile: {len(kernels)} kernels and the slot-mapping producer, {total_bytes} bytes of cubin, {time.monotonic() - start:.1f} s "
           f"({compile_seconds:.1f} s of compilation, {args.jobs} jobs) -> {out_dir}")
 
 

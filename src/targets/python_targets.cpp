@@ -62,6 +62,8 @@ class PythonTarget final : public Target {
     caps.addressings &= python_addressings();
     if (!declared || !hello.declares_windows) caps.windows &= undeclared_python_windows();
     caps.windows &= python_windows();
+    if (!declared || !hello.declares_cp_inputs) caps.cp_inputs &= undeclared_python_cp_inputs();
+    caps.cp_inputs &= python_cp_inputs();
     return caps;
   }
 
@@ -80,7 +82,9 @@ const char* const kTritonSupports =
     "what kvfuzz_triton implements: every layout (any strides; vllm_legacy through its per-field strides), "
     "every family (kv, kv_split: V's own head dim and strides, k_only, mla: kv_c and k_pe into one latent entry), "
     "f16/bf16/f32 inputs, f16/bf16/f32/fp8_e4m3/fp8_e5m2/int8 caches with per-tensor, per-head, per-block and "
-    "per-token-head scales, i32/i64 slots, any H and D; slow (the interpreter loops over the grid in Python)";
+    "per-token-head scales, i32/i64 slots, any H and D, context-parallel shards (one call per rank; input "
+    "slot_mapping from kvfuzz_triton's slot-mapping producer, input positions filtered in the kernel); slow (the "
+    "interpreter loops over the grid in Python)";
 
 std::unique_ptr<Target> make_triton_interp(const TargetOptions& options, bool fp8_software) {
   TargetInfo info;
@@ -151,7 +155,9 @@ std::unique_ptr<Target> make_python_call(const std::string& argument, const Targ
       "\"vllm_legacy\": K [nb, H, D/x, bs, x], V [nb, H, D, bs]) only if its declared layouts list it, the "
       "families kv_split (value [T, H, Dv], value_cache with its own strides), k_only (value, value_cache None) and "
       "mla (key = kv_c [T, D_c], key_cache [nb, bs, D], rope=k_pe [T, rope_dim], value, value_cache None) only if "
-      "its declared families list them";
+      "its declared families list them, context-parallel shards (one call per rank on the rank's shard, with the "
+      "rank's slot_mapping from kvfuzz's formula) only if its declared cp_inputs list slot_mapping (positions input: "
+      "never)";
   info.tolerance = "exact (--tolerance for a kernel with another rounding or scale convention)";
   info.needs_gpu = convention == Convention::torch_cuda;
   info.capabilities = std::nullopt;  // the function's declaration, read by capabilities()

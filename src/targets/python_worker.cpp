@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "case/errors.h"
+#include "cp_slot_mapping.cuh"
 #include "kv_append.cuh"
 #include "python_worker_source.h"  // kPythonWorkerSource: python_worker.py, embedded by CMake
 #include "targets/triton/kernel_fields.h"
@@ -225,6 +226,7 @@ const PythonHello& PythonWorker::start(double timeout_s) {
         hello_.declares_families = hello["capabilities"].contains("families");
         hello_.declares_padding_modes = hello["capabilities"].contains("padding_modes");
         hello_.declares_windows = hello["capabilities"].contains("windows");
+        hello_.declares_cp_inputs = hello["capabilities"].contains("cp_inputs");
       } catch (const InputError& e) {
         hello_ = {PythonHello::Kind::bad_target, e.what(), {}, std::nullopt};
         stop();
@@ -260,10 +262,15 @@ RunResult PythonWorker::run(const Case& c, std::byte* image, const ArenaLayout& 
   }
   const int64_t bytes = layout.total_bytes;
   grow(bytes);
+  // kvfuzz_triton runs its slot-mapping producer per rank; a function gets kvfuzz's slot mappings.
+  const bool produce = spec_.config.value("mode", "") == "launch";
+  if (!produce) write_reference_slot_mappings(c, image, layout);
   std::memcpy(shared_, image, static_cast<size_t>(bytes));
   const bool counter = !hello_.capabilities || hello_.capabilities->invalid_slot_counter;
-  const nlohmann::json request = {{"op", "run"}, {"map_bytes", capacity_}, {"image_bytes", bytes},
-                                  {"call", call_json(c, layout, static_cast<std::byte*>(shared_), counter)}};
+  nlohmann::json calls = nlohmann::json::array();
+  for (int64_t rank = 0; rank < c.num_ranks(); ++rank)
+    calls.push_back(call_json(c, layout, static_cast<std::byte*>(shared_), counter, rank, produce));
+  const nlohmann::json request = {{"op", "run"}, {"map_bytes", capacity_}, {"image_bytes", bytes}, {"calls", calls}};
   nlohmann::json reply;
   const bool answered = send_frame(sock_, request) && recv_frame(sock_, reply) == 1;
   std::memcpy(image, shared_, static_cast<size_t>(bytes));  // also what it wrote before dying
@@ -295,9 +302,10 @@ PythonHello probe_python_worker(const PythonWorkerSpec& spec) {
   return hello;
 }
 
-nlohmann::json call_json(const Case& c, const ArenaLayout& layout, std::byte* image, bool counter) {
+nlohmann::json call_json(const Case& c, const ArenaLayout& layout, std::byte* image, bool counter, int64_t rank,
+                         bool producer) {
   // The pointers of the KvAppendParams every C++ target launches with, as offsets from the image.
-  const KvAppendParams p = append_params(c, image, layout);
+  const KvAppendParams p = append_params(c, image, layout, rank);
   auto offset = [&](const void* ptr) -> nlohmann::json {
     if (ptr == nullptr) return nullptr;
     return static_cast<int64_t>(static_cast<const std::byte*>(ptr) - image);
@@ -315,6 +323,14 @@ nlohmann::json call_json(const Case& c, const ArenaLayout& layout, std::byte* im
     return {{"stride_block", f.stride_block}, {"stride_pos", f.stride_pos}, {"stride_head", f.stride_head},
             {"x", f.x}, {"stride_dim0", f.stride_dim0}, {"stride_dim1", f.stride_dim1}};
   };
+  nlohmann::json cp_producer = nullptr;
+  if (producer && c.cp_input == CpInput::slot_mapping) {
+    const CpSlotMappingParams q = cp_producer_params(c, image, layout, rank);
+    cp_producer = {{"positions", offset(q.positions)}, {"requests", offset(q.requests)},
+                   {"block_tables", offset(q.block_tables)}, {"table_width", q.table_width},
+                   {"num_rows", q.num_rows}, {"block_size", q.block_size}, {"rank", q.rank},
+                   {"world_size", q.world_size}, {"interleave", q.interleave}, {"slot_mapping", offset(q.slot_mapping)}};
+  }
   return {
       {"input_dtype", std::string(to_string(c.input_dtype))},
       {"cache_dtype", std::string(to_string(c.cache_dtype))},
@@ -351,11 +367,19 @@ nlohmann::json call_json(const Case& c, const ArenaLayout& layout, std::byte* im
            ? nlohmann::json(nullptr)
            : nlohmann::json{{"positions", offset(p.window_positions)}, {"seq_lens", offset(p.window_seq_lens)},
                             {"size", p.window_size}, {"sinks", p.window_sinks}}},
+      // A context-parallel rank that localises its tokens itself (input positions): int32 global
+      // positions and the rank's (rank, N, I); null otherwise.
+      {"cp",
+       p.cp_positions == nullptr
+           ? nlohmann::json(nullptr)
+           : nlohmann::json{{"positions", offset(p.cp_positions)}, {"rank", p.cp_rank},
+                            {"world_size", p.cp_world_size}, {"interleave", p.cp_interleave}}},
+      {"cp_producer", cp_producer},
       {"k_field", field(false)},
       {"v_field", field(true)},
       {"invalid_slots", counter ? offset(p.invalid_slots) : nullptr},
       {"scale_kind", std::string(to_string(c.scale_kind))},
-      {"num_scales", static_scale_count(c.scale_kind, c.num_heads, c.cache.num_blocks)},
+      {"num_scales", static_scale_count(c.scale_kind, c.num_heads, p.cache.num_blocks)},  // the rank's shard's
       {"k_scale", offset(p.k_scale)},
       {"v_scale", offset(p.v_scale)},
       {"k_scale_cache", offset(p.k_scale_cache)},

@@ -49,6 +49,7 @@ struct PythonHello {
   bool declares_families = false; // the declaration has the key "families" (kv_split, k_only, mla only if listed)
   bool declares_padding_modes = false; // the declaration has the key "padding_modes" (sink only if listed)
   bool declares_windows = false;       // the declaration has the key "windows" (ring caches only if listed)
+  bool declares_cp_inputs = false;     // the declaration has the key "cp_inputs" (shards only if listed)
 };
 
 // The interpreter of the Python targets: `option` (--python) if given, else $KVFUZZ_PYTHON, else
@@ -75,8 +76,10 @@ class PythonWorker {
   const PythonHello& start(double timeout_s = 300);
 
   // Runs the append of `c` on `image` (laid out as `layout`): copies it into the shared memfd, asks
-  // the worker, copies the result back (also when the worker died midway). Starts the worker if
-  // needed; after a device_fault the next run starts a new one.
+  // the worker for the case's calls (one per rank of a context-parallel case, in one message),
+  // copies the result back (also when the worker died midway). A function's context-parallel case
+  // with input slot_mapping gets kvfuzz's slot mappings written into `image` first. Starts the worker
+  // if needed; after a device_fault the next run starts a new one.
   RunResult run(const Case& c, std::byte* image, const ArenaLayout& layout);
 
  private:
@@ -97,8 +100,13 @@ class PythonWorker {
 // process (campaigns ask more than once). For Target::unavailable_reason().
 PythonHello probe_python_worker(const PythonWorkerSpec& spec);
 
-// The append of `c` as python_worker.py's CALL: byte offsets into `image`, laid out as `layout`;
-// invalid_slots null unless `counter` (a function whose capabilities leave out the counter).
-nlohmann::json call_json(const Case& c, const ArenaLayout& layout, std::byte* image, bool counter = true);
+// Rank `rank`'s append of `c` (the one call of a case without shards; target.h append_params) as
+// python_worker.py's CALL: byte offsets into `image`, laid out as `layout`; invalid_slots null unless
+// `counter` (a function whose capabilities leave out the counter). With `producer`, a rank of a
+// context-parallel case with input slot_mapping also carries "cp_producer", the slot-mapping
+// producer's call that makes its slot_mapping first (triton-interp; a Python function gets kvfuzz's
+// slot mappings instead, write_reference_slot_mappings).
+nlohmann::json call_json(const Case& c, const ArenaLayout& layout, std::byte* image, bool counter = true,
+                         int64_t rank = 0, bool producer = false);
 
 }  // namespace kvf

@@ -21,7 +21,7 @@ bytes of UTF-8 JSON.
                                   FUNCTION_capabilities() in its module; gen/capabilities.h names the
                                   keys, and kvfuzz checks the values)
                                   {"ok": false, "kind": "unavailable" | "bad_target", "message": TEXT}
-  kvfuzz -> worker, per case:     {"op": "run", "map_bytes": M, "image_bytes": N, "call": CALL}
+  kvfuzz -> worker, per case:     {"op": "run", "map_bytes": M, "image_bytes": N, "calls": [CALL, ...]}
   worker -> kvfuzz, per case:     {"status": "ok"}
                                   {"status": "error", "message": TEXT}  (a Python exception)
                                   {"status": "fault", "message": TEXT}  (the CUDA context is dead;
@@ -29,7 +29,9 @@ bytes of UTF-8 JSON.
 The arena image is the first N bytes of the memfd, which kvfuzz sizes to M bytes (it only grows;
 the worker re-maps it when M changes). The worker maps it between inaccessible fences and makes
 the mapping past the image inaccessible for each case, so a write outside the image faults (a
-`crash` finding) instead of corrupting this process. CALL is one append with byte offsets into the
+`crash` finding) instead of corrupting this process. The calls run in order, and the first exception
+ends the case: one call, or one per rank of a context-parallel case (docs/contract.md "Serving
+conventions"; each rank's tensors address its shard). CALL is one append with byte offsets into the
 image (python_worker.cpp, call_json()):
   input_dtype, cache_dtype ("f16" "bf16" "f32" "fp8_e4m3" "fp8_e5m2" "int8"), slot_dtype ("i32" "i64"),
   layout ("nhd" | "hnd": the order of the 4-D cache views; "vllm_legacy": K 5-D [nb, H, D/x, bs, x],
@@ -45,7 +47,13 @@ image (python_worker.cpp, call_json()):
   (K's last rope_dim dims come from rope), csr ({batch_indices, positions, kv_indices, kv_indptr,
   kv_last_page_len, batch_size}: offsets of FlashInfer's int32 CSR arrays, slot_mapping then null;
   null for slot_mapping addressing; launch mode only), window ({positions, seq_lens, size, sinks}: a
-  ring whose kernel applies the window, int32 offsets; else null; launch mode only), invalid_slots (null when the
+  ring whose kernel applies the window, int32 offsets; else null; launch mode only), cp ({positions,
+  rank, world_size, interleave}: a context-parallel rank that skips the tokens other ranks hold,
+  int32 positions; else null; launch mode only), cp_producer ({positions, requests, block_tables,
+  table_width, num_rows, block_size, rank, world_size, interleave, slot_mapping}: int32 offsets of the
+  slot-mapping producer's call that writes this rank's slot_mapping before the append, as
+  kvfuzz_triton.CpSlotMappingParams; else null; launch mode only: a function's rank gets its
+  slot_mapping from kvfuzz, written before the case), invalid_slots (null when the
   function's capabilities leave out "invalid_slot_counter": it then gets invalid_slots=None), scale_kind,
   num_scales, k_scale, v_scale, k_scale_cache, v_scale_cache (offsets or null),
   scale_cache {stride_block, stride_pos, stride_head}. Strides are in elements.
@@ -324,6 +332,18 @@ class Launcher:
             p.window_positions = ptr(window["positions"], "i32")
             p.window_seq_lens = ptr(window["seq_lens"], "i32")
             p.window_size, p.window_sinks = window["size"], window["sinks"]
+        cp = call.get("cp")
+        if cp:  # a context-parallel rank that keeps its own rows: int32 global positions
+            p.cp_positions = ptr(cp["positions"], "i32")
+            p.cp_rank, p.cp_world_size, p.cp_interleave = cp["rank"], cp["world_size"], cp["interleave"]
+        producer = call.get("cp_producer")
+        if producer:  # this rank's slot_mapping first, from positions and block tables
+            kt.launch_cp_slot_mapping(kt.CpSlotMappingParams(
+                positions=ptr(producer["positions"], "i32"), requests=ptr(producer["requests"], "i32"),
+                block_tables=ptr(producer["block_tables"], "i32"), table_width=producer["table_width"],
+                num_rows=producer["num_rows"], block_size=producer["block_size"], rank=producer["rank"],
+                world_size=producer["world_size"], interleave=producer["interleave"],
+                slot_mapping=ptr(producer["slot_mapping"], "i32")))
         kt.launch(p, fp8_software=self.fp8_software)
 
 
@@ -408,6 +428,9 @@ class Caller:
         return kw
 
     def run(self, image, call):
+        if call.get("cp") or call.get("cp_producer"):
+            raise ValueError("a context-parallel call with positions or a producer: the Python calling convention "
+                             "takes a rank's own slot_mapping only (capabilities \"cp_inputs\": [\"slot_mapping\"])")
         if self.convention == "numpy":
             np = self.np
             buf = image.buffer()
@@ -569,7 +592,8 @@ def main():
             return  # kvfuzz closed the socket: done
         image.prepare(request["map_bytes"], request["image_bytes"])
         try:
-            runner.run(image, request["call"])
+            for call in request["calls"]:
+                runner.run(image, call)
             reply = {"status": "ok"}
         except Exception as e:
             dead = runner.dead_device() if isinstance(runner, Caller) else None

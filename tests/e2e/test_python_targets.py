@@ -201,6 +201,32 @@ class PythonTargets(unittest.TestCase):
         self.assertGreater(sum(n for k, n in s["skipped"]["reasons"].items() if k.startswith("family ")), 0, s["skipped"])
         self.assertEqual({k for k in s["formats"]} & {"kv_split", "k_only", "mla"}, set(), s["formats"])
 
+    def test_context_parallel_shards_reach_only_functions_whose_declaration_lists_slot_mapping(self):
+        """configs/interp-cp.json shards every case, half with input positions. kv_append_numpy.py declares
+        cp_inputs none and slot_mapping: it is called once per rank with kvfuzz's slot mappings, bit-exact,
+        and the positions cases (no calling convention for them) are skipped, counted and replaced; a
+        function that declares no cp_inputs gets no shards at all."""
+        profile = os.path.join(SRC, "configs", "interp-cp.json")
+        summary_file = os.path.join(self.tmp, "s.json")
+        r = self.campaign("python-numpy:" + NUMPY_EXAMPLE + ":kv_append", "--config", profile, "--cases", "30",
+                          "--json", summary_file)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertEqual(summary(r.stdout), (30, 0))
+        with open(summary_file) as f:
+            skipped = json.load(f)["skipped"]
+        self.assertEqual(set(skipped["reasons"]), {"context-parallel input positions"}, skipped)
+        self.assertEqual(skipped["replaced"], skipped["cases"])
+        self.assertGreater(skipped["cases"], 0)
+        self.assertLess(skipped["cases"], 30)  # drawn with input slot_mapping; the replacements are too
+        r = self.campaign(f"python-numpy:{DECLARED}:triton_without_layouts", "--config", profile, "--cases", "30",
+                          "--json", summary_file)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        with open(summary_file) as f:
+            skipped = json.load(f)["skipped"]
+        self.assertEqual(skipped["cases"], 30, skipped)  # every case drawn sharded, every one replaced unsharded
+        self.assertGreater(skipped["reasons"].get("context-parallel input slot_mapping", 0), 0, skipped)
+        self.assertGreater(skipped["reasons"].get("context-parallel input positions", 0), 0, skipped)
+
     def test_a_companion_function_declares_a_head_dim_set_honoured_while_shrinking_and_replaying(self):
         violations = os.path.join(self.tmp, "violations.txt")
         found = os.path.join(self.tmp, "found")

@@ -242,10 +242,11 @@ def csr_of(slots, block_size):
             (slots // block_size).astype(np.int32), np.arange(t + 1, dtype=np.int32))
 
 
-def run_raw(case, variant=None, fp8_software=None, tile=None, csr=None, window=None):
+def run_raw(case, variant=None, fp8_software=None, tile=None, csr=None, window=None, cp=None):
     """Launches the kernel in place on the numpy buffers through HostPtr (interpreter only). csr:
     (batch_indices, positions, kv_indices, kv_indptr) int32 arrays instead of the slot mapping;
-    window: (positions, seq_lens, size, sinks), a ring whose kernel applies the window."""
+    window: (positions, seq_lens, size, sinks), a ring whose kernel applies the window; cp:
+    (positions, rank, world_size, interleave), a context-parallel rank that keeps its own rows."""
     from kvfuzz_triton import FieldStrides, HostPtr, KvAppendParams, launch, legacy_fields
 
     def ptr(buf, base, name):
@@ -288,6 +289,9 @@ def run_raw(case, variant=None, fp8_software=None, tile=None, csr=None, window=N
     if window is not None:
         positions, seq_lens, p.window_size, p.window_sinks = window
         p.window_positions, p.window_seq_lens = ptr(positions, 0, "i32"), ptr(seq_lens, 0, "i32")
+    if cp is not None:
+        positions, p.cp_rank, p.cp_world_size, p.cp_interleave = cp
+        p.cp_positions = ptr(positions, 0, "i32")
     if csr is not None:
         p.slot_mapping = None
         p.csr_batch_indices, p.csr_positions, p.csr_kv_indices, p.csr_kv_indptr = (ptr(a, 0, "i32") for a in csr)

@@ -4,7 +4,8 @@ torch API (CUDA tensors on a GPU; CPU tensors under TRITON_INTERPRET=1):
 
     kv_append(key, value, key_cache, value_cache, slot_mapping, *, layout, rope=None,
               scale_kind=None, k_scale=None, v_scale=None, k_scale_cache=None, v_scale_cache=None,
-              invalid_slots=None, cache_dtype=None, variant=None, fp8_software=None) -> None
+              invalid_slots=None, cache_dtype=None, variant=None, fp8_software=None,
+              cp_positions=None, cp_rank=0, cp_world_size=1, cp_interleave=1) -> None
 
   key, value      [T_in, H, D] float16/bfloat16/float32 views (last dim contiguous; token and head
                   strides free: fused-QKV slices, unbind views, padded rows). Rows >= T are never read.
@@ -41,6 +42,12 @@ torch API (CUDA tensors on a GPU; CPU tensors under TRITON_INTERPRET=1):
                   [T_in, D_c] (or [T_in, 1, D_c]), value = value_cache = None and key_cache the latent
                   cache [blocks, block_size, D_c + rope_dim]: each slot's entry is kv_c's row followed by
                   k_pe's. `layout` is then moot (one head); scale_kind None or "per_tensor" (k_scale).
+  cp_positions    a context-parallel rank's call (docs/contract.md "Serving conventions", input positions):
+                  int32 [T] global position of each row (-1: padding), contiguous; a row whose position
+                  p >= 0 has (p // cp_interleave) % cp_world_size != cp_rank is skipped (another rank's
+                  token), a row of position -1 follows slot_mapping alone. The caches are the rank's
+                  shard; slot_mapping holds each row's local slot. cp_rank, cp_world_size and
+                  cp_interleave need cp_positions.
   variant         "token" (program per token: all heads) or "head" (program per token and head);
                   None: pick_variant(), which picks "token" for every layout (measured on an H200).
   fp8_software    fp8 conversion in exact integer arithmetic (default under the interpreter, whose
@@ -56,6 +63,12 @@ torch API (CUDA tensors on a GPU; CPU tensors under TRITON_INTERPRET=1):
   kv_cache_dtype, scale): kv_append(kv_c, None, kv_cache, None, slot_mapping, layout="nhd",
   rope=k_pe), with `scale` (float32 [1], q = x / scale) for fp8/int8 caches.
 
+    cp_slot_mapping(positions, requests, block_tables, block_size, *, rank, world_size, interleave,
+                    out=None) -> int32 tensor
+
+  The context-parallel slot-mapping producer (cp_slot_mapping.py): rank `rank`'s slot_mapping, -1
+  for the rows whose token it does not hold; see that module's docstring.
+
 Raw entry point (no torch needed; used by the interpreter worker with HostPtr shims):
 
     launch(KvAppendParams(...), variant=None, fp8_software=None, tile=None)
@@ -65,14 +78,17 @@ Raw entry point (no torch needed; used by the interpreter worker with HostPtr sh
   kv_append.py's docstring for the formula), by default the shared geometry with contiguous dims;
   legacy_fields() gives vllm_legacy's. The family fields (value_head_dim, has_value, rope,
   rope_stride_token, rope_stride_head, rope_dim) default to family kv. tile=AOT_TILE runs the one tile the ahead-of-time build
-  (kernels/triton/aot_compile.py) compiles.
+  (kernels/triton/aot_compile.py) compiles. launch_cp_slot_mapping(CpSlotMappingParams(...)) runs
+  the producer on raw parameters (kvf::CpSlotMappingParams).
 """
 from .api import (DTYPES, LAYOUTS, SCALE_KINDS, FieldStrides, KvAppendParams, cache_fields, check_params,
-                  geometry_field, interpreting, kv_append, kv_append_mla, launch, legacy_fields, pick_variant,
-                  tile_sizes)
+                  check_ranks, geometry_field, interpreting, kv_append, kv_append_mla, launch, legacy_fields,
+                  pick_variant, tile_sizes)
+from .cp_slot_mapping import CpSlotMappingParams, cp_slot_mapping, cp_slot_mapping_kernel, launch_cp_slot_mapping
 from .hostptr import HostPtr
 from .kv_append import kv_append_kernel
 
-__all__ = ["DTYPES", "LAYOUTS", "SCALE_KINDS", "FieldStrides", "HostPtr", "KvAppendParams", "cache_fields",
-           "check_params", "geometry_field", "interpreting", "kv_append", "kv_append_kernel", "kv_append_mla", "launch",
+__all__ = ["DTYPES", "LAYOUTS", "SCALE_KINDS", "CpSlotMappingParams", "FieldStrides", "HostPtr", "KvAppendParams",
+           "cache_fields", "check_params", "check_ranks", "cp_slot_mapping", "cp_slot_mapping_kernel", "geometry_field",
+           "interpreting", "kv_append", "kv_append_kernel", "kv_append_mla", "launch", "launch_cp_slot_mapping",
            "legacy_fields", "pick_variant", "tile_sizes"]

@@ -1,5 +1,6 @@
 """Launchers of kv_append_kernel: the raw-parameter entry point and the torch API."""
 import dataclasses
+import operator
 import os
 
 import triton
@@ -125,6 +126,13 @@ class KvAppendParams:
     window_seq_lens: object = None
     window_size: int = 0
     window_sinks: int = 0
+    # A context-parallel rank that localises its tokens itself (docs/contract.md "Serving conventions",
+    # input positions): int32 [T] global positions, -1 = padding; only the rows of rank cp_rank (of
+    # cp_world_size, interleave cp_interleave) are written. None: every row is this call's.
+    cp_positions: object = None
+    cp_rank: int = 0
+    cp_world_size: int = 1
+    cp_interleave: int = 1
 
 
 def fields(p):
@@ -170,6 +178,32 @@ def check_params(p):
     for name, f in zip(("k_field", "v_field"), fields(p)):
         if f.x < 1 or f.x >= 2 ** 31:
             raise ValueError(f"{name}.x must be in [1, 2^31), got {f.x}")
+    check_ranks(p.cp_rank, p.cp_world_size, p.cp_interleave, "cp_")
+
+
+def _integer(v):
+    """v as a Python int (anything with __index__ but bool), or None."""
+    if isinstance(v, bool):
+        return None
+    try:
+        return operator.index(v)
+    except TypeError:
+        return None
+
+
+def check_ranks(rank, world_size, interleave, prefix=""):
+    """(rank, world_size, interleave) as ints; ValueError unless 1 <= world_size, interleave < 2^31 and
+    0 <= rank < world_size (the kernels take them as int32; docs/contract.md "Serving conventions")."""
+    out = []
+    for name, v in (("world_size", world_size), ("interleave", interleave)):
+        i = _integer(v)
+        if i is None or not 1 <= i < 2 ** 31:
+            raise ValueError(f"{prefix}{name} must be an integer in [1, 2^31), got {v!r}")
+        out.append(i)
+    r = _integer(rank)
+    if r is None or not 0 <= r < out[0]:
+        raise ValueError(f"{prefix}rank must be an integer in [0, {prefix}world_size = {out[0]}), got {rank!r}")
+    return r, out[0], out[1]
 
 
 def tile_sizes(num_heads, head_dim, variant):
@@ -246,6 +280,8 @@ def launch(p, *, variant=None, fp8_software=None, num_warps=4, tile=None):
         int(p.window_positions is not None), p.window_size, p.window_sinks,
         csr_stand_in if p.window_positions is None else p.window_positions,
         csr_stand_in if p.window_seq_lens is None else p.window_seq_lens,
+        int(p.cp_positions is not None), p.cp_rank, p.cp_world_size, p.cp_interleave,
+        csr_stand_in if p.cp_positions is None else p.cp_positions,
         IN_DTYPE=DTYPES.index(p.input_dtype), CACHE_DTYPE=DTYPES.index(p.cache_dtype),
         FP8_SOFTWARE=bool(fp8_software), BLOCK_H=block_h, BLOCK_D=block_d, num_warps=num_warps)
 
@@ -332,10 +368,12 @@ def cache_fields(layout, num_heads, head_dim, k_shape, k_strides, v_shape, v_str
 
 def kv_append(key, value, key_cache, value_cache, slot_mapping, *, layout, rope=None, scale_kind=None,
               k_scale=None, v_scale=None, k_scale_cache=None, v_scale_cache=None,
-              invalid_slots=None, cache_dtype=None, variant=None, fp8_software=None):
+              invalid_slots=None, cache_dtype=None, variant=None, fp8_software=None,
+              cp_positions=None, cp_rank=0, cp_world_size=1, cp_interleave=1):
     """Appends key/value rows to a paged KV cache in place (see the package docstring). The family
     follows from the arguments: value=None is k_only, rope=k_pe is mla (key = kv_c), a value head dim
-    other than key's is kv_split."""
+    other than key's is kv_split. cp_positions (int32 [T], -1 = padding) makes the call one
+    context-parallel rank's: only rows whose position rank cp_rank holds are written."""
     import torch
 
     def fail(msg):
@@ -423,6 +461,22 @@ def kv_append(key, value, key_cache, value_cache, slot_mapping, *, layout, rope=
         fail(f"slot_mapping has {num_slots} entries but key has only {num_rows} rows")
     if has_value and key_cache.dtype != value_cache.dtype:
         fail(f"key_cache and value_cache dtypes differ: {key_cache.dtype} vs {value_cache.dtype}")
+    if cp_positions is None:
+        if (cp_rank, cp_world_size, cp_interleave) != (0, 1, 1):
+            fail("cp_rank, cp_world_size and cp_interleave need cp_positions (int32 global positions of the rows)")
+    else:
+        if not _is_tensor(cp_positions):
+            fail(f"cp_positions must be a torch.Tensor, got {type(cp_positions).__name__}")
+        if cp_positions.dtype != torch.int32:
+            fail(f"cp_positions must be int32, got {cp_positions.dtype}")
+        if tuple(cp_positions.shape) != (num_slots,):
+            fail(f"cp_positions must have slot_mapping's shape ({num_slots},), got {tuple(cp_positions.shape)}")
+        if num_slots > 1 and cp_positions.stride(0) != 1:
+            fail("cp_positions must be contiguous")
+        try:
+            cp_rank, cp_world_size, cp_interleave = check_ranks(cp_rank, cp_world_size, cp_interleave, "cp_")
+        except ValueError as e:
+            fail(str(e))
 
     tensor_cache_dtype = "uint8" if key_cache.dtype == torch.uint8 else names.get(key_cache.dtype)
     if cache_dtype is None:
@@ -497,7 +551,7 @@ def kv_append(key, value, key_cache, value_cache, slot_mapping, *, layout, rope=
             fail("invalid_slots must be a one-element int64 tensor")
 
     tensors = [key, value, key_cache, value_cache, slot_mapping, rope, k_scale, v_scale, k_scale_cache,
-               v_scale_cache, invalid_slots]
+               v_scale_cache, invalid_slots, cp_positions]
     devices = {t.device for t in tensors if t is not None}
     if len(devices) != 1:
         fail(f"all tensors must be on one device, got {sorted(str(d) for d in devices)}")
@@ -518,7 +572,8 @@ def kv_append(key, value, key_cache, value_cache, slot_mapping, *, layout, rope=
         k_scale=k_scale, v_scale=v_scale, k_scale_cache=k_scale_cache, v_scale_cache=v_scale_cache,
         scale_stride_block=scale_strides[0], scale_stride_pos=scale_strides[1],
         scale_stride_head=scale_strides[2], value_head_dim=value_head_dim, has_value=has_value,
-        rope=rope, rope_stride_token=rope.stride(0) if mla else 0, rope_stride_head=0, rope_dim=rope_dim)
+        rope=rope, rope_stride_token=rope.stride(0) if mla else 0, rope_stride_head=0, rope_dim=rope_dim,
+        cp_positions=cp_positions, cp_rank=cp_rank, cp_world_size=cp_world_size, cp_interleave=cp_interleave)
     if device.type == "cuda":
         with torch.cuda.device(device):
             launch(p, variant=variant, fp8_software=fp8_software)

@@ -252,7 +252,7 @@ def _append_rows(src_base, stride_token, stride_head, rope_base, rope_stride_tok
 # Runtime integers that take the values 0 and 1: never specialised on (the JIT would otherwise
 # compile a variant per value; the ahead-of-time build compiles none).
 @triton.jit(do_not_specialize=["scale_kind", "has_counter", "heads_per_program", "has_value", "csr", "window",
-                               "window_size", "window_sinks"])
+                               "window_size", "window_sinks", "cp", "cp_rank", "cp_world_size", "cp_interleave"])
 def kv_append_kernel(
     key_ptr, value_ptr, slot_ptr, k_cache_ptr, v_cache_ptr,
     k_scale_ptr, v_scale_ptr,  # fp32: static scales, or the scale caches for PER_TOKEN_HEAD
@@ -279,6 +279,10 @@ def kv_append_kernel(
     # position window_pos_ptr[t] of a request of length window_len_ptr[t]; a token already outside the
     # window (p >= window_sinks, p < len - (window_size - window_sinks)) is not written (int32 arrays).
     window, window_size, window_sinks, window_pos_ptr, window_len_ptr,
+    # A context-parallel rank that localises its tokens itself (cp != 0): row t is the token at global
+    # position cp_pos_ptr[t] (int32, -1: padding), held by rank (position // cp_interleave) %
+    # cp_world_size; this call writes only rank cp_rank's rows (docs/contract.md "Serving conventions").
+    cp, cp_rank, cp_world_size, cp_interleave, cp_pos_ptr,
     IN_DTYPE: tl.constexpr, CACHE_DTYPE: tl.constexpr, FP8_SOFTWARE: tl.constexpr,
     BLOCK_H: tl.constexpr, BLOCK_D: tl.constexpr,
 ):
@@ -294,6 +298,9 @@ def kv_append_kernel(
         seq_pos = tl.load(window_pos_ptr + token).to(tl.int64)
         seq_len = tl.load(window_len_ptr + token).to(tl.int64)
         write = write & ((seq_pos < window_sinks) | (seq_pos >= seq_len - (window_size - window_sinks)))
+    if cp != 0:  # a token another rank's shard holds is skipped like padding
+        cp_pos = tl.load(cp_pos_ptr + token).to(tl.int64)
+        write = write & ((cp_pos < 0) | (cp_pos // cp_interleave % cp_world_size == cp_rank))
     h_begin = tl.program_id(1) * heads_per_program
     h_end = tl.minimum(h_begin + heads_per_program, num_heads)
     if write:

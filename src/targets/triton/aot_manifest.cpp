@@ -75,7 +75,8 @@ ParamType param_type(const Reader& r, const std::string& type) {
   r.fail("type", "expected \"*<element>\", \"i32\", \"i64\" or \"scratch\", got \"" + type + "\"");
 }
 
-AotKernel parse_kernel(const json& v, const std::string& path, const std::string& origin) {
+// A kv_append kernel (its dtypes) or, `producer`, the slot-mapping producer (its rows per program).
+AotKernel parse_kernel(const json& v, const std::string& path, const std::string& origin, bool producer = false) {
   const Reader r(v, path, origin);
   AotKernel k;
   k.name = r.str("name");
@@ -85,11 +86,15 @@ AotKernel parse_kernel(const json& v, const std::string& path, const std::string
     if (!t) r.fail(key, "expected one of " + quoted_names<DType>());
     return *t;
   };
-  k.input_dtype = dtype("input_dtype");
-  k.cache_dtype = dtype("cache_dtype");
-  const std::optional<IndexType> slot = index_type_from_string(r.str("slot_type"));
-  if (!slot) r.fail("slot_type", "expected one of " + quoted_names<IndexType>());
-  k.slot_type = *slot;
+  if (producer) {
+    k.rows_per_program = r.integer("rows_per_program", 1, 1024);
+  } else {
+    k.input_dtype = dtype("input_dtype");
+    k.cache_dtype = dtype("cache_dtype");
+    const std::optional<IndexType> slot = index_type_from_string(r.str("slot_type"));
+    if (!slot) r.fail("slot_type", "expected one of " + quoted_names<IndexType>());
+    k.slot_type = *slot;
+  }
   k.num_warps = static_cast<int>(r.integer("num_warps", 1, 32));
   k.shared_bytes = static_cast<int>(r.integer("shared_bytes", 0, 1 << 20));
   const json& cluster = r.array("cluster_dims");
@@ -177,7 +182,55 @@ std::optional<ArgValue> argument(const std::string& name, const KvAppendParams& 
   if (name == "window_sinks") return integer(p.window_sinks);
   if (name == "window_pos_ptr") return pointer(p.window_positions);
   if (name == "window_len_ptr") return pointer(p.window_seq_lens);
+  if (name == "cp") return integer(p.cp_positions != nullptr ? 1 : 0);
+  if (name == "cp_rank") return integer(p.cp_rank);
+  if (name == "cp_world_size") return integer(p.cp_world_size);
+  if (name == "cp_interleave") return integer(p.cp_interleave);
+  if (name == "cp_pos_ptr") return pointer(p.cp_positions);
   return std::nullopt;
+}
+
+// The value of cp_slot_mapping_kernel's parameter `name` (kernels/triton/kvfuzz_triton/cp_slot_mapping.py).
+std::optional<ArgValue> cp_argument(const std::string& name, const CpSlotMappingParams& p) {
+  if (name == "positions_ptr") return pointer(p.positions);
+  if (name == "requests_ptr") return pointer(p.requests);
+  if (name == "block_tables_ptr") return pointer(p.block_tables);
+  if (name == "slot_mapping_ptr") return pointer(p.slot_mapping);
+  if (name == "table_width") return integer(p.table_width);
+  if (name == "num_rows") return integer(p.num_rows);
+  if (name == "block_size") return integer(p.block_size);
+  if (name == "rank") return integer(p.rank);
+  if (name == "world_size") return integer(p.world_size);
+  if (name == "interleave") return integer(p.interleave);
+  return std::nullopt;
+}
+
+// Packs k's parameters in order, each from `value(name)`: "" or why not.
+template <typename Lookup>
+std::string pack(const AotKernel& k, const Lookup& value, PackedArgs& out) {
+  out.cells.assign(k.params.size(), {});
+  out.pointers.assign(k.params.size(), nullptr);
+  for (size_t i = 0; i < k.params.size(); ++i) {
+    const KernelParam& param = k.params[i];
+    std::array<std::byte, 8>& cell = out.cells[i];
+    out.pointers[i] = cell.data();
+    if (param.type == ParamType::scratch) continue;  // null
+    const std::optional<ArgValue> v = value(param.name);
+    if (!v) return "kernel " + k.name + " takes a parameter \"" + param.name + "\" this loader does not know";
+    if (v->is_pointer != (param.type == ParamType::pointer))
+      return "kernel " + k.name + ": parameter \"" + param.name + "\" is declared " +
+             (param.type == ParamType::pointer ? "a pointer" : "an integer") + " but the loader has " +
+             (v->is_pointer ? "a pointer" : "an integer") + " for it";
+    if (param.type == ParamType::i32) {
+      if (v->value < std::numeric_limits<int32_t>::min() || v->value > std::numeric_limits<int32_t>::max())
+        return "kernel " + k.name + ": " + param.name + " = " + std::to_string(v->value) + " does not fit its i32 parameter";
+      const int32_t narrow = static_cast<int32_t>(v->value);
+      std::memcpy(cell.data(), &narrow, sizeof narrow);
+    } else {
+      std::memcpy(cell.data(), &v->value, sizeof v->value);
+    }
+  }
+  return "";
 }
 
 }  // namespace
@@ -190,7 +243,8 @@ AotManifest parse_aot_manifest(const std::string& text, const std::string& origi
     throw InputError(origin, "", std::string("not valid JSON: ") + e.what());
   }
   const Reader r(doc, "", origin);
-  if (r.str("schema") != "kvfuzz-triton-aot/1") r.fail("schema", "expected \"kvfuzz-triton-aot/1\"");
+  if (r.str("schema") != "kvfuzz-triton-aot/2")
+    r.fail("schema", "expected \"kvfuzz-triton-aot/2\" (rebuild the kernels with this kvfuzz's kernels/triton/aot_compile.py)");
   AotManifest m;
   m.origin = origin;
   m.triton_version = r.str("triton_version");
@@ -217,22 +271,24 @@ AotManifest parse_aot_manifest(const std::string& text, const std::string& origi
                                          std::string(to_string(k.slot_type)) + " slots");
     m.kernels.push_back(std::move(k));
   }
+  m.cp_slot_mapping = parse_kernel(r.at("cp_slot_mapping"), "/cp_slot_mapping", origin, /*producer=*/true);
   return m;
 }
 
 namespace {
 
-// Checks that every kernel's cubin is there with the size the manifest says.
+// Checks that kernel k's cubin is there with the size the manifest says (`path`: its manifest entry).
+void check_cubin(const AotKernelSet& set, const AotKernel& k, const std::string& path) {
+  const auto it = set.cubins.find(k.cubin);
+  if (it == set.cubins.end()) throw InputError(set.manifest.origin, path + "/cubin", "cubin " + k.cubin + " is missing");
+  if (static_cast<int64_t>(it->second.size()) != k.cubin_bytes)
+    throw InputError(set.manifest.origin, path + "/cubin", "cubin " + k.cubin + " has " + std::to_string(it->second.size()) +
+                                                               " bytes, the manifest says " + std::to_string(k.cubin_bytes));
+}
+
 void check_cubins(const AotKernelSet& set) {
-  for (size_t i = 0; i < set.manifest.kernels.size(); ++i) {
-    const AotKernel& k = set.manifest.kernels[i];
-    const auto it = set.cubins.find(k.cubin);
-    const std::string path = "/kernels/" + std::to_string(i) + "/cubin";
-    if (it == set.cubins.end()) throw InputError(set.manifest.origin, path, "cubin " + k.cubin + " is missing");
-    if (static_cast<int64_t>(it->second.size()) != k.cubin_bytes)
-      throw InputError(set.manifest.origin, path, "cubin " + k.cubin + " has " + std::to_string(it->second.size()) +
-                                                      " bytes, the manifest says " + std::to_string(k.cubin_bytes));
-  }
+  for (size_t i = 0; i < set.manifest.kernels.size(); ++i) check_cubin(set, set.manifest.kernels[i], "/kernels/" + std::to_string(i));
+  check_cubin(set, set.manifest.cp_slot_mapping, "/cp_slot_mapping");
 }
 
 }  // namespace
@@ -265,9 +321,12 @@ AotKernelSet kernel_set_from_directory(const std::string& dir) {
     throw InputError(origin, "", "cannot read it (expected the --out-dir of kernels/triton/aot_compile.py)");
   AotKernelSet set;
   set.manifest = parse_aot_manifest(text, origin);
-  for (const AotKernel& k : set.manifest.kernels) {
+  std::vector<const AotKernel*> all;
+  for (const AotKernel& k : set.manifest.kernels) all.push_back(&k);
+  all.push_back(&set.manifest.cp_slot_mapping);
+  for (const AotKernel* k : all) {
     std::string bytes;
-    if (read(k.cubin, bytes)) set.cubins[k.cubin] = std::move(bytes);
+    if (read(k->cubin, bytes)) set.cubins[k->cubin] = std::move(bytes);
   }
   check_cubins(set);
   return set;
@@ -296,34 +355,26 @@ std::string plan_launch(const AotManifest& m, const KvAppendParams& p, AotLaunch
   return "";
 }
 
+std::string plan_cp_slot_mapping(const AotKernel& k, const CpSlotMappingParams& p, AotLaunchPlan& plan) {
+  plan = AotLaunchPlan{};
+  if (k.rows_per_program < 1) return "kernel " + k.name + " has no rows_per_program";
+  const int64_t programs = (p.num_rows + k.rows_per_program - 1) / k.rows_per_program;
+  if (programs > std::numeric_limits<int32_t>::max())
+    return std::to_string(p.num_rows) + " slot_mapping rows exceed the producer's grid x limit";
+  plan.grid = {static_cast<uint32_t>(programs < 0 ? 0 : programs), 1, 1};
+  return "";
+}
+
 std::string pack_arguments(const AotKernel& k, const KvAppendParams& p, const AotLaunchPlan& plan, PackedArgs& out) {
-  out.cells.assign(k.params.size(), {});
-  out.pointers.assign(k.params.size(), nullptr);
   KernelField fields[2];
   for (int v = 0; v < 2; ++v)
     if (std::string why = kernel_field(append_field_layout(p, v == 1), fields[v]); !why.empty())
       return std::string("kernel ") + k.name + " cannot address the " + (v == 1 ? "V" : "K") + " cache: " + why;
-  for (size_t i = 0; i < k.params.size(); ++i) {
-    const KernelParam& param = k.params[i];
-    std::array<std::byte, 8>& cell = out.cells[i];
-    out.pointers[i] = cell.data();
-    if (param.type == ParamType::scratch) continue;  // null
-    const std::optional<ArgValue> v = argument(param.name, p, plan, fields);
-    if (!v) return "kernel " + k.name + " takes a parameter \"" + param.name + "\" this loader does not know";
-    if (v->is_pointer != (param.type == ParamType::pointer))
-      return "kernel " + k.name + ": parameter \"" + param.name + "\" is declared " +
-             (param.type == ParamType::pointer ? "a pointer" : "an integer") + " but the loader has " +
-             (v->is_pointer ? "a pointer" : "an integer") + " for it";
-    if (param.type == ParamType::i32) {
-      if (v->value < std::numeric_limits<int32_t>::min() || v->value > std::numeric_limits<int32_t>::max())
-        return "kernel " + k.name + ": " + param.name + " = " + std::to_string(v->value) + " does not fit its i32 parameter";
-      const int32_t narrow = static_cast<int32_t>(v->value);
-      std::memcpy(cell.data(), &narrow, sizeof narrow);
-    } else {
-      std::memcpy(cell.data(), &v->value, sizeof v->value);
-    }
-  }
-  return "";
+  return pack(k, [&](const std::string& name) { return argument(name, p, plan, fields); }, out);
+}
+
+std::string pack_cp_arguments(const AotKernel& k, const CpSlotMappingParams& p, PackedArgs& out) {
+  return pack(k, [&](const std::string& name) { return cp_argument(name, p); }, out);
 }
 
 }  // namespace kvf

@@ -2,7 +2,8 @@
 // needs, and the launch arguments in the order the cubin's entry point takes them.
 //
 // kernels/triton/aot_compile.py writes manifest.json next to one cubin per (input dtype, cache
-// dtype, slot dtype) and embeds them in the binary (embedded_triton_files()). Everything here is
+// dtype, slot dtype) and one of the context-parallel slot-mapping producer
+// (kvfuzz_triton/cp_slot_mapping.py), and embeds them in the binary (embedded_triton_files()). Everything here is
 // plain C++ with no CUDA: the triton target (triton_target.cpp) adds the driver calls, and the unit
 // tests check selection and packing against the real manifest on machines without a GPU.
 #pragma once
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "case/types.h"
+#include "cp_slot_mapping.cuh"
 #include "kv_append.cuh"
 #include "targets/triton/embedded_files.h"
 
@@ -32,13 +34,14 @@ struct KernelParam {
   ParamType type = ParamType::i64;
 };
 
-// One compiled specialisation of kv_append_kernel.
+// One compiled specialisation of kv_append_kernel, or the slot-mapping producer.
 struct AotKernel {
-  std::string name;       // "kv_append_f16_int8_i64"; also its cubin's file stem
-  std::string function;   // entry point inside the cubin: "kv_append_kernel"
-  DType input_dtype = DType::f16;
+  std::string name;       // "kv_append_f16_int8_i64", "cp_slot_mapping"; also its cubin's file stem
+  std::string function;   // entry point inside the cubin: "kv_append_kernel", "cp_slot_mapping_kernel"
+  DType input_dtype = DType::f16;  // kv_append kernels: the specialisation's dtypes
   DType cache_dtype = DType::f16;
   IndexType slot_type = IndexType::i64;
+  int64_t rows_per_program = 0;    // the producer: slot_mapping rows per program (0 for kv_append kernels)
   int num_warps = 4;      // threads per program = num_warps * warp_size
   int shared_bytes = 0;   // dynamic shared memory per program
   std::array<int, 3> cluster_dims{1, 1, 1};
@@ -56,6 +59,7 @@ struct AotManifest {
   int block_h = 0;             // the tile every kernel was compiled with (api.AOT_TILE)
   int block_d = 0;
   std::vector<AotKernel> kernels;
+  AotKernel cp_slot_mapping;   // the context-parallel slot-mapping producer (one specialisation)
 };
 
 // Parses manifest.json. Throws InputError(origin, JSON pointer, expectation) for anything
@@ -86,15 +90,21 @@ struct AotLaunchPlan {
 // grid[0] == 0 means nothing to launch (no slot entries).
 std::string plan_launch(const AotManifest& m, const KvAppendParams& p, AotLaunchPlan& plan);
 
+// Grid of the producer's launch for p (the rules of kvfuzz_triton.launch_cp_slot_mapping): one
+// program per rows_per_program rows. Returns "" or why not; grid[0] == 0: nothing to launch.
+std::string plan_cp_slot_mapping(const AotKernel& k, const CpSlotMappingParams& p, AotLaunchPlan& plan);
+
 // Launch arguments: one 8-byte cell per parameter (an i32 uses the first 4 bytes) and the
 // pointer array cuLaunchKernel takes.
 struct PackedArgs {
   std::vector<std::array<std::byte, 8>> cells;
   std::vector<void*> pointers;
 };
-// Packs the arguments of `k` for p, in the kernel's order. Returns "" or why not (a parameter this
-// loader does not know, a value out of the parameter's range).
+// Packs the arguments of kv_append kernel `k` for p, in the kernel's order. Returns "" or why not
+// (a parameter this loader does not know, a value out of the parameter's range).
 std::string pack_arguments(const AotKernel& k, const KvAppendParams& p, const AotLaunchPlan& plan,
                            PackedArgs& out);
+// The same for the slot-mapping producer `k` (AotManifest::cp_slot_mapping) and p.
+std::string pack_cp_arguments(const AotKernel& k, const CpSlotMappingParams& p, PackedArgs& out);
 
 }  // namespace kvf

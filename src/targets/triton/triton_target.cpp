@@ -4,7 +4,9 @@
 // Like the cuda target it runs in the worker process: the same arena image is copied to the device,
 // the same KvAppendParams (append_params) become the kernel's arguments, packed in the order
 // manifest.json lists them (aot_manifest.h), and the image is copied back for the whole-image diff,
-// so a case gives byte-identical arenas on triton and cuda. No Python runs. The cubins built into
+// so a case gives byte-identical arenas on triton and cuda. A context-parallel case runs one call
+// per rank, each after the Triton slot-mapping producer (also compiled ahead of time) has made the
+// rank's slot_mapping where the case's input is slot_mapping. No Python runs. The cubins built into
 // the binary are used unless KVFUZZ_TRITON_KERNELS names an aot_compile.py --out-dir (a rewritten
 // kernel, say).
 #include <cuda_runtime.h>
@@ -12,6 +14,7 @@
 #include <cstdlib>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "case/errors.h"
 #include "targets/cuda/cuda_status.h"
@@ -93,8 +96,12 @@ class TritonTarget final : public Target {
     const size_t bytes = static_cast<size_t>(layout.total_bytes);
     if (cudaError_t e = device_image_.upload(image, bytes, stream_); e != cudaSuccess)
       return fault(e, "copying the arena to the device");
-    const KvAppendParams p = append_params(c, device_image_.data(), layout);
-    if (RunResult r = launch(p); r.status != RunStatus::ok) return r;
+    for (int64_t rank = 0; rank < c.num_ranks(); ++rank) {
+      if (c.cp_input == CpInput::slot_mapping)
+        if (RunResult r = launch_producer(cp_producer_params(c, device_image_.data(), layout, rank)); r.status != RunStatus::ok)
+          return r;
+      if (RunResult r = launch(append_params(c, device_image_.data(), layout, rank)); r.status != RunStatus::ok) return r;
+    }
     if (cudaError_t e = cudaStreamSynchronize(stream_); e != cudaSuccess) return fault(e, "kernel execution");
     if (cudaError_t e = device_image_.download(image, bytes); e != cudaSuccess) return fault(e, "copying the arena back");
     return {};
@@ -107,12 +114,30 @@ class TritonTarget final : public Target {
     if (cudaError_t e = cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking); e != cudaSuccess)
       return fault(e, "cudaStreamCreate");
     if (std::string why = loader_.init(); !why.empty()) return {RunStatus::launch_error, why};
-    for (const AotKernel& k : set_.manifest.kernels) {
+    std::vector<const AotKernel*> all;
+    for (const AotKernel& k : set_.manifest.kernels) all.push_back(&k);
+    all.push_back(&set_.manifest.cp_slot_mapping);
+    for (const AotKernel* k : all) {
       CUfunction f = nullptr;
-      if (CUresult r = loader_.function(k, set_.cubins.at(k.cubin), f); r != CUDA_SUCCESS)
-        return fault(r, ("loading " + k.cubin).c_str());
+      if (CUresult r = loader_.function(*k, set_.cubins.at(k->cubin), f); r != CUDA_SUCCESS)
+        return fault(r, ("loading " + k->cubin).c_str());
     }
     initialised_ = true;
+    return {};
+  }
+
+  // Launches the slot-mapping producer for p (nothing for T = 0).
+  RunResult launch_producer(const CpSlotMappingParams& p) {
+    const AotKernel& k = set_.manifest.cp_slot_mapping;
+    AotLaunchPlan plan;
+    if (std::string why = plan_cp_slot_mapping(k, p, plan); !why.empty()) return {RunStatus::launch_error, why};
+    if (plan.grid[0] == 0) return {};  // no rows: never launch an empty grid
+    PackedArgs args;
+    if (std::string why = pack_cp_arguments(k, p, args); !why.empty()) return {RunStatus::launch_error, why};
+    CUfunction f = nullptr;
+    if (CUresult r = loader_.function(k, set_.cubins.at(k.cubin), f); r != CUDA_SUCCESS)
+      return fault(r, ("loading " + k.cubin).c_str());
+    if (CUresult r = loader_.launch(k, f, plan, args, stream_); r != CUDA_SUCCESS) return fault(r, ("launching " + k.name).c_str());
     return {};
   }
 
@@ -147,7 +172,9 @@ class TritonTarget final : public Target {
     return "every layout (any strides; vllm_legacy through per-field strides), every family (kv, kv_split, k_only, mla), f16/bf16/f32 inputs, "
            "f16/bf16/f32/fp8_e4m3/fp8_e5m2/int8 caches with "
            "per-tensor, per-head, per-block and per-token-head scales, i32/i64 slots, any H and D (one " +
-           std::to_string(m.block_h) + "x" + std::to_string(m.block_d) + " tile looped over heads and dims)" +
+           std::to_string(m.block_h) + "x" + std::to_string(m.block_d) + " tile looped over heads and dims), "
+           "context-parallel shards (one call per rank; input slot_mapping from the Triton slot-mapping producer, "
+           "input positions filtered in the kernel)" +
            (combos.empty() ? std::string() : "; missing from " + m.origin + ": " + combos);
   }
 

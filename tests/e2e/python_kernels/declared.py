@@ -4,8 +4,9 @@
                          f16 and the head-dim set {64, 128}; appends a line to $KVFUZZ_TEST_VIOLATIONS
                          for every call outside that (kvfuzz must never make one), and raises for 2+
                          heads (a launch_error, so that campaigns shrink)
-  triton_without_layouts declares slot dtypes only (no "layouts", no "families"), so kvfuzz must
-                         never send it vllm_legacy or a family other than kv; runs kvfuzz_triton
+  triton_without_layouts declares slot dtypes only (no "layouts", no "families", no "cp_inputs"), so
+                         kvfuzz must never send it vllm_legacy, a family other than kv or a
+                         context-parallel case; runs kvfuzz_triton
                          (examples/python/kv_append_numpy.py) and appends to $KVFUZZ_TEST_VIOLATIONS for
                          a vllm_legacy call or a kv_split / k_only / mla one
   bad_layout, bad_head_dims, not_a_dict, raises_in_capabilities, declared_twice

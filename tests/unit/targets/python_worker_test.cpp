@@ -5,9 +5,15 @@
 
 #include <cstdlib>
 
+#include <set>
+
 #include "../arena/test_cases.h"
 #include "arena/diff.h"
+#include "case/context_parallel.h"
 #include "case/errors.h"
+#include "gen/generate.h"
+#include "gen/materialize.h"
+#include "gen/profile.h"
 #include "targets/python_worker.h"
 #include "targets/target.h"
 
@@ -74,6 +80,49 @@ TEST(PythonWorker, sendsEachFieldsAddressingAndTheLegacyLayout) {
   EXPECT_EQ(j["k_field"]["x"], 16);
   EXPECT_EQ(j["k_field"]["stride_pos"], 16);
   EXPECT_EQ(j["k_field"]["stride_dim1"], 4 * 16);
+}
+
+// A context-parallel case: one call per rank, each addressing its shard; input positions adds the
+// rank's filter ("cp"), input slot_mapping the rank's own slot_mapping and, for kvfuzz_triton (the
+// producer flag), the slot-mapping producer's call ("cp_producer").
+TEST(PythonWorker, sendsEachRanksShardFilterAndProducer) {
+  Profile profile = default_profile();
+  profile.cp_percent = 100;
+  std::set<CpInput> seen;
+  for (int64_t i = 0; i < 60; ++i) {
+    const Case c = materialize(generate_case(profile, 4, i));
+    ASSERT_TRUE(c.has_cp());
+    seen.insert(c.cp_input);
+    const ArenaLayout l = plan_arena(c);
+    std::vector<std::byte> image(static_cast<size_t>(l.total_bytes));
+    const CpSection s = cp_section(c);
+    for (int64_t rank = 0; rank < c.num_ranks(); ++rank) {
+      const nlohmann::json j = call_json(c, l, image.data(), true, rank, /*producer=*/true);
+      const nlohmann::json f = call_json(c, l, image.data(), true, rank, /*producer=*/false);
+      EXPECT_EQ(j["cache"]["num_blocks"], c.shard_blocks());
+      EXPECT_EQ(j["k_cache"], l.cache_begin + (c.cache_k_offset + rank * c.shard_blocks() * c.cache.stride_block) *
+                                                  dtype_size(c.cache_dtype));
+      EXPECT_TRUE(f["cp_producer"].is_null());
+      if (c.cp_input == CpInput::positions) {
+        EXPECT_EQ(j["slot_mapping"], l.slots_begin);
+        EXPECT_EQ(j["cp"], (nlohmann::json{{"positions", l.slots_begin + 4 * s.positions}, {"rank", rank},
+                                           {"world_size", c.cp_world_size}, {"interleave", c.cp_interleave}}));
+        EXPECT_TRUE(j["cp_producer"].is_null());
+        continue;
+      }
+      const int64_t mapping = l.slots_begin + 4 * (s.rank_mappings + rank * c.num_slots());
+      EXPECT_TRUE(j["cp"].is_null());
+      EXPECT_EQ(j["slot_mapping"], mapping);
+      EXPECT_EQ(f["slot_mapping"], mapping);
+      EXPECT_EQ(j["cp_producer"],
+                (nlohmann::json{{"positions", l.slots_begin + 4 * s.positions}, {"requests", l.slots_begin + 4 * s.requests},
+                                {"block_tables", l.slots_begin + 4 * s.tables}, {"table_width", s.table_width},
+                                {"num_rows", c.num_slots()}, {"block_size", c.cache.block_size}, {"rank", rank},
+                                {"world_size", c.cp_world_size}, {"interleave", c.cp_interleave},
+                                {"slot_mapping", mapping}}));
+    }
+  }
+  EXPECT_EQ(seen.size(), 2u);
 }
 
 TEST(PythonWorker, picksTheOptionThenTheEnvironment) {

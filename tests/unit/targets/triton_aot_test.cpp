@@ -9,6 +9,7 @@
 #include <set>
 
 #include "arena/arena.h"
+#include "case/context_parallel.h"
 #include "case/errors.h"
 #include "gen/generate.h"
 #include "gen/materialize.h"
@@ -23,14 +24,19 @@ const DType kInputs[] = {DType::f16, DType::bf16, DType::f32};
 const DType kCaches[] = {DType::f16, DType::bf16, DType::f32, DType::fp8_e4m3, DType::fp8_e5m2, DType::int8};
 const IndexType kSlots[] = {IndexType::i32, IndexType::i64};
 
-// A manifest like aot_compile.py's, with `params` (a JSON array) as every kernel's parameter list.
-std::string fixture(const std::string& params, const std::string& dtypes = R"(["f16","bf16","f32","fp8_e4m3","fp8_e5m2","int8"])") {
-  return R"({"schema": "kvfuzz-triton-aot/1", "triton_version": "3.6.0",
+// A manifest like aot_compile.py's, with `params` (a JSON array) as every kernel's parameter list
+// and `cp_params` as the slot-mapping producer's.
+std::string fixture(const std::string& params, const std::string& dtypes = R"(["f16","bf16","f32","fp8_e4m3","fp8_e5m2","int8"])",
+                    const std::string& cp_params = "[]") {
+  return R"({"schema": "kvfuzz-triton-aot/2", "triton_version": "3.6.0",
     "target": {"backend": "cuda", "compute_capability": 90, "warp_size": 32}, "tile": [4, 64],
     "dtypes": )" + dtypes + R"(, "scale_kinds": ["none","per_tensor","per_head","per_block","per_token_head"],
     "kernels": [{"name": "kv_append_f16_int8_i64", "function": "kv_append_kernel", "input_dtype": "f16",
       "cache_dtype": "int8", "slot_type": "i64", "num_warps": 4, "shared_bytes": 0, "cluster_dims": [1, 1, 1],
-      "arch": "sm_90a", "params": )" + params + R"(, "cubin": "kv_append_f16_int8_i64.cubin", "cubin_bytes": 3}]})";
+      "arch": "sm_90a", "params": )" + params + R"(, "cubin": "kv_append_f16_int8_i64.cubin", "cubin_bytes": 3}],
+    "cp_slot_mapping": {"name": "cp_slot_mapping", "function": "cp_slot_mapping_kernel", "rows_per_program": 256,
+      "num_warps": 4, "shared_bytes": 0, "cluster_dims": [1, 1, 1], "arch": "sm_90a", "params": )" + cp_params + R"(,
+      "cubin": "cp_slot_mapping.cubin", "cubin_bytes": 2}})";
 }
 
 int64_t cell_i64(const PackedArgs& a, size_t i) {
@@ -157,6 +163,85 @@ TEST(TritonAotManifest, packsEachFieldsStridesFromTheFormatModel) {
   EXPECT_EQ(cell_i32(a, 11), 1);
 }
 
+// A context-parallel rank's filter (input positions): the positions and (rank, N, I); off (cp = 0,
+// the defaults) for every other call.
+TEST(TritonAotManifest, packsTheContextParallelRankArguments) {
+  const AotManifest m = parse_aot_manifest(
+      fixture(R"([{"name": "cp", "type": "i32"}, {"name": "cp_rank", "type": "i32"}, {"name": "cp_world_size", "type": "i32"},
+                  {"name": "cp_interleave", "type": "i32"}, {"name": "cp_pos_ptr", "type": "*i32"}])"),
+      "fixture.json");
+  KvAppendParams p = small_params();
+  AotLaunchPlan plan;
+  PackedArgs a;
+  ASSERT_EQ(plan_launch(m, p, plan), "");
+  ASSERT_EQ(pack_arguments(m.kernels[0], p, plan, a), "");
+  EXPECT_EQ(cell_i32(a, 0), 0);
+  EXPECT_EQ(cell_i32(a, 1), 0);
+  EXPECT_EQ(cell_i32(a, 2), 1);
+  EXPECT_EQ(cell_i32(a, 3), 1);
+  EXPECT_EQ(cell_i64(a, 4), 0);
+  p.cp_positions = reinterpret_cast<const int32_t*>(0x3000);
+  p.cp_rank = 2;
+  p.cp_world_size = 3;
+  p.cp_interleave = 16;
+  ASSERT_EQ(pack_arguments(m.kernels[0], p, plan, a), "");
+  EXPECT_EQ(cell_i32(a, 0), 1);
+  EXPECT_EQ(cell_i32(a, 1), 2);
+  EXPECT_EQ(cell_i32(a, 2), 3);
+  EXPECT_EQ(cell_i32(a, 3), 16);
+  EXPECT_EQ(cell_i64(a, 4), 0x3000);
+}
+
+// The slot-mapping producer: its own entry, its own parameters, one program per rows_per_program rows.
+TEST(TritonAotManifest, packsTheSlotMappingProducerAndPlansItsGrid) {
+  const AotManifest m = parse_aot_manifest(
+      fixture("[]", R"(["f16","bf16","f32","fp8_e4m3","fp8_e5m2","int8"])",
+              R"([{"name": "positions_ptr", "type": "*i32"}, {"name": "requests_ptr", "type": "*i32"},
+                  {"name": "block_tables_ptr", "type": "*i32"}, {"name": "slot_mapping_ptr", "type": "*i32"},
+                  {"name": "table_width", "type": "i64"}, {"name": "num_rows", "type": "i64"},
+                  {"name": "block_size", "type": "i64"}, {"name": "rank", "type": "i32"}, {"name": "world_size", "type": "i32"},
+                  {"name": "interleave", "type": "i32"}, {"name": "global_scratch", "type": "scratch"}])"),
+      "fixture.json");
+  const AotKernel& k = m.cp_slot_mapping;
+  EXPECT_EQ(k.function, "cp_slot_mapping_kernel");
+  EXPECT_EQ(k.rows_per_program, 256);
+  CpSlotMappingParams p;
+  p.positions = reinterpret_cast<const int32_t*>(0x1000);
+  p.requests = reinterpret_cast<const int32_t*>(0x2000);
+  p.block_tables = reinterpret_cast<const int32_t*>(0x3000);
+  p.slot_mapping = reinterpret_cast<int32_t*>(0x4000);
+  p.table_width = 7;
+  p.num_rows = 513;
+  p.block_size = int64_t{1} << 33;
+  p.rank = 3;
+  p.world_size = 8;
+  p.interleave = 16;
+  AotLaunchPlan plan;
+  ASSERT_EQ(plan_cp_slot_mapping(k, p, plan), "");
+  EXPECT_EQ(plan.grid, (std::array<uint32_t, 3>{3, 1, 1}));  // rows 0..255, 256..511, 512
+  PackedArgs a;
+  ASSERT_EQ(pack_cp_arguments(k, p, a), "");
+  ASSERT_EQ(a.cells.size(), 11u);
+  EXPECT_EQ(cell_i64(a, 0), 0x1000);
+  EXPECT_EQ(cell_i64(a, 1), 0x2000);
+  EXPECT_EQ(cell_i64(a, 2), 0x3000);
+  EXPECT_EQ(cell_i64(a, 3), 0x4000);
+  EXPECT_EQ(cell_i64(a, 4), 7);
+  EXPECT_EQ(cell_i64(a, 5), 513);
+  EXPECT_EQ(cell_i64(a, 6), int64_t{1} << 33);
+  EXPECT_EQ(cell_i32(a, 7), 3);
+  EXPECT_EQ(cell_i32(a, 8), 8);
+  EXPECT_EQ(cell_i32(a, 9), 16);
+  EXPECT_EQ(cell_i64(a, 10), 0);  // scratch
+  p.num_rows = 0;
+  ASSERT_EQ(plan_cp_slot_mapping(k, p, plan), "");
+  EXPECT_EQ(plan.grid[0], 0u);  // nothing to launch
+  const AotManifest wrong = parse_aot_manifest(fixture("[]", R"(["f16","bf16","f32","fp8_e4m3","fp8_e5m2","int8"])",
+                                                       R"([{"name": "key_ptr", "type": "*fp16"}])"),
+                                               "fixture.json");
+  EXPECT_NE(pack_cp_arguments(wrong.cp_slot_mapping, p, a).find("\"key_ptr\" this loader does not know"), std::string::npos);
+}
+
 TEST(TritonAotManifest, plansTokenMajorForNhdAndHeadMajorForHnd) {
   const AotManifest m = parse_aot_manifest(fixture("[]"), "fixture.json");
   KvAppendParams p = small_params();
@@ -210,19 +295,38 @@ TEST(TritonAotManifest, malformedManifestsNameTheFileAndJsonPath) {
   std::string no_arch = fixture("[]");
   no_arch.replace(no_arch.find("\"arch\""), std::strlen("\"arch\""), "\"arc\"");
   EXPECT_NE(error(no_arch).find("at /kernels/0/arch: missing"), std::string::npos);
+  std::string old_schema = fixture("[]");
+  old_schema.replace(old_schema.find("aot/2"), 5, "aot/1");
+  EXPECT_NE(error(old_schema).find("at /schema: expected \"kvfuzz-triton-aot/2\" (rebuild the kernels"), std::string::npos);
+  std::string no_producer = fixture("[]");
+  no_producer.replace(no_producer.find("\"cp_slot_mapping\": {"), std::strlen("\"cp_slot_mapping\""), "\"cp_slot_map\"");
+  EXPECT_NE(error(no_producer).find("at /cp_slot_mapping: missing"), std::string::npos);
+  std::string no_rows = fixture("[]");
+  no_rows.replace(no_rows.find("\"rows_per_program\": 256"), std::strlen("\"rows_per_program\": 256"), "\"rows_per_program\": 0");
+  EXPECT_NE(error(no_rows).find("at /cp_slot_mapping/rows_per_program: expected an integer in [1, 1024]"), std::string::npos);
 }
 
 TEST(TritonAotManifest, aKernelSetNeedsEveryCubinAtItsSize) {
   const std::string text = fixture("[]");
   const unsigned char three[] = {1, 2, 3};
   const unsigned char two[] = {1, 2};
-  const auto files = [&](const unsigned char* cubin, size_t size) {
+  // The manifest, the kernel's cubin and the producer's (2 bytes in the manifest).
+  const auto files = [&](const unsigned char* cubin, size_t size, const unsigned char* producer, size_t producer_size) {
     return std::vector<EmbeddedFile>{{"manifest.json", reinterpret_cast<const unsigned char*>(text.data()), text.size()},
-                                     {"kv_append_f16_int8_i64.cubin", cubin, size}};
+                                     {"kv_append_f16_int8_i64.cubin", cubin, size},
+                                     {"cp_slot_mapping.cubin", producer, producer_size}};
   };
-  EXPECT_EQ(kernel_set_from_files(files(three, 3), "built-in").cubins.at("kv_append_f16_int8_i64.cubin"), "\x01\x02\x03");
-  EXPECT_THROW(kernel_set_from_files(files(two, 2), "built-in"), InputError);
-  EXPECT_THROW(kernel_set_from_files({files(three, 3)[0]}, "built-in"), InputError);
+  const std::vector<EmbeddedFile> good = files(three, 3, two, 2);
+  EXPECT_EQ(kernel_set_from_files(good, "built-in").cubins.at("kv_append_f16_int8_i64.cubin"), "\x01\x02\x03");
+  EXPECT_THROW(kernel_set_from_files(files(two, 2, two, 2), "built-in"), InputError);
+  EXPECT_THROW(kernel_set_from_files(std::vector<EmbeddedFile>{good[0]}, "built-in"), InputError);
+  EXPECT_THROW(kernel_set_from_files(std::vector<EmbeddedFile>{good[0], good[1]}, "built-in"), InputError);  // no producer
+  try {
+    kernel_set_from_files(files(three, 3, three, 3), "built-in");
+    FAIL() << "expected InputError";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("at /cp_slot_mapping/cubin: cubin cp_slot_mapping.cubin has 3 bytes"), std::string::npos);
+  }
   EXPECT_THROW(kernel_set_from_directory("/nonexistent-kvfuzz-dir"), InputError);
 }
 
@@ -306,6 +410,79 @@ TEST(TritonAotBuiltIn, everyGeneratedCaseSelectsAKernelAndPacksItsArguments) {
       }
     }
   EXPECT_GE(used.size(), 12u) << "the profiles should reach many of the 36 kernels";
+}
+
+TEST(TritonAotBuiltIn, hasTheSlotMappingProducer) {
+  const AotKernel& k = built_in().manifest.cp_slot_mapping;
+  EXPECT_EQ(k.function, "cp_slot_mapping_kernel");
+  EXPECT_EQ(k.arch, "sm_90a");
+  EXPECT_EQ(k.rows_per_program, kCpSlotMappingThreads);
+  EXPECT_EQ(k.cluster_dims, (std::array<int, 3>{1, 1, 1}));
+  EXPECT_GT(built_in().cubins.at(k.cubin).size(), 1000u);
+  ASSERT_GE(k.params.size(), 2u);
+  EXPECT_EQ(k.params.back().type, ParamType::scratch);
+}
+
+// Every rank of every context-parallel case (both inputs) packs: the append addresses the rank's
+// shard and inputs, the producer (input slot_mapping) the rank's slot_mapping.
+TEST(TritonAotBuiltIn, everyRankOfAContextParallelCasePacksItsCalls) {
+  Profile profile = default_profile();
+  profile.cp_percent = 100;
+  constexpr int64_t kBase = int64_t{1} << 32;  // the image's address; never dereferenced
+  std::byte* const base = reinterpret_cast<std::byte*>(kBase);
+  const AotManifest& m = built_in().manifest;
+  std::set<CpInput> inputs;
+  for (int64_t i = 0; i < 200; ++i) {
+    const Case c = materialize(generate_case(profile, 9, i));
+    ASSERT_TRUE(c.has_cp()) << "case " << i;
+    inputs.insert(c.cp_input);
+    const ArenaLayout layout = plan_arena(c);
+    const CpSection section = cp_section(c);
+    const int64_t slots = kBase + layout.slots_begin;
+    for (int64_t rank = 0; rank < c.num_ranks(); ++rank) {
+      const KvAppendParams p = append_params(c, base, layout, rank);
+      const AotKernel* k = find_kernel(m, p.input_dtype, p.cache_dtype, p.slot_type);
+      ASSERT_NE(k, nullptr) << "case " << i;
+      AotLaunchPlan plan;
+      ASSERT_EQ(plan_launch(m, p, plan), "") << "case " << i;
+      PackedArgs a;
+      ASSERT_EQ(pack_arguments(*k, p, plan, a), "") << "case " << i;
+      std::map<std::string, size_t> at;
+      for (size_t j = 0; j < k->params.size(); ++j) at[k->params[j].name] = j;
+      EXPECT_EQ(cell_i64(a, at.at("num_blocks")), c.shard_blocks());
+      EXPECT_EQ(cell_i64(a, at.at("k_cache_ptr")),
+                kBase + layout.cache_begin + (c.cache_k_offset + rank * c.shard_blocks() * c.cache.stride_block) * dtype_size(c.cache_dtype));
+      const bool positions = c.cp_input == CpInput::positions;
+      EXPECT_EQ(cell_i32(a, at.at("cp")), positions ? 1 : 0);
+      if (positions) {
+        EXPECT_EQ(cell_i64(a, at.at("slot_ptr")), slots);
+        EXPECT_EQ(cell_i64(a, at.at("cp_pos_ptr")), slots + 4 * section.positions);
+        EXPECT_EQ(cell_i32(a, at.at("cp_rank")), rank);
+        EXPECT_EQ(cell_i32(a, at.at("cp_world_size")), c.cp_world_size);
+        EXPECT_EQ(cell_i32(a, at.at("cp_interleave")), c.cp_interleave);
+        continue;
+      }
+      const int64_t mapping = slots + 4 * (section.rank_mappings + rank * c.num_slots());
+      EXPECT_EQ(cell_i64(a, at.at("slot_ptr")), mapping);
+      const CpSlotMappingParams q = cp_producer_params(c, base, layout, rank);
+      ASSERT_EQ(plan_cp_slot_mapping(m.cp_slot_mapping, q, plan), "") << "case " << i;
+      EXPECT_EQ(plan.grid[0], static_cast<uint32_t>((c.num_slots() + kCpSlotMappingThreads - 1) / kCpSlotMappingThreads));
+      ASSERT_EQ(pack_cp_arguments(m.cp_slot_mapping, q, a), "") << "case " << i;
+      at.clear();
+      for (size_t j = 0; j < m.cp_slot_mapping.params.size(); ++j) at[m.cp_slot_mapping.params[j].name] = j;
+      EXPECT_EQ(cell_i64(a, at.at("slot_mapping_ptr")), mapping);
+      EXPECT_EQ(cell_i64(a, at.at("positions_ptr")), slots + 4 * section.positions);
+      EXPECT_EQ(cell_i64(a, at.at("requests_ptr")), slots + 4 * section.requests);
+      EXPECT_EQ(cell_i64(a, at.at("block_tables_ptr")), slots + 4 * section.tables);
+      EXPECT_EQ(cell_i64(a, at.at("table_width")), section.table_width);
+      EXPECT_EQ(cell_i64(a, at.at("num_rows")), c.num_slots());
+      EXPECT_EQ(cell_i64(a, at.at("block_size")), c.cache.block_size);
+      EXPECT_EQ(cell_i32(a, at.at("rank")), rank);
+      EXPECT_EQ(cell_i32(a, at.at("world_size")), c.cp_world_size);
+      EXPECT_EQ(cell_i32(a, at.at("interleave")), c.cp_interleave);
+    }
+  }
+  EXPECT_EQ(inputs.size(), 2u) << "the profile should draw both inputs";
 }
 
 TEST(TritonAotBuiltIn, isListedAsAnExactGpuTarget) {
