@@ -37,8 +37,10 @@
 namespace kvf {
 
 // Element types of inputs and caches. Inputs are f16/bf16/f32; caches may also be quantised
-// (fp8_e4m3, fp8_e5m2, int8), which requires a ScaleKind other than none.
-enum class DType : uint8_t { f16, bf16, f32, fp8_e4m3, fp8_e5m2, int8 };
+// (fp8_e4m3, fp8_e5m2, int8), which requires a ScaleKind other than none. The quantised formats
+// (src/case/quant_format.h) add fp4_e2m1 and uint4 (4-bit codes, two per byte, element 2j in the
+// low nibble), uint8 (asymmetric codes) and fp8_e8m0 (power-of-two scales).
+enum class DType : uint8_t { f16, bf16, f32, fp8_e4m3, fp8_e5m2, int8, fp4_e2m1, fp8_e8m0, uint8, uint4 };
 
 // Where the scales of a quantised cache come from (docs/contract.md). Stored value = convert(x / scale)
 // with IEEE fp32 division; fp8 rounds to nearest even and saturates to ±max finite (NaN -> 0x7F);
@@ -53,6 +55,19 @@ enum class ScaleKind : uint8_t {
 };
 // Element type of slot_mapping.
 enum class IndexType : uint8_t { i32, i64 };
+
+// The quantised formats (src/case/quant_format.h, whose enums these numbers are): which format a
+// call stores and the conventions it follows.
+enum class QuantFormatId : uint8_t { none, nvfp4, mxfp8_e4m3, mxfp8_e5m2, mxfp4, ds_mla, indexer_k, fp8_inline, int8_inline, asym_int8, asym_int4 };
+struct FormatRules {
+  uint8_t nvfp4 = 0;         // Nvfp4Rule: 0 flashinfer (amax / (6 g)), 1 flashinfer_precise (amax * RN(1 / (6 g)))
+  uint8_t mx = 0;            // MxScaleRule: 0 ocp_floor, 1 nv_ceil
+  uint8_t ds_mla = 0;        // DsMlaScale: 0 flt_min, 1 pow2
+  uint8_t indexer = 0;       // IndexerScale: 0 fp32, 1 ue8m0_log2f, 2 ue8m0_exact
+  uint8_t asym_arith = 0;    // AsymArith: 0 f32, 1 f16, 2 bf16
+  uint8_t asym_lanes = 0;    // AsymLanes: 0 exact, 1 zero_padded_pow2
+  uint8_t int4_pairing = 0;  // Int4Pairing: 0 split_half, 1 adjacent (nibble placement is in the codes' layout)
+};
 
 // One append call. Pointers are device pointers for the GPU launcher, host pointers for the emulator.
 struct KvAppendParams {
@@ -126,6 +141,24 @@ struct KvAppendParams {
   int32_t cp_rank = 0;
   int32_t cp_world_size = 1;
   int32_t cp_interleave = 1;
+
+  // A quantised format (quant_format none: everything above). Each data field's row is stored as
+  // codes, `format_group` dims to a scale (and a zero point), through the fields' layouts
+  // (kv_format.cuh), in elements of their dtypes: the codes (cache_dtype; nibbles for fp4_e2m1 and
+  // uint4, element 2j in the low nibble of byte j) from format_cache, the scales (and zero points)
+  // from format_scales: the cache buffer for ds_mla, indexer_k and the inline formats, else the scale
+  // cache buffer. k_cache, v_cache, scale caches and `cache` strides above are unused; num_blocks and
+  // block_size of `cache` give the capacity; k_scale / v_scale hold nvfp4's fp32 global scales.
+  QuantFormatId quant_format = QuantFormatId::none;
+  FormatRules format_rules;
+  int32_t format_group = 0;           // dims per scale: 16 (nvfp4), 32 (MX), 128 (ds_mla, indexer_k), D
+  void* format_cache = nullptr;       // the cache buffer's byte 0 (of the call's shard)
+  void* format_scales = nullptr;      // the buffer of the scales and zero points, byte 0
+  FieldLayout code_layout[2];         // K (or the latent part) and V codes, in code elements
+  FieldLayout scale_layout[2];        // their scales, in scale elements (e4m3 / e8m0 bytes or fp32 words)
+  FieldLayout zero_layout[2];         // asymmetric formats: the zero points (fp32 words)
+  FieldLayout rope_layout;            // ds_mla: the rope dims, in elements of the input dtype
+  int32_t latent_dim = 0;             // ds_mla: dims quantised (head_dim - rope_dim); the rest is rope
 };
 
 
@@ -738,6 +771,7 @@ bool dispatch_cache(const KvAppendParams& p, Fn& fn) {
     case DType::fp8_e4m3: return scaled && dispatch_slot<InT, Fp8E4M3>(p, fn);
     case DType::fp8_e5m2: return scaled && dispatch_slot<InT, Fp8E5M2>(p, fn);
     case DType::int8: return scaled && dispatch_slot<InT, Int8>(p, fn);
+    default: return false;  // the quantised formats' dtypes: not in this dispatch
   }
   return false;
 }

@@ -74,7 +74,7 @@ ArenaLayout plan_arena(const Case& c) {
   const int64_t scale_count = static_scale_count(c.scale_kind, c.num_heads, c.cache.num_blocks);
   l.scales_bytes = checked_mul(checked_mul(require_non_negative(scale_count, "static scale count"), c.num_fields(), "static scales"), 4,
                                "static scales");
-  l.scale_cache_bytes = checked_mul(require_non_negative(c.scale_cache_elems, "scale_cache_elems"), 4, "scale cache buffer");
+  l.scale_cache_bytes = checked_mul(require_non_negative(c.scale_cache_elems, "scale_cache_elems"), c.scale_cache_elem_size(), "scale cache buffer");
   constexpr int64_t counter_bytes = sizeof(unsigned long long);
 
   // Each section starts at the next 256-byte boundary after the previous section's end plus a guard
@@ -190,19 +190,51 @@ void store_elem(std::byte* base, int64_t index, int size, uint64_t bits) {
   }
 }
 
+uint32_t load_field_elem(const std::byte* buffer, DType t, int64_t elem) {
+  if (dtype_bits(t) != 4) return static_cast<uint32_t>(load_elem(buffer, elem, dtype_size(t)));
+  const auto byte = static_cast<uint32_t>(load_elem(buffer, elem / 2, 1));
+  return elem % 2 == 0 ? byte & 0xFu : byte >> 4;
+}
+
+void store_field_elem(std::byte* buffer, DType t, int64_t elem, uint32_t bits) {
+  if (dtype_bits(t) != 4) return store_elem(buffer, elem, dtype_size(t), bits);
+  const auto byte = static_cast<uint32_t>(load_elem(buffer, elem / 2, 1));
+  const uint32_t updated = elem % 2 == 0 ? (byte & 0xF0u) | (bits & 0xFu) : (byte & 0x0Fu) | ((bits & 0xFu) << 4);
+  store_elem(buffer, elem / 2, 1, updated);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Cache cell location
 
 CacheLocator::CacheLocator(const Case& c)
-    : CacheLocator(c, c.cache, c.has_value() ? CacheShape(c.cache, c.cache_field(false), c.cache_field(true)) : CacheShape(c.cache, c.cache_field(false))) {}
+    : CacheLocator(c.has_format() ? CacheLocator(c, FieldBuffer::cache)
+                                  : CacheLocator(c, c.cache, c.has_value() ? CacheShape(c.cache, c.cache_field(false), c.cache_field(true))
+                                                                           : CacheShape(c.cache, c.cache_field(false)))) {}
 
 CacheLocator CacheLocator::scale_cache(const Case& c) {
+  if (c.has_format()) return CacheLocator(c, FieldBuffer::scale_cache);
   if (!c.has_value()) return CacheLocator(c, c.scale_cache, CacheShape(c.scale_cache, geometry_layout(c.scale_cache, c.scale_k_offset, c.num_heads, 1)));
   return CacheLocator(c, c.scale_cache, CacheShape(c.scale_cache, c.scale_k_offset, c.scale_v_offset, c.num_heads, 1));
 }
 
-CacheLocator::CacheLocator(const Case& c, const CacheGeometry& g, const CacheShape& shape)
-    : c_(c), shape_(shape), owners_(static_cast<size_t>(std::max<int64_t>(g.num_blocks, 0))), shared_(shared_blocks(c)) {
+CacheLocator::CacheLocator(const Case& c, FieldBuffer buffer) : c_(c), shared_(shared_blocks(c)) {
+  const CacheFields fields = c.fields();
+  for (int i = 0; i < fields.count; ++i) {
+    const CacheField& f = fields.field[i];
+    if (f.buffer != buffer) continue;
+    typed_.push_back(TypedField{i, dtype_bits(f.dtype), f.index == 1, FieldShape(f.layout)});
+  }
+  shape_.g = c.cache;  // blocks and block size: every field's (num_blocks, block_size) are the cache's
+  own_blocks(c.cache);
+}
+
+CacheLocator::CacheLocator(const Case& c, const CacheGeometry& g, const CacheShape& shape) : c_(c), shape_(shape), shared_(shared_blocks(c)) {
+  own_blocks(g);
+}
+
+void CacheLocator::own_blocks(const CacheGeometry& g) {
+  const Case& c = c_;
+  owners_.assign(static_cast<size_t>(std::max<int64_t>(g.num_blocks, 0)), Owner{});
   const int64_t shard_blocks = std::max<int64_t>(c.shard_blocks(), 1);
   for (size_t r = 0; r < c.requests.size(); ++r) {
     const Request& q = c.requests[r];
@@ -266,9 +298,32 @@ CacheCell CacheLocator::cell(bool is_value, int64_t block, int64_t pos, int64_t 
 }
 
 CacheCell CacheLocator::locate(int64_t elem) const {
+  if (!typed_.empty()) {
+    CacheCell cells[2];
+    return locate_byte(elem, cells) > 0 ? cells[0] : CacheCell{};
+  }
   const CellIndex i = shape_.locate(elem);
   if (!i.is_cell) return CacheCell{};
   return cell(i.is_value, i.block, i.pos, i.head, i.dim);
+}
+
+int CacheLocator::locate_byte(int64_t byte, CacheCell (&out)[2]) const {
+  int n = 0;
+  for (const TypedField& t : typed_) {
+    // The field's elements that hold the byte: two nibbles, one byte, or the word around it.
+    const int64_t first = t.bits == 4 ? 2 * byte : byte / (t.bits / 8);
+    const int64_t count = t.bits == 4 ? 2 : 1;
+    for (int64_t e = first; e < first + count && n < 2; ++e) {
+      const FieldCoord x = t.shape.locate(e);
+      if (!x.found) continue;
+      CacheCell cl = cell(t.is_value, x.block, x.pos, x.head, x.dim);
+      cl.field = t.field;
+      cl.elem = e;
+      out[n++] = cl;
+    }
+    if (n > 0) return n;  // fields are disjoint (validate.h): no other field holds the byte
+  }
+  return n;
 }
 
 CacheCell locate_cache_elem(const Case& c, int64_t elem) { return CacheLocator(c).locate(elem); }
@@ -301,25 +356,23 @@ namespace {
 // earlier tokens, free blocks the free-block canary, new-token cells and block tails the tail canary.
 void fill_block(const Case& c, const CacheLocator& loc, Arena& a, int64_t b) {
   using golden::Canary;
-  using golden::Tensor;
-  const int cache_size = dtype_size(c.cache_dtype);
-  const uint32_t free_block = golden::canary_bits(c.cache_dtype, Canary::free_block);
-  const uint32_t tail = golden::canary_bits(c.cache_dtype, Canary::block_tail);
   for (const CacheField& field : c.fields()) {
     const bool is_value = field.index == 1;
-    const Tensor t = is_value ? Tensor::value : Tensor::key;
+    std::byte* buffer = field_buffer(a, field);
+    const uint32_t free_block = golden::canary_bits(field.dtype, Canary::free_block);
+    const uint32_t tail = golden::canary_bits(field.dtype, Canary::block_tail);
     for (int64_t p = 0; p < c.cache.block_size; ++p) {
       const CacheCell role = loc.cell(is_value, b, p, 0, 0);
       for (int64_t h = 0; h < field.num_heads; ++h) {
         for (int64_t d = 0; d < field.head_dim; ++d) {
           uint32_t bits;
           switch (role.role) {
-            case CacheCell::Role::context: bits = golden::context_bits(c, t, role.request, role.token, h, d); break;
+            case CacheCell::Role::context: bits = golden::context_field_bits(c, field, role.request, role.token, h, d); break;
             case CacheCell::Role::free_block:
             case CacheCell::Role::sink: bits = free_block; break;  // no owner
             default: bits = tail; break;  // new-token cells (not yet written), holes and block tails
           }
-          store_elem(a.cache(), field_offset(field.layout, b, p, h, d), cache_size, bits);
+          store_field_elem(buffer, field.dtype, field_offset(field.layout, b, p, h, d), bits);
         }
       }
     }
@@ -410,10 +463,15 @@ void fill_all_but_cache(const Case& c, Arena& a) {
   // Scale cache buffer (per_token_head): fp32 gap canary everywhere, then every (tensor, block, pos,
   // head) cell by the role of its KV cache cell: context cells hold earlier tokens' scales,
   // new-token cells and block tails the tail canary, free blocks the free-block canary.
+  // A quantised format's scale cache: the byte gap canary everywhere (its fields: make_initial_arena).
   const uint32_t scale_gap = golden::canary_bits(DType::f32, Canary::cache_gap);
   const uint32_t scale_free = golden::canary_bits(DType::f32, Canary::free_block);
   const uint32_t scale_tail = golden::canary_bits(DType::f32, Canary::block_tail);
-  for (int64_t e = 0; e < c.scale_cache_elems; ++e) store_elem(a.scale_cache(), e, 4, scale_gap);
+  if (c.has_format()) {
+    std::memset(a.scale_cache(), static_cast<int>(golden::canary_bits(DType::uint8, Canary::cache_gap)), static_cast<size_t>(l.scale_cache_bytes));
+  } else {
+    for (int64_t e = 0; e < c.scale_cache_elems; ++e) store_elem(a.scale_cache(), e, 4, scale_gap);
+  }
   if (c.scale_kind == ScaleKind::per_token_head) {
     const CacheLocator scale_loc = CacheLocator::scale_cache(c);
     for (const CacheField& field : c.fields()) {
@@ -449,10 +507,12 @@ Arena make_initial_arena(const Case& c) {
   Arena a(plan_arena(c));
   fill_all_but_cache(c, a);
   // Cache buffer: gap canary everywhere, then every (tensor, block, pos, head, dim) cell by role.
-  const int cache_size = dtype_size(c.cache_dtype);
-  const uint32_t gap = golden::canary_bits(c.cache_dtype, golden::Canary::cache_gap);
+  // A quantised format's cache buffer holds bytes of several fields: the byte gap canary.
+  const DType unit = c.has_format() ? DType::uint8 : c.cache_dtype;
+  const int cache_size = dtype_size(unit);
+  const uint32_t gap = golden::canary_bits(unit, golden::Canary::cache_gap);
   for (int64_t e = 0; e < c.cache_buffer_elems; ++e) store_elem(a.cache(), e, cache_size, gap);
-  const CacheLocator loc(c);
+  const CacheLocator loc(c);  // roles by (block, pos): the same in every buffer
   for (int64_t b = 0; b < c.cache.num_blocks; ++b) fill_block(c, loc, a, b);
   return a;
 }

@@ -131,6 +131,8 @@ struct CacheCell {
   int64_t request = -1;   // owning request (context, new_token, hole, tail), else -1
   int64_t token = -1;     // position in the request's sequence (context, new_token, hole, tail)
   int64_t rank = -1;      // a sharded case (case/context_parallel.h): the rank whose shard holds `block`; else -1
+  int field = -1;         // a quantised format (case/quant_format.h): the index in c.fields() of the field
+  int64_t elem = -1;      //   holding the cell, and the element's index in its buffer, in the field's dtype
 };
 
 // What a producer's output cell of a sharded case (case/context_parallel.h) holds before the
@@ -151,8 +153,14 @@ class CacheLocator {
   static CacheLocator scale_cache(const Case& c);
 
   // The cell at cache buffer element `elem`; role gap if no (tensor, block, pos, head, dim) of K or
-  // V addresses it (stride gaps, bytes before K/V, past the end).
+  // V addresses it (stride gaps, bytes before K/V, past the end). A quantised format's buffers are
+  // located by byte: the first cell of locate_byte().
   CacheCell locate(int64_t elem) const;
+
+  // A quantised format (case/quant_format.h): the cells of the located buffer's byte `byte`, the
+  // fields that hold it (a 4-bit field's two nibbles, low first; one element of any other field);
+  // returns how many (0: a gap), at most 2, written to out.
+  int locate_byte(int64_t byte, CacheCell (&out)[2]) const;
 
   // The cell (tensor, block, pos, head, dim) with its owner and role filled in. Coordinates must be
   // in range.
@@ -177,6 +185,16 @@ class CacheLocator {
 
  private:
   CacheLocator(const Case& c, const CacheGeometry& g, const CacheShape& shape);
+  CacheLocator(const Case& c, FieldBuffer buffer);  // a quantised format's buffer
+  void own_blocks(const CacheGeometry& g);
+  // A quantised format's field of the located buffer, prepared for inversion.
+  struct TypedField {
+    int field = 0;  // index in c.fields()
+    int bits = 8;   // dtype_bits of its dtype
+    bool is_value = false;
+    FieldShape shape;
+  };
+  std::vector<TypedField> typed_;  // empty for the classic caches
   const Case& c_;
   CacheShape shape_;            // geometry of the located buffer's K and V tensors, prepared for inversion
   std::vector<Owner> owners_;   // [num_blocks] owner of each physical block
@@ -199,5 +217,14 @@ void reset_sink(const Case& c, const Arena& initial, Arena& a);
 // for slot dtypes) starting at `base`, as the low bits of the result (little-endian host).
 uint64_t load_elem(const std::byte* base, int64_t index, int size);
 void store_elem(std::byte* base, int64_t index, int size, uint64_t bits);
+// Element `elem` of a field of dtype t in a byte buffer: its bits (a 4-bit dtype's element 2j is
+// the low nibble of byte j, 2j + 1 the high nibble; the other nibble is kept on store).
+uint32_t load_field_elem(const std::byte* buffer, DType t, int64_t elem);
+void store_field_elem(std::byte* buffer, DType t, int64_t elem, uint32_t bits);
+// The buffer of image `a` that holds field f.
+inline std::byte* field_buffer(Arena& a, const CacheField& f) { return f.buffer == FieldBuffer::cache ? a.cache() : a.scale_cache(); }
+inline const std::byte* field_buffer(const Arena& a, const CacheField& f) {
+  return f.buffer == FieldBuffer::cache ? a.cache() : a.scale_cache();
+}
 
 }  // namespace kvf

@@ -43,6 +43,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -146,6 +147,7 @@ struct GroupKey {
   int64_t victim_id = -1;
   int64_t writer_id = -1;
   bool scale_cache = false;  // the victim cell is in the scale cache buffer (else the KV cache, if a cache cell)
+  int field = -1;            // a quantised format: the field of the victim cells (c.fields() index)
   bool operator==(const GroupKey&) const = default;
 };
 
@@ -153,7 +155,7 @@ struct GroupKeyHash {
   size_t operator()(const GroupKey& k) const {
     uint64_t h = mix64((static_cast<uint64_t>(k.kind) << 16) | (static_cast<uint64_t>(k.victim) << 8) |
                        static_cast<uint64_t>(k.writer));
-    h = mix64(h ^ static_cast<uint64_t>(k.victim_id) ^ (k.scale_cache ? 0x5ca1eull : 0));
+    h = mix64(h ^ static_cast<uint64_t>(k.victim_id) ^ (k.scale_cache ? 0x5ca1eull : 0) ^ (static_cast<uint64_t>(k.field + 1) << 40));
     return static_cast<size_t>(mix64(h ^ static_cast<uint64_t>(k.writer_id)));
   }
 };
@@ -204,6 +206,8 @@ struct Group {
   std::string first_clause;     // wrong_value / scale_mismatch: what the first cell holds, for the sentence
   int64_t max_ulp = -1;         // wrong_value: largest ulp distance of a comparable cell, -1 if none
   bool incomparable = false;    // wrong_value: some cell holds NaN where a number is expected, or vice versa
+  int64_t group_dims = 0;       // a quantised format's scale finding: dims one scale covers
+  int64_t codes_under_wrong_scale = 0;  // ... and codes of those groups that differ too (not reported one by one)
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -320,6 +324,7 @@ class Differ {
         policy_(policy),
         loc_(c),
         scale_loc_(CacheLocator::scale_cache(c)),
+        fields_(c.fields()),
         quantized_(is_quantized(c.cache_dtype)),
         scale_count_(static_scale_count(c.scale_kind, c.num_heads, c.cache.num_blocks)),
         values_(c, initial, loc_),
@@ -341,15 +346,22 @@ class Differ {
     guard(slots_end, l.scales_begin, 1, 2);
     scan(l.scales_begin, scales_end, 4, [&](int64_t i) { scales_elem(i); });
     guard(scales_end, l.cache_begin, 2, 3);
-    // The cache: whole, or (windowed arenas) its materialised ranges, then what the target found
-    // outside them.
-    for (const ByteRange& r : expected_.materialized()) {
-      const int64_t begin = std::max(r.begin, l.cache_begin), end = std::min(r.end, cache_end);
-      if (begin < end) scan(begin, end, dtype_size(c_.cache_dtype), [&](int64_t i) { cache_elem(i); }, l.cache_begin);
+    if (c_.has_format()) {  // typed fields: field by field, then the bytes no field holds
+      format_fields();
+      scan(l.cache_begin, cache_end, 1, [&](int64_t i) { format_gap(FieldBuffer::cache, i); });
+      guard(cache_end, l.scale_cache_begin, 3, 4);
+      scan(l.scale_cache_begin, scale_cache_end, 1, [&](int64_t i) { format_gap(FieldBuffer::scale_cache, i); });
+    } else {
+      // The cache: whole, or (windowed arenas) its materialised ranges, then what the target found
+      // outside them.
+      for (const ByteRange& r : expected_.materialized()) {
+        const int64_t begin = std::max(r.begin, l.cache_begin), end = std::min(r.end, cache_end);
+        if (begin < end) scan(begin, end, dtype_size(c_.cache_dtype), [&](int64_t i) { cache_elem(i); }, l.cache_begin);
+      }
+      if (outside_ != nullptr) outside_cache_elems(*outside_);
+      guard(cache_end, l.scale_cache_begin, 3, 4);
+      scan(l.scale_cache_begin, scale_cache_end, 4, [&](int64_t i) { scale_cache_elem(i); });
     }
-    if (outside_ != nullptr) outside_cache_elems(*outside_);
-    guard(cache_end, l.scale_cache_begin, 3, 4);
-    scan(l.scale_cache_begin, scale_cache_end, 4, [&](int64_t i) { scale_cache_elem(i); });
     guard(scale_cache_end, l.counter_begin, 4, 5);
     scan(l.counter_begin, counter_end, 8, [&](int64_t) { counter(); });
     guard(counter_end, l.total_bytes, 5, -1);
@@ -546,6 +558,153 @@ class Differ {
     if (key.kind == FindingKind::scale_mismatch) {
       g.victim_tokens.insert(cell.token);
       g.victim_token.add(cell.token);
+    }
+  }
+
+  // ------------------------------------------------------------------------------------------
+  // The quantised formats (case/quant_format.h): every element of every field is compared once,
+  // scales and zero points first. Classification is by location (codes are not attributable by
+  // value). A new token's scale that differs is a scale_mismatch naming the dims its group covers;
+  // the codes of that group are then not reported one by one (they follow from the scale): they are
+  // counted in the scale's finding. Elements hold their field's dtype, so differences are counted
+  // per element (a nibble, a byte, an fp32 word), not per byte.
+
+  struct ScaledGroup {
+    int field;
+    int64_t block, pos, head, group;
+    bool operator<(const ScaledGroup& o) const {
+      return std::tie(field, block, pos, head, group) < std::tie(o.field, o.block, o.pos, o.head, o.group);
+    }
+  };
+
+  void format_fields() {
+    const CacheFields& fields = fields_;
+    std::map<ScaledGroup, size_t> wrong_scales;  // new tokens' groups whose scale (or zero point) differs: its finding's group
+    for (int pass = 0; pass < 2; ++pass) {
+      for (int i = 0; i < fields.count; ++i) {
+        const CacheField& f = fields.field[i];
+        if ((pass == 0) != (f.role != FieldRole::data)) continue;
+        const CacheLocator& loc = f.buffer == FieldBuffer::cache ? loc_ : scale_loc_;
+        const std::byte* e_buf = field_buffer(expected_, f);
+        const std::byte* a_buf = field_buffer(actual_, f);
+        const std::byte* i_buf = field_buffer(initial_, f);
+        for (int64_t b = 0; b < c_.cache.num_blocks; ++b)
+          for (int64_t p = 0; p < c_.cache.block_size; ++p) {
+            const CacheCell role = loc.cell(f.index == 1, b, p, 0, 0);
+            for (int64_t h = 0; h < f.num_heads; ++h)
+              for (int64_t d = 0; d < f.head_dim; ++d) {
+                const int64_t e = field_offset(f.layout, b, p, h, d);
+                const uint32_t exp = load_field_elem(e_buf, f.dtype, e), act = load_field_elem(a_buf, f.dtype, e);
+                if (exp == act) continue;
+                CacheCell cell = role;
+                cell.head = h;
+                cell.dim = d;
+                cell.field = i;
+                cell.elem = e;
+                ++differing_;
+                const uint32_t ini = load_field_elem(i_buf, f.dtype, e);
+                if (cell.role == CacheCell::Role::sink) continue;
+                if (cell.role == CacheCell::Role::new_token && tolerated(exp, act, ini, f.dtype)) continue;
+                if (f.role == FieldRole::data && f.group > 0 && cell.role == CacheCell::Role::new_token) {
+                  const CacheField& scale = fields.field[f.scale];
+                  const auto it = wrong_scales.find(ScaledGroup{scale.scale, b, p, h, d / f.group});
+                  if (it != wrong_scales.end()) {  // follows from its group's wrong scale
+                    ++groups_[it->second].codes_under_wrong_scale;
+                    continue;
+                  }
+                }
+                Group& g = format_elem(f, cell, exp, act, ini);
+                if (f.role != FieldRole::data && cell.role == CacheCell::Role::new_token)
+                  wrong_scales.emplace(ScaledGroup{f.scale, b, p, h, d}, static_cast<size_t>(&g - groups_.data()));
+              }
+          }
+      }
+    }
+  }
+
+  // One differing element of a field: grouped by location.
+  Group& format_elem(const CacheField& f, const CacheCell& cell, uint32_t exp, uint32_t act, uint32_t ini) {
+    const auto [victim, victim_id] = victim_of(cell);
+    const bool scale = f.role != FieldRole::data;
+    GroupKey key{FindingKind::wrong_value, victim, Writer::kernel, victim_id, -1, f.buffer == FieldBuffer::scale_cache};
+    key.field = cell.field;
+    if (cell.role == CacheCell::Role::new_token) {
+      key.kind = scale ? FindingKind::scale_mismatch : act == ini ? FindingKind::missing_write : FindingKind::wrong_value;
+    } else {
+      key.kind = cell.role == CacheCell::Role::context ? FindingKind::cross_request_write : FindingKind::stray_write;
+      key.writer = Writer::unknown;
+    }
+    const bool unwritten = act == ini;
+    Group& g = group(key, [&](Group& ng) {
+      ng.example = format_cell_name(f, cell) + ": expected " + field_value(f, exp) + " (" + format_meaning(f, cell) + "), found " +
+                   (unwritten ? field_value(f, act) + ", its pre-run value: not written" : field_value(f, act));
+      ng.first_clause = format_cell_short(f, cell) + (unwritten ? " was not written" : " holds " + field_value(f, act)) + ", expected " +
+                        field_value(f, exp);
+      ng.group_dims = f.group;
+    });
+    if (key.kind == FindingKind::wrong_value) {
+      const int64_t u = golden::ulp_distance(exp, act, f.dtype);
+      if (u < 0) {
+        g.incomparable = true;
+      } else {
+        g.max_ulp = std::max(g.max_ulp, u);
+      }
+    }
+    g.elem.add(cell.elem);
+    (cell.is_value ? g.v : g.k) = true;
+    g.blocks.add(cell.block);
+    g.pos.add(cell.pos);
+    g.head.add(cell.head);
+    g.dim.add(cell.dim);
+    if (key.kind == FindingKind::missing_write || key.kind == FindingKind::wrong_value || key.kind == FindingKind::scale_mismatch) {
+      g.victim_tokens.insert(cell.token);
+      g.victim_token.add(cell.token);
+    }
+    return g;
+  }
+
+  // A byte of a format's buffer that differs: a stray write when no field holds it (a gap).
+  void format_gap(FieldBuffer buffer, int64_t byte) {
+    CacheCell cells[2];
+    if ((buffer == FieldBuffer::cache ? loc_ : scale_loc_).locate_byte(byte, cells) > 0) return;  // a field's: format_fields()
+    ++differing_;
+    Group& g = group(GroupKey{FindingKind::stray_write, Victim::gap, Writer::unknown, -1, -1, buffer == FieldBuffer::scale_cache},
+                     [&](Group& ng) {
+                       const std::byte* e = buffer == FieldBuffer::cache ? expected_.cache() : expected_.scale_cache();
+                       const std::byte* a = buffer == FieldBuffer::cache ? actual_.cache() : actual_.scale_cache();
+                       ng.example = std::string(buffer == FieldBuffer::cache ? "cache" : "scale cache") + " byte " + num(byte) +
+                                    " (no field holds it): expected " + hex_bits(load_elem(e, byte, 1), 1) + " (the gap canary), found " +
+                                    hex_bits(load_elem(a, byte, 1), 1);
+                     });
+    g.elem.add(byte);
+  }
+
+  // "0x3a (1.5)" — a field element's bits and, where they have one, its value.
+  std::string field_value(const CacheField& f, uint32_t bits) const {
+    const int bytes = std::max(1, dtype_bits(f.dtype) / 8);
+    std::string s = dtype_bits(f.dtype) == 4 ? "0x" + std::string(1, "0123456789abcdef"[bits & 0xF]) : hex_bits(bits, bytes);
+    if (f.dtype == DType::uint8 || f.dtype == DType::uint4) return s + " (" + num(bits) + ")";
+    return s + " (" + value_text(bits, f.dtype) + ")";
+  }
+
+  // "K block 3 slot 1 head 0 dim 5 (cache element 77; request 0's new token 9)"; scale fields name
+  // the dims their group covers: "K scale block 3 slot 1 head 0, dims 16..31 (...)".
+  std::string format_cell_short(const CacheField& f, const CacheCell& cell) const {
+    std::string s = std::string(f.name) + " block " + block_name(c_, cell.block) + " slot " + num(cell.pos) + " head " + num(cell.head);
+    if (f.role == FieldRole::data) return s + " dim " + num(cell.dim + f.entry_dim);
+    return s + ", dims " + num(cell.dim * f.group) + ".." + num((cell.dim + 1) * f.group - 1);
+  }
+  std::string format_cell_name(const CacheField& f, const CacheCell& cell) const {
+    const std::string unit = dtype_bits(f.dtype) == 4 ? "nibble " : dtype_bits(f.dtype) == 8 ? "byte " : std::string(to_string(f.dtype)) + " element ";
+    return format_cell_short(f, cell) + " (" + (f.buffer == FieldBuffer::cache ? "cache " : "scale cache ") + unit + num(cell.elem) + ")";
+  }
+  std::string format_meaning(const CacheField& f, const CacheCell& cell) const {
+    const std::string what = f.role == FieldRole::data ? "code" : f.role == FieldRole::scale ? "scale" : "zero point";
+    switch (cell.role) {
+      case CacheCell::Role::context: return "request " + num(cell.request) + "'s context token " + num(cell.token) + "'s " + what;
+      case CacheCell::Role::new_token: return "request " + num(cell.request) + " token " + num(cell.token) + "'s new " + what;
+      case CacheCell::Role::free_block: return "the free-block canary";
+      default: return "the block-tail canary";
     }
   }
 
@@ -833,6 +992,11 @@ class Differ {
   }
 
   std::string cache_where(const Group& g) const {
+    if (g.key.field >= 0) {  // a quantised format's field: its name, and dims or the groups of dims
+      const CacheField& f = fields_.field[g.key.field];
+      if (f.role == FieldRole::data) return std::string(f.name) + " " + cells_phrase(c_, g) + ", " + span("dim", "dims", g.dim);
+      return std::string(f.name) + " " + cells_phrase(c_, g) + ", " + span("group", "groups", g.dim) + " of " + num(f.group) + " dims";
+    }
     const std::string buffer = g.key.scale_cache ? "scale cache buffer " : "cache buffer ";
     if (g.key.victim == Victim::gap) return buffer + span("element", "elements", g.elem) + " (stride gaps)";
     if (g.blocks.ids.empty()) return buffer + span("element", "elements", g.elem);
@@ -921,6 +1085,16 @@ class Differ {
       case FindingKind::scale_mismatch: {
         f.where = cache_where(g);
         const int64_t expected_cells = static_cast<int64_t>(g.victim_tokens.size()) * c_.num_fields() * c_.num_heads;
+        if (k.field >= 0) {  // a quantised format: the scale is the cause; its groups' codes follow from it
+          const CacheField& sf = fields_.field[k.field];
+          const std::string what = sf.role == FieldRole::zero ? "zero points" : "scales";
+          f.sentence = victim_tokens_phrase(g) + " got wrong " + what + " in " + count_of(g.cells, "group", "groups") + " of " +
+                       num(g.group_dims) + " dims (first: " + g.first_clause + ")";
+          if (g.codes_under_wrong_scale > 0)
+            f.sentence += "; " + count_of(g.codes_under_wrong_scale, "code", "codes") + " of those groups differ too, as they follow from the " +
+                          (sf.role == FieldRole::zero ? "zero point" : "scale");
+          break;
+        }
         f.sentence = victim_tokens_phrase(g) + " got wrong scales in " + num(g.cells) + " of " + num(expected_cells) + " scale cache cells (first: " +
                      g.first_clause + ")";
         break;
@@ -969,6 +1143,7 @@ class Differ {
   const TolerancePolicy policy_;
   const CacheLocator loc_;        // the KV cache buffer
   const CacheLocator scale_loc_;  // the scale cache buffer
+  const CacheFields fields_;      // c.fields()
   const bool quantized_;          // 1-byte cache dtype: classification by location only
   const int64_t scale_count_;     // static scales per tensor
   ValueDecoder values_;           // indexes the input on the first cache difference that needs decoding

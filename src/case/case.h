@@ -26,6 +26,7 @@
 #include "../../kernels/cuda/kv_append.cuh"  // DType, IndexType, CacheGeometry
 #include "../../kernels/cuda/kv_format.cuh"  // FieldLayout
 #include "../gen/genotype.h"
+#include "quant_format.h"
 #include "types.h"
 
 namespace kvf {
@@ -37,28 +38,46 @@ struct InputView {
   int64_t stride_head = 0;   // elements between heads
 };
 
-// One stored field of the cache: its layout (kv_format.cuh), extents, and its source, one input
-// view or two concatenated along dim (an MLA entry: kv_c's dims, then k_pe's).
+// What a field stores: values of the input (data), or a quantised format's scales or zero points.
+enum class FieldRole : uint8_t { data, scale, zero };
+// Which buffer of the arena holds a field.
+enum class FieldBuffer : uint8_t { cache, scale_cache };
+
+// One stored field of the cache: its dtype, buffer and layout (kv_format.cuh; offsets and strides
+// in elements of its dtype, nibbles for the 4-bit ones, element 2j in the low nibble of byte j),
+// extents, and, for data, its source: one input view or two concatenated along dim (an MLA entry:
+// kv_c's dims, then k_pe's). The classic caches have one or two data fields of cache_dtype in the
+// cache buffer; the quantised formats (quant_format.h) add scale and zero fields, and their data
+// fields name the scale (and zero) field that covers each group of `group` dims.
 struct CacheField {
-  const char* name = "K";  // "K", "V", or "latent" (mla)
-  int index = 0;           // 0 or 1: which tensor's static scales and scale cache it uses (K's or V's)
+  const char* name = "K";  // "K", "V", "latent", "rope"; "K scale", "V zero", "latent scale", ...
+  FieldRole role = FieldRole::data;
+  int index = 0;           // 0 or 1: K's side or V's (static scales, scale cache, input tensor)
+  FieldBuffer buffer = FieldBuffer::cache;
+  DType dtype = DType::f16;
   FieldLayout layout;
   int64_t num_heads = 0;
-  int64_t head_dim = 0;    // dims of the stored entry
+  int64_t head_dim = 0;    // data: dims of the stored entry; scale and zero: groups per (token, head)
+  int64_t entry_dim = 0;   // data: the entry dim of this field's dim 0 (payload index; an ds_mla record's rope: 512)
   struct Part {
     InputView view;
     int64_t width = 0;     // dims [first, first + width) of the entry come from this view's [0, width)
   };
   Part parts[2];
-  int num_parts = 1;
+  int num_parts = 1;       // 0 for scale and zero fields
+  int64_t group = 0;       // data of a quantised format: dims per scale (0: none); scale, zero: dims each covers
+  int scale = -1;          // data: index of its scale field in CacheFields; scale, zero: of its data field
+  int zero = -1;           // data of an asymmetric format: index of its zero-point field
 };
 
-// The fields of a case, K first (at most two).
+// The fields of a case, K's first (at most eight).
 struct CacheFields {
-  CacheField field[2];
+  static constexpr int kMax = 8;
+  CacheField field[kMax];
   int count = 0;
   const CacheField* begin() const { return field; }
   const CacheField* end() const { return field + count; }
+  CacheField& add() { return field[count++]; }
 };
 
 // One request of the batch: its earlier context and the tokens appended by this call.
@@ -95,6 +114,12 @@ struct Provenance {
   std::string target;        // target the case was found on
 };
 
+struct Case;
+// The fields of a case with a quantised format (quant_fields.cpp, docs/formats.md).
+CacheFields format_fields(const Case& c);
+// Whether an nvfp4 case's K (is_value false) or V scales are in vLLM's swizzled layout.
+bool nvfp4_scales_swizzled(const Case& c, bool is_value);
+
 struct Case {
   // shape
   int32_t num_heads = 0;       // H_kv
@@ -110,6 +135,12 @@ struct Case {
   std::optional<CacheGeometry> value_cache;  // kv_split: V's strides (num_blocks, block_size = cache's)
   int32_t rope_dim = 0;                   // mla: the entry's last rope_dim dims come from `rope` (k_pe),
   InputView rope;                         //   the first head_dim - rope_dim from `key` (kv_c); 0 otherwise
+
+  // A quantised format (v2; quant_format.h): cache_dtype is its code dtype, and fields() holds its
+  // codes, scales (and zero points) as typed fields. none: the classic caches.
+  QuantFormat quant_format = QuantFormat::none;
+  QuantRules quant_rules;
+  bool has_format() const { return quant_format != QuantFormat::none; }
 
   // serving conventions (v2; v1 files are all the default)
   PaddingMode padding = PaddingMode::negative;  // sink: padding rows carry slot 0, whose contents are unconstrained
@@ -164,6 +195,14 @@ struct Case {
   int64_t scale_k_offset = 0;       // element offset of the K scale cache in its buffer
   int64_t scale_v_offset = 0;       // element offset of the V scale cache in its buffer
   int64_t scale_cache_elems = 0;    // size of the scale cache buffer in fp32 elements
+  // A quantised format keeps its cache geometry in bytes and its scale-cache geometry in elements of
+  // its scale dtype (quant_fields.cpp).
+  // Whether the case has a scale-cache buffer: per_token_head scales, or a format's scales there.
+  bool uses_scale_cache() const {
+    return scale_kind == ScaleKind::per_token_head || (has_format() && !format_scales_in_cache(quant_format));
+  }
+  // Bytes of one scale-cache element: 4 (fp32), or 1 for a format's e4m3 or e8m0 scales.
+  int scale_cache_elem_size() const { return has_format() ? dtype_size(format_scale_dtype(quant_format)) : 4; }
 
   // payload
   ValueDist dist = ValueDist::finite;
@@ -208,10 +247,12 @@ struct Case {
 
   // The stored fields: K (or the latent entry) and, when the family has one, V.
   CacheFields fields() const {
+    if (has_format()) return format_fields(*this);
     CacheFields out;
     CacheField& k = out.field[out.count++];
     k.name = family == Family::mla ? "latent" : "K";
     k.index = 0;
+    k.dtype = cache_dtype;
     k.layout = cache_field(false);
     k.num_heads = num_heads;
     k.head_dim = head_dim;
@@ -224,6 +265,7 @@ struct Case {
       CacheField& v = out.field[out.count++];
       v.name = "V";
       v.index = 1;
+      v.dtype = cache_dtype;
       v.layout = cache_field(true);
       v.num_heads = num_heads;
       v.head_dim = value_dim();

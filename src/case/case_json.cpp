@@ -528,17 +528,66 @@ void read_format(const Reader& rd, const json& j, Case& c) {
   }
 }
 
+// v2's quant.rules: the conventions of the case's format (quant_format.h); only the keys its
+// format reads may appear.
+void read_rules(const Reader& rd, const json& s, const std::string& p, Case& c) {
+  if (!s.contains("rules")) return;
+  const std::string rp = p + "/rules";
+  const json& r = Reader::at(s, "rules");
+  std::vector<std::string> keys;
+  switch (c.quant_format) {
+    case QuantFormat::nvfp4: keys = {"nvfp4", "scale_layout"}; break;
+    case QuantFormat::mxfp8_e4m3:
+    case QuantFormat::mxfp8_e5m2:
+    case QuantFormat::mxfp4: keys = {"mx"}; break;
+    case QuantFormat::ds_mla: keys = {"ds_mla"}; break;
+    case QuantFormat::indexer_k: keys = {"indexer"}; break;
+    case QuantFormat::asym_int8: keys = {"asym_arith", "asym_lanes"}; break;
+    case QuantFormat::asym_int4: keys = {"asym_arith", "asym_lanes", "int4_pairing"}; break;
+    default: break;  // none, fp8_inline, int8_inline: no conventions
+  }
+  if (!r.is_object()) rd.fail(rp, "expected an object of the format's conventions");
+  for (const auto& item : r.items()) {
+    if (std::find(keys.begin(), keys.end(), item.key()) != keys.end()) continue;
+    std::string known;
+    for (const std::string& k : keys) known += (known.empty() ? "\"" : ", \"") + k + "\"";
+    rd.fail(rp + "/" + item.key(), "unknown key \"" + item.key() + "\"; format " + std::string(to_string(c.quant_format)) +
+                                       " reads " + (known.empty() ? std::string("no conventions") : known));
+  }
+  QuantRules& q = c.quant_rules;
+  if (r.contains("nvfp4")) q.nvfp4 = rd.enum_field<Nvfp4Rule>(r, rp, "nvfp4", nvfp4_rule_from_string, "NVFP4 rule");
+  if (r.contains("scale_layout")) q.scale_layout = rd.enum_field<ScaleLayout>(r, rp, "scale_layout", scale_layout_from_string, "scale layout");
+  if (r.contains("mx")) q.mx = rd.enum_field<MxScaleRule>(r, rp, "mx", mx_scale_rule_from_string, "MX scale rule");
+  if (r.contains("ds_mla")) q.ds_mla = rd.enum_field<DsMlaScale>(r, rp, "ds_mla", ds_mla_scale_from_string, "ds_mla scale rule");
+  if (r.contains("indexer")) q.indexer = rd.enum_field<IndexerScale>(r, rp, "indexer", indexer_scale_from_string, "indexer scale rule");
+  if (r.contains("asym_arith")) q.asym_arith = rd.enum_field<AsymArith>(r, rp, "asym_arith", asym_arith_from_string, "arithmetic");
+  if (r.contains("asym_lanes")) q.asym_lanes = rd.enum_field<AsymLanes>(r, rp, "asym_lanes", asym_lanes_from_string, "lane policy");
+  if (r.contains("int4_pairing"))
+    q.int4_pairing = rd.enum_field<Int4Pairing>(r, rp, "int4_pairing", int4_pairing_from_string, "int4 pairing");
+}
+
 // The scale cache's num_blocks and block_size are not stored: they are the cache's for
-// per_token_head and 0 for every other kind (case.h), so read_cache() must have run.
+// per_token_head and the formats with a scale cache, 0 otherwise (case.h), so read_cache() must
+// have run.
 void read_quant(const Reader& rd, const json& j, Case& c) {
   const std::string p = "/quant";
   const json& s = Reader::at(j, "quant");
   rd.expect_keys(s, p, {"scale_kind", "scale_dist", "scale_cache", "scale_k_offset", "scale_v_offset",
-                        "scale_cache_elems"});
+                        "scale_cache_elems"}, {"format", "rules"});
   c.scale_kind = read_scale_kind(rd, s, p, "scale_kind");
   c.scale_dist = read_scale_dist(rd, s, p, "scale_dist");
+  if (s.contains("format")) {
+    require_v2(rd, j, p + "/format", "quant.format");
+    c.quant_format = rd.enum_field<QuantFormat>(s, p, "format", quant_format_from_string, "quantised format");
+    if (c.quant_format == QuantFormat::none) rd.fail(p + "/format", "expected a quantised format; leave out \"format\" for the classic caches");
+  }
+  if (s.contains("rules")) {
+    require_v2(rd, j, p + "/rules", "quant.rules");
+    if (c.quant_format == QuantFormat::none) rd.fail(p + "/rules", "conventions belong to a quantised format (\"format\")");
+  }
+  read_rules(rd, s, p, c);
   c.scale_cache = read_strides(rd, s, p, "scale_cache");
-  if (c.scale_kind == ScaleKind::per_token_head) {
+  if (c.uses_scale_cache()) {
     c.scale_cache.num_blocks = c.cache.num_blocks;
     c.scale_cache.block_size = c.cache.block_size;
   }
@@ -734,7 +783,7 @@ json parse_json_strict(std::string_view text, const std::string& file) {
 
 int case_schema_version(const Case& c) {
   if (c.family != Family::kv || c.padding != PaddingMode::negative || c.addressing != Addressing::slot_mapping || c.has_window() ||
-      c.has_cp())
+      c.has_cp() || c.has_format())
     return 2;
   std::set<int64_t> seen;  // a block in two tables: a shared prefix block
   for (const Request& r : c.requests) {
@@ -797,6 +846,25 @@ json case_to_json(const Case& c) {
                 {"scale_k_offset", c.scale_k_offset},
                 {"scale_v_offset", c.scale_v_offset},
                 {"scale_cache_elems", c.scale_cache_elems}};
+  if (c.has_format()) {
+    j["quant"]["format"] = to_string(c.quant_format);
+    const QuantRules& q = c.quant_rules;
+    json r = json::object();
+    switch (c.quant_format) {
+      case QuantFormat::nvfp4: r = {{"nvfp4", to_string(q.nvfp4)}, {"scale_layout", to_string(q.scale_layout)}}; break;
+      case QuantFormat::mxfp8_e4m3:
+      case QuantFormat::mxfp8_e5m2:
+      case QuantFormat::mxfp4: r = {{"mx", to_string(q.mx)}}; break;
+      case QuantFormat::ds_mla: r = {{"ds_mla", to_string(q.ds_mla)}}; break;
+      case QuantFormat::indexer_k: r = {{"indexer", to_string(q.indexer)}}; break;
+      case QuantFormat::asym_int8: r = {{"asym_arith", to_string(q.asym_arith)}, {"asym_lanes", to_string(q.asym_lanes)}}; break;
+      case QuantFormat::asym_int4:
+        r = {{"asym_arith", to_string(q.asym_arith)}, {"asym_lanes", to_string(q.asym_lanes)}, {"int4_pairing", to_string(q.int4_pairing)}};
+        break;
+      default: break;  // fp8_inline, int8_inline: no conventions
+    }
+    if (!r.empty()) j["quant"]["rules"] = r;
+  }
   j["input"] = {{"num_rows", c.num_input_rows},
                 {"buffer_elems", c.input_buffer_elems},
                 {"key", view_to_json(c.key)},

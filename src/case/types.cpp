@@ -10,19 +10,22 @@
 #include <string>
 #include <utility>
 
+#include "names.h"
+
 namespace kvf {
 namespace {
 
-template <typename E, size_t N>
-using NameTable = std::array<std::pair<E, std::string_view>, N>;
-
-constexpr NameTable<DType, 6> kDTypeNames{{
+constexpr NameTable<DType, 10> kDTypeNames{{
     {DType::f16, "f16"},
     {DType::bf16, "bf16"},
     {DType::f32, "f32"},
     {DType::fp8_e4m3, "fp8_e4m3"},
     {DType::fp8_e5m2, "fp8_e5m2"},
     {DType::int8, "int8"},
+    {DType::fp4_e2m1, "fp4_e2m1"},
+    {DType::fp8_e8m0, "fp8_e8m0"},
+    {DType::uint8, "uint8"},
+    {DType::uint4, "uint4"},
 }};
 
 constexpr NameTable<IndexType, 2> kIndexTypeNames{{
@@ -98,30 +101,6 @@ constexpr NameTable<CpInput, 3> kCpInputNames{{
     {CpInput::positions, "positions"},
 }};
 
-// "?" for a value outside the enumeration (a corrupted or hand-cast value); never crashes.
-template <typename E, size_t N>
-std::string_view name_of(const NameTable<E, N>& table, E value) {
-  for (const auto& [v, name] : table) {
-    if (v == value) return name;
-  }
-  return "?";
-}
-
-template <typename E, size_t N>
-std::optional<E> value_of(const NameTable<E, N>& table, std::string_view name) {
-  for (const auto& [v, n] : table) {
-    if (n == name) return v;
-  }
-  return std::nullopt;
-}
-
-template <typename E, size_t N>
-std::string quote_all(const NameTable<E, N>& table) {
-  std::string out;
-  for (const auto& [v, name] : table) out += (out.empty() ? "\"" : ", \"") + std::string(name) + "\"";
-  return out;
-}
-
 }  // namespace
 
 template <> std::string quoted_names<DType>() { return quote_all(kDTypeNames); }
@@ -184,11 +163,21 @@ int dtype_size(DType t) {
     case DType::f16: return 2;
     case DType::bf16: return 2;
     case DType::f32: return 4;
-    case DType::fp8_e4m3: return 1;
-    case DType::fp8_e5m2: return 1;
-    case DType::int8: return 1;
+    case DType::fp8_e4m3:
+    case DType::fp8_e5m2:
+    case DType::int8:
+    case DType::fp8_e8m0:
+    case DType::uint8:
+    case DType::fp4_e2m1:  // two to a byte: the byte that holds one
+    case DType::uint4: return 1;
   }
   return 0;  // not a DType; validate() refuses such a case
+}
+
+int dtype_bits(DType t) { return t == DType::fp4_e2m1 || t == DType::uint4 ? 4 : 8 * dtype_size(t); }
+
+bool is_classic_cache_dtype(DType t) {
+  return t == DType::f16 || t == DType::bf16 || t == DType::f32 || t == DType::fp8_e4m3 || t == DType::fp8_e5m2 || t == DType::int8;
 }
 
 int index_type_size(IndexType t) {

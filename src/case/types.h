@@ -129,8 +129,13 @@ bool is_quantized(DType t);
 // Number of static scales per tensor for a case's kind: 1, H_kv, num_blocks * H_kv; 0 otherwise.
 int64_t static_scale_count(ScaleKind k, int64_t num_heads, int64_t num_blocks);
 
-// Size in bytes of one element.
+// Size in bytes of one element; 1 for the 4-bit dtypes (fp4_e2m1, uint4), two of which share a byte.
 int dtype_size(DType t);
+// Bits of one element: 4, 8, 16 or 32.
+int dtype_bits(DType t);
+// The cache dtypes of the classic caches (quant format none): f16, bf16, f32, fp8_e4m3, fp8_e5m2,
+// int8. The others (fp4_e2m1, fp8_e8m0, uint8, uint4) are fields of the quantised formats only.
+bool is_classic_cache_dtype(DType t);
 // Elements of `t` in 16 bytes: the x of vLLM's x-packed K cache (kv_format.cuh).
 inline int64_t xpack_elems(DType t) { return 16 / dtype_size(t); }
 int index_type_size(IndexType t);

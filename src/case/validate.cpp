@@ -159,7 +159,7 @@ class Checker {
 
   // Inputs are f16, bf16 or f32; the quantised dtypes exist only in caches (docs/contract.md).
   bool float_input(const std::string& path, DType t) {
-    if (!is_quantized(t)) return true;
+    if (t == DType::f16 || t == DType::bf16 || t == DType::f32) return true;
     add(path, std::string("expected \"f16\", \"bf16\" or \"f32\", got \"") + std::string(to_string(t)) +
                   "\"; quantised dtypes are cache-only (key and value are never quantised)");
     return false;
@@ -212,6 +212,18 @@ bool check_shape(const Case& c, Checker& ck) {
   }
   ok &= ck.known("/shape/cache_dtype", c.cache_dtype, "dtype");
   ok &= ck.known("/shape/slot_dtype", c.slot_dtype, "index type");
+  if (ok && !c.has_format() && !is_classic_cache_dtype(c.cache_dtype)) {
+    ck.add("/shape/cache_dtype", "\"" + std::string(to_string(c.cache_dtype)) + "\" holds a quantised format's codes or scales; a case without "
+                                 "quant.format takes \"f16\", \"bf16\", \"f32\", \"fp8_e4m3\", \"fp8_e5m2\" or \"int8\"");
+    ok = false;
+  }
+  if (ok && c.has_format() && to_string(c.quant_format) != "?" && c.cache_dtype != format_code_dtype(c.quant_format)) {
+    ck.add("/shape/cache_dtype", "format " + std::string(to_string(c.quant_format)) + " stores " +
+                                     std::string(to_string(format_code_dtype(c.quant_format))) + " codes: expected \"" +
+                                     std::string(to_string(format_code_dtype(c.quant_format))) + "\", got \"" +
+                                     std::string(to_string(c.cache_dtype)) + "\"");
+    ok = false;
+  }
   return ok;
 }
 
@@ -322,6 +334,145 @@ bool check_field_caches(const Case& c, Checker& ck) {
   return true;
 }
 
+// A quantised format's fields (quant_fields.cpp): the format's own requirements on the shape,
+// family, layout and strides, then every element of every field inside its buffer and no two
+// elements on one nibble, counted element by element (a case of a format is at most 256 MiB a
+// buffer). Returns whether the fields are sound.
+bool check_format_fields(const Case& c, Checker& ck) {
+  const QuantFormat fmt = c.quant_format;
+  const std::string name = "format " + std::string(to_string(fmt));
+  const int64_t D = c.head_dim, H = c.num_heads;
+  const CacheGeometry& g = c.cache;
+  bool ok = true;
+  const Family want = fmt == QuantFormat::ds_mla ? Family::mla : fmt == QuantFormat::indexer_k ? Family::k_only : Family::kv;
+  if (c.family != want) {
+    ck.add("/format/family", name + " stores family " + std::string(to_string(want)) + "; got " + std::string(to_string(c.family)));
+    return false;
+  }
+  if (c.layout == Layout::vllm_legacy) {
+    ck.add("/cache/layout", name + " lays its fields out from the cache geometry: vllm_legacy has none");
+    return false;
+  }
+  const int64_t latent = D - c.rope_dim, group = format_group(fmt, latent);
+  if (latent % group != 0) {
+    ck.add("/shape/head_dim", name + " keeps one scale per " + std::to_string(group) + " dims: expected " +
+                                  (fmt == QuantFormat::ds_mla ? "head_dim - rope_dim" : "head_dim") + " a multiple of " +
+                                  std::to_string(group) + ", got " + std::to_string(latent));
+    ok = false;
+  }
+  if (fmt == QuantFormat::asym_int4 && D % 2 != 0) {
+    ck.add("/shape/head_dim", name + " packs two codes per byte: expected an even head_dim, got " + std::to_string(D));
+    ok = false;
+  }
+  if ((fmt == QuantFormat::ds_mla || fmt == QuantFormat::indexer_k) && H != 1) {
+    ck.add("/shape/num_heads", name + " has one head; got " + std::to_string(H));
+    ok = false;
+  }
+  if (fmt == QuantFormat::ds_mla && c.input_dtype == DType::f32) {
+    ck.add("/shape/input_dtype", name + " stores its rope dims in the input dtype: expected \"f16\" or \"bf16\", got \"f32\"");
+    ok = false;
+  }
+  if (fmt == QuantFormat::indexer_k && g.stride_pos != D) {
+    ck.add("/cache/stride_pos", name + " keeps a block's rows of codes dense, then its scales: expected stride_pos = head_dim = " +
+                                    std::to_string(D) + ", got " + std::to_string(g.stride_pos));
+    ok = false;
+  }
+  if (fmt == QuantFormat::nvfp4 && c.quant_rules.scale_layout != ScaleLayout::linear && (g.block_size % 4 != 0 || (D / 16) % 4 != 0)) {
+    ck.add("/quant/rules/scale_layout", "the swizzled NVFP4 scale layout transposes 4 x 4 tiles of 4 tokens by 4 scales: expected "
+                                        "block_size and head_dim / 16 multiples of 4, got " +
+                                            std::to_string(g.block_size) + " and " + std::to_string(D / 16));
+    ok = false;
+  }
+  // fp32 scales (and a record's 16-bit rope) inside the byte cache: their byte offsets aligned.
+  if (format_scales_in_cache(fmt)) {
+    const std::pair<const char*, int64_t> aligned[] = {{"/cache/k_offset", c.cache_k_offset}, {"/cache/v_offset", c.cache_v_offset},
+                                                       {"/cache/stride_block", g.stride_block}, {"/cache/stride_pos", g.stride_pos},
+                                                       {"/cache/stride_head", g.stride_head}, {"/shape/head_dim", D}};
+    for (const auto& [path, v] : aligned)
+      if (v % 4 != 0) {
+        ck.add(path, name + " keeps fp32 scales among its codes: expected a multiple of 4 bytes, got " + std::to_string(v));
+        ok = false;
+      }
+  }
+  if (!ok) return false;
+
+  // Every element inside its buffer, no nibble held twice.
+  const int64_t bytes[2] = {c.cache_buffer_elems, c.uses_scale_cache() ? c.scale_cache_elems * c.scale_cache_elem_size() : 0};
+  const char* buffer_path[2] = {"/cache/buffer_elems", "/quant/scale_cache_elems"};
+  constexpr int64_t kMaxBytes = int64_t{1} << 28;
+  for (int b = 0; b < 2; ++b)
+    if (bytes[b] > kMaxBytes) {
+      ck.add(buffer_path[b], name + ": a buffer of " + std::to_string(bytes[b]) + " bytes; quantised formats are checked up to " +
+                                 std::to_string(kMaxBytes) + " bytes a buffer");
+      return false;
+    }
+  std::vector<int8_t> owner[2] = {std::vector<int8_t>(static_cast<size_t>(2 * bytes[0]), -1),
+                                  std::vector<int8_t>(static_cast<size_t>(2 * bytes[1]), -1)};
+  const CacheFields fields = c.fields();
+  for (int i = 0; i < fields.count; ++i) {
+    const CacheField& f = fields.field[i];
+    const int b = f.buffer == FieldBuffer::cache ? 0 : 1;
+    const int bits = dtype_bits(f.dtype);
+    const int64_t nibbles = bits / 4;  // nibbles an element spans
+    for (int64_t blk = 0; blk < g.num_blocks; ++blk)
+      for (int64_t p = 0; p < g.block_size; ++p)
+        for (int64_t h = 0; h < f.num_heads; ++h)
+          for (int64_t d = 0; d < f.head_dim; ++d) {
+            const int64_t e = field_offset(f.layout, blk, p, h, d);
+            const int64_t first = e * nibbles;  // the element's first nibble
+            const std::string cell = std::string(f.name) + " (block " + std::to_string(blk) + ", pos " + std::to_string(p) + ", head " +
+                                     std::to_string(h) + (f.role == FieldRole::data ? ", dim " : ", group ") + std::to_string(d) + ")";
+            if (e < 0 || first + nibbles > 2 * bytes[b]) {
+              ck.add(buffer_path[b], name + ": " + cell + " lies at byte " + std::to_string(first / 2) + ", outside the " +
+                                         (b == 0 ? "cache" : "scale cache") + " buffer of " + std::to_string(bytes[b]) + " bytes");
+              return false;
+            }
+            for (int64_t n = first; n < first + nibbles; ++n) {
+              int8_t& o = owner[b][static_cast<size_t>(n)];
+              if (o >= 0) {
+                ck.add(b == 0 ? "/cache" : "/quant/scale_cache", name + ": " + cell + " overlaps a cell of " + fields.field[o].name +
+                                                                     " at byte " + std::to_string(n / 2) +
+                                                                     "; the strides and offsets must keep every field's cells apart");
+                return false;
+              }
+              o = static_cast<int8_t>(i);
+            }
+          }
+  }
+  return true;
+}
+
+// A quantised format's quantisation fields: the scale kind its global scales need (nvfp4:
+// per_tensor; the others none), and a scale cache exactly when its scales live there, with the
+// cache's blocks. The scale fields themselves are checked with the codes (check_format_fields).
+void check_format_quant(const Case& c, Checker& ck) {
+  const std::string name = "format " + std::string(to_string(c.quant_format));
+  ck.known("/quant/scale_dist", c.scale_dist, "scale distribution");
+  const ScaleKind want = c.quant_format == QuantFormat::nvfp4 ? ScaleKind::per_tensor : ScaleKind::none;
+  if (c.scale_kind != want)
+    ck.add("/quant/scale_kind", name + (want == ScaleKind::per_tensor ? " reads one fp32 global scale per tensor: expected \"per_tensor\""
+                                                                     : " computes every scale it stores: expected \"none\"") +
+                                    ", got \"" + std::string(to_string(c.scale_kind)) + "\"");
+  const CacheGeometry& g = c.scale_cache;
+  if (!c.uses_scale_cache()) {
+    const std::pair<const char*, int64_t> zero[] = {{"/quant/scale_cache/stride_block", g.stride_block}, {"/quant/scale_cache/stride_pos", g.stride_pos},
+                                                    {"/quant/scale_cache/stride_head", g.stride_head}, {"/quant/scale_k_offset", c.scale_k_offset},
+                                                    {"/quant/scale_v_offset", c.scale_v_offset}, {"/quant/scale_cache_elems", c.scale_cache_elems}};
+    for (const auto& [path, v] : zero)
+      if (v != 0) ck.add(path, "expected 0, got " + std::to_string(v) + ": " + name + " keeps its scales in the cache buffer");
+    return;
+  }
+  if (g.num_blocks != c.cache.num_blocks || g.block_size != c.cache.block_size)
+    ck.add("/quant/scale_cache", "an in-memory case whose scale cache has num_blocks " + std::to_string(g.num_blocks) + " and block_size " +
+                                     std::to_string(g.block_size) + "; expected the cache's");
+  ck.at_least("/quant/scale_cache/stride_block", g.stride_block, 0);
+  ck.at_least("/quant/scale_cache/stride_pos", g.stride_pos, 0);
+  ck.at_least("/quant/scale_cache/stride_head", g.stride_head, 0);
+  ck.at_least("/quant/scale_k_offset", c.scale_k_offset, 0);
+  ck.at_least("/quant/scale_v_offset", c.scale_v_offset, 0);
+  ck.at_least("/quant/scale_cache_elems", c.scale_cache_elems, 0);
+}
+
 // Returns whether the cache geometry is sound (cells distinct, K and V inside the buffer, capacity
 // representable), i.e. whether capacity() and block arithmetic are safe to use.
 bool check_cache(const Case& c, bool shape_ok, Checker& ck) {
@@ -361,6 +512,7 @@ bool check_cache(const Case& c, bool shape_ok, Checker& ck) {
     }
   }
   if (g.num_blocks == 0) return true;  // an empty cache: no cells, nothing to overlap
+  if (c.has_format()) return check_format_fields(c, ck);
   if (c.family != Family::kv) return check_field_caches(c, ck);
 
   // vllm_legacy: within a head, K's [D/x, bs, x] and V's [D, bs] are dense, D*bs elements each.
@@ -395,6 +547,7 @@ bool check_cache(const Case& c, bool shape_ok, Checker& ck) {
 // (nested like the K/V cache, without the dim dimension) inside scale_cache_elems, or, for every
 // other kind, an all-zero scale cache.
 void check_quant(const Case& c, bool shape_ok, Checker& ck) {
+  if (c.has_format()) return check_format_quant(c, ck);
   ck.scale_choice("/quant", "scale_kind", "scale_dist", c.cache_dtype, c.scale_kind, c.scale_dist);
   const CacheGeometry& cache = c.cache;
   const CacheGeometry& g = c.scale_cache;

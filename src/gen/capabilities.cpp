@@ -56,10 +56,15 @@ std::string outside_reason(const Case& c, const Capabilities& k) {
   if (!has(k.addressings, c.addressing)) return "addressing " + str(to_string(c.addressing));
   if (!has(k.windows, c.window_input)) return "window input " + str(to_string(c.window_input));
   if (!has(k.cp_inputs, c.cp_input)) return "context-parallel input " + str(to_string(c.cp_input));
+  if (!has(k.quant_formats, c.quant_format)) return "quantised format " + str(to_string(c.quant_format));
+  if (const uint32_t missing = rule_bits(c.quant_format, c.quant_rules) & ~k.quant_rules; missing != 0)
+    for (int b = 0; b < kRuleBits; ++b)
+      if (missing & (1u << b)) return "convention " + str(to_string(static_cast<RuleBit>(b)));
   if (!has(k.layouts, c.layout)) return "layout " + str(to_string(c.layout));
   if (!has(k.input_dtypes, c.input_dtype)) return "input dtype " + str(to_string(c.input_dtype));
-  if (!has(k.cache_dtypes, c.cache_dtype)) return "cache dtype " + str(to_string(c.cache_dtype));
-  if (!has(k.scale_kinds, c.scale_kind)) return "scale kind " + str(to_string(c.scale_kind));
+  // A quantised format's codes and scales are the format's (quant_formats above), not a classic cache.
+  if (!c.has_format() && !has(k.cache_dtypes, c.cache_dtype)) return "cache dtype " + str(to_string(c.cache_dtype));
+  if (!c.has_format() && !has(k.scale_kinds, c.scale_kind)) return "scale kind " + str(to_string(c.scale_kind));
   if (k.same_input_cache_dtype && !is_quantized(c.cache_dtype) && c.cache_dtype != c.input_dtype)
     return "float cache of another dtype than the input";
   if (!has(k.slot_dtypes, c.slot_dtype)) return "slot dtype " + str(to_string(c.slot_dtype));
@@ -151,6 +156,16 @@ constexpr std::initializer_list<PaddingMode> kPaddingModes = {PaddingMode::negat
 constexpr std::initializer_list<Addressing> kAddressings = {Addressing::slot_mapping, Addressing::csr};
 constexpr std::initializer_list<WindowInput> kWindows = {WindowInput::none, WindowInput::slot_mapping, WindowInput::positions};
 constexpr std::initializer_list<CpInput> kCpInputs = {CpInput::none, CpInput::slot_mapping, CpInput::positions};
+constexpr std::initializer_list<QuantFormat> kQuantFormats = {
+    QuantFormat::none,      QuantFormat::nvfp4,      QuantFormat::mxfp8_e4m3,  QuantFormat::mxfp8_e5m2,
+    QuantFormat::mxfp4,     QuantFormat::ds_mla,     QuantFormat::indexer_k,   QuantFormat::fp8_inline,
+    QuantFormat::int8_inline, QuantFormat::asym_int8, QuantFormat::asym_int4};
+constexpr std::initializer_list<RuleBit> kRuleBitList = {
+    RuleBit::nvfp4_flashinfer, RuleBit::nvfp4_flashinfer_precise, RuleBit::scale_layout_linear, RuleBit::scale_layout_swizzled_v,
+    RuleBit::scale_layout_swizzled, RuleBit::mx_ocp_floor, RuleBit::mx_nv_ceil, RuleBit::ds_mla_flt_min, RuleBit::ds_mla_pow2,
+    RuleBit::indexer_fp32, RuleBit::indexer_ue8m0_log2f, RuleBit::indexer_ue8m0_exact, RuleBit::asym_f32, RuleBit::asym_f16,
+    RuleBit::asym_bf16, RuleBit::asym_lanes_exact, RuleBit::asym_lanes_zero_padded_pow2, RuleBit::int4_split_half,
+    RuleBit::int4_adjacent};
 
 }  // namespace
 
@@ -194,7 +209,7 @@ constexpr const char* kFeatureNames[] = {"fused_qkv", "strided_input", "padded_c
 }  // namespace
 
 Capabilities capabilities_from_json(const nlohmann::json& j, const std::string& where) {
-  static const char* const keys[] = {"layouts", "input_dtypes", "cache_dtypes", "scale_kinds", "slot_dtypes", "families", "padding_modes", "addressings", "windows", "cp_inputs", "features",
+  static const char* const keys[] = {"layouts", "input_dtypes", "cache_dtypes", "scale_kinds", "slot_dtypes", "families", "padding_modes", "addressings", "windows", "cp_inputs", "quant_formats", "quant_rules", "features",
                                      "head_dims", "min_head_dim", "max_head_dim", "head_dim_multiple", "max_num_heads",
                                      "max_block_size", "block_size_pow2_only", "same_input_cache_dtype"};
   std::string known;
@@ -216,6 +231,8 @@ Capabilities capabilities_from_json(const nlohmann::json& j, const std::string& 
   c.addressings = name_bits<Addressing>(j, "addressings", addressing_from_string, kAddressings, "addressing", where);
   c.windows = name_bits<WindowInput>(j, "windows", window_input_from_string, kWindows, "window input", where);
   c.cp_inputs = name_bits<CpInput>(j, "cp_inputs", cp_input_from_string, kCpInputs, "context-parallel input", where);
+  c.quant_formats = name_bits<QuantFormat>(j, "quant_formats", quant_format_from_string, kQuantFormats, "quantised format", where);
+  c.quant_rules = name_bits<RuleBit>(j, "quant_rules", rule_bit_from_string, kRuleBitList, "format convention", where);
   if (j.contains("features")) {
     std::string names;
     for (const char* f : kFeatureNames) names += (names.empty() ? "" : ", ") + std::string(f);
@@ -279,6 +296,8 @@ nlohmann::json capabilities_to_json(const Capabilities& c) {
   j["addressings"] = bit_list(c.addressings, kAddressings);
   j["windows"] = bit_list(c.windows, kWindows);
   j["cp_inputs"] = bit_list(c.cp_inputs, kCpInputs);
+  j["quant_formats"] = bit_list(c.quant_formats, kQuantFormats);
+  j["quant_rules"] = bit_list(c.quant_rules, kRuleBitList);
   j["input_dtypes"] = bit_list(c.input_dtypes, {DType::f16, DType::bf16, DType::f32});
   j["cache_dtypes"] = bit_list(c.cache_dtypes, kDTypes);
   j["scale_kinds"] = bit_list(c.scale_kinds, kScaleKinds);
@@ -301,7 +320,8 @@ nlohmann::json capabilities_to_json(const Capabilities& c) {
 std::string formats_text(const Capabilities& c) {
   return "layouts " + bit_names(c.layouts, kLayouts) + "; families " + bit_names(c.families, kFamilies) + "; padding " +
          bit_names(c.padding_modes, kPaddingModes) + "; addressing " + bit_names(c.addressings, kAddressings) + "; window " +
-         bit_names(c.windows, kWindows) + "; context parallel " + bit_names(c.cp_inputs, kCpInputs);
+         bit_names(c.windows, kWindows) + "; context parallel " + bit_names(c.cp_inputs, kCpInputs) +
+         "; quantised formats " + bit_names(c.quant_formats, kQuantFormats);
 }
 
 Profile restrict_profile(const Profile& p, const Capabilities& k) {

@@ -41,6 +41,8 @@ struct Capabilities {
   uint32_t addressings = ~0u;   // bits 1 << Addressing (slot_mapping, csr)
   uint32_t windows = ~0u;       // bits 1 << WindowInput (none, slot_mapping, positions): ring caches
   uint32_t cp_inputs = ~0u;     // bits 1 << CpInput (none, slot_mapping, positions): context-parallel shards
+  uint32_t quant_formats = ~0u; // bits 1 << QuantFormat (case/quant_format.h): none (the classic caches) and the formats
+  uint32_t quant_rules = ~0u;   // bits 1 << RuleBit: the conventions of the formats the kernel follows
   bool fused_qkv = true;            // key/value as views into one fused QKV row
   bool strided_input = true;        // input head/row strides other than dense
   bool padded_cache = true;         // cache (and scale cache) strides other than the layout's dense ones
@@ -82,6 +84,10 @@ inline uint32_t undeclared_python_padding_modes() { return 1u << static_cast<uns
 // Python calling convention has no CSR arrays yet).
 inline uint32_t python_addressings() { return 1u << static_cast<unsigned>(Addressing::slot_mapping); }
 
+// The quantised formats a Python function target receives: none of them (the Python calling
+// convention has no typed fields yet): the classic caches only.
+inline uint32_t python_quant_formats() { return 1u << static_cast<unsigned>(QuantFormat::none); }
+
 // The ring caches a Python function target receives: none with positions input (the Python
 // calling convention has no window arguments yet); rings whose slot_mapping applies the window only
 // if its declaration's "windows" lists "slot_mapping".
@@ -119,6 +125,14 @@ std::string formats_text(const Capabilities& c);
 // every value of every dimension. Declared like a plugin's, so that a format one of them lacks is
 // skipped and counted (the run summary's "skipped"), never failed.
 inline Capabilities own_kernel_capabilities() { return Capabilities{}; }
+
+// The CUDA kernel's (cuda, cuda-emu): every value of every dimension but the asymmetric formats,
+// which only the Triton kernel writes (docs/kernels.md).
+inline Capabilities cuda_kernel_capabilities() {
+  Capabilities c;
+  c.quant_formats = ~((1u << static_cast<unsigned>(QuantFormat::asym_int8)) | (1u << static_cast<unsigned>(QuantFormat::asym_int4)));
+  return c;
+}
 
 
 // Why case `c` is outside `caps` ("layout packed_kv_nhd", "head_dim not a multiple of 8", ...; one

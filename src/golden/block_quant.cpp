@@ -240,7 +240,6 @@ AsymGroup quantize_asym_int4(std::span<const float> x, Int4Pairing pairing, Asym
 // ---------------------------------------------------------------------------------------------
 // Names
 
-std::string_view to_string(Nvfp4Rule v) { return v == Nvfp4Rule::flashinfer ? "flashinfer" : "flashinfer_precise"; }
 std::string_view to_string(MxElement v) {
   switch (v) {
     case MxElement::fp8_e4m3: return "fp8_e4m3";
@@ -249,25 +248,5 @@ std::string_view to_string(MxElement v) {
   }
   return "?";
 }
-std::string_view to_string(MxScaleRule v) { return v == MxScaleRule::ocp_floor ? "ocp_floor" : "nv_ceil"; }
-std::string_view to_string(DsMlaScale v) { return v == DsMlaScale::flt_min ? "flt_min" : "pow2"; }
-std::string_view to_string(IndexerScale v) {
-  switch (v) {
-    case IndexerScale::fp32: return "fp32";
-    case IndexerScale::ue8m0_log2f: return "ue8m0_log2f";
-    case IndexerScale::ue8m0_exact: return "ue8m0_exact";
-  }
-  return "?";
-}
-std::string_view to_string(AsymArith v) {
-  switch (v) {
-    case AsymArith::f32: return "f32";
-    case AsymArith::f16: return "f16";
-    case AsymArith::bf16: return "bf16";
-  }
-  return "?";
-}
-std::string_view to_string(AsymLanes v) { return v == AsymLanes::exact ? "exact" : "zero_padded_pow2"; }
-std::string_view to_string(Int4Pairing v) { return v == Int4Pairing::split_half ? "split_half" : "adjacent"; }
 
 }  // namespace kvf::golden

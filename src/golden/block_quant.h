@@ -21,6 +21,7 @@
 #include <string_view>
 #include <vector>
 
+#include "../case/quant_format.h"
 #include "minifloat.h"
 
 namespace kvf::golden {
@@ -31,20 +32,20 @@ namespace kvf::golden {
 // e2m1 * e4m3_scale * g: g is the *decode* global scale (FlashInfer's k_scale / v_scale).
 inline constexpr int kNvfp4Group = 16;
 
-enum class Nvfp4Rule : uint8_t {
-  // FlashInfer's NVFP4 paged append (nvfp4_append_quantize_block in include/flashinfer/page.cuh):
-  //   sf   = amax > 0 && g > 0 ? amax / (6 * g) : 0       (6 * g rounded first, then divided)
-  //   byte = e4m3(sf), round to nearest even, satfinite    (__nv_fp8_e4m3's constructor)
-  //   os   = amax > 0 && e4m3_value(byte) > 0 && g > 0 ? 1 / (e4m3_value(byte) * g) : 0
-  //   code = e2m1(x * os), NaN -> signed zero               (its own threshold encoder)
-  // The product x * os is a GPU multiplication, whose NaN results (x NaN, or ±Inf * 0) are the
-  // canonical NaN 0x7FFFFFFF, positive: they give code 0x0, never 0x8.
-  flashinfer,
-  // The same with sf = amax * RN(1 / (6 * g)), a correctly rounded reciprocal multiplied (the
-  // kernel's precise-rounding flag, __frcp_rn, for fast-math builds). os is unchanged: 1 / y
-  // correctly rounded is __frcp_rn(y).
-  flashinfer_precise,
-};
+// The values of Nvfp4Rule (case/quant_format.h, where a case names them):
+//   `flashinfer`:
+//     FlashInfer's NVFP4 paged append (nvfp4_append_quantize_block in include/flashinfer/page.cuh):
+//     sf   = amax > 0 && g > 0 ? amax / (6 * g) : 0       (6 * g rounded first, then divided)
+//     byte = e4m3(sf), round to nearest even, satfinite    (__nv_fp8_e4m3's constructor)
+//     os   = amax > 0 && e4m3_value(byte) > 0 && g > 0 ? 1 / (e4m3_value(byte) * g) : 0
+//     code = e2m1(x * os), NaN -> signed zero               (its own threshold encoder)
+//     The product x * os is a GPU multiplication, whose NaN results (x NaN, or ±Inf * 0) are the
+//     canonical NaN 0x7FFFFFFF, positive: they give code 0x0, never 0x8.
+//   `flashinfer_precise`:
+//     The same with sf = amax * RN(1 / (6 * g)), a correctly rounded reciprocal multiplied (the
+//     kernel's precise-rounding flag, __frcp_rn, for fast-math builds). os is unchanged: 1 / y
+//     correctly rounded is __frcp_rn(y).
+using kvf::Nvfp4Rule;
 // Not modelled: vLLM's CUDA NVFP4 writer (reshape_and_cache_nvfp4, TRT-LLM's cvt_warp_fp16_to_fp4)
 // computes both scales with rcp.approx.ftz.f32, which is not correctly rounded.
 
@@ -67,21 +68,21 @@ enum class MxElement : uint8_t {
   fp4_e2m1,  // emax 2, largest value 6; NaN -> +6 (0x7); two codes per byte, 2j low nibble
 };
 
-enum class MxScaleRule : uint8_t {
-  // The spec's conversion: E = floor(log2 amax) - emax (exact, from the exponent bits), so
-  // amax / X lies in [2^emax, 2^(emax+1)) and values above the element's largest finite value
-  // saturate (e4m3: 448..511, e2m1: 6..8). x / X is an fp32 division (a power of two: exact unless
-  // the quotient is an f32 subnormal). The spec leaves zero and non-finite blocks to the
-  // implementation; kvfuzz's choice: amax 0 -> E = -127 (0x00), amax Inf -> E = 127 (0xFE).
-  ocp_floor,
-  // The "round the scale up" convention of FlashInfer's mxfp8 quantiser and SGLang's MXFP8 KV
-  // cache: E = ceil(log2(amax / qmax)) (amax / qmax an fp32 division, qmax the element's largest
-  // value, the ceiling exact from the bits), clamped to [-127, 127]; amax 0 -> E = -127;
-  // element = convert(x * 2^-E), a multiplication by an exact power of two. amax * 2^-E exceeds
-  // qmax by at most the division's rounding error, so it converts to qmax: no element saturates
-  // except ±Inf.
-  nv_ceil,
-};
+// The values of MxScaleRule (case/quant_format.h, where a case names them):
+//   `ocp_floor`:
+//     The spec's conversion: E = floor(log2 amax) - emax (exact, from the exponent bits), so
+//     amax / X lies in [2^emax, 2^(emax+1)) and values above the element's largest finite value
+//     saturate (e4m3: 448..511, e2m1: 6..8). x / X is an fp32 division (a power of two: exact unless
+//     the quotient is an f32 subnormal). The spec leaves zero and non-finite blocks to the
+//     implementation; kvfuzz's choice: amax 0 -> E = -127 (0x00), amax Inf -> E = 127 (0xFE).
+//   `nv_ceil`:
+//     The "round the scale up" convention of FlashInfer's mxfp8 quantiser and SGLang's MXFP8 KV
+//     cache: E = ceil(log2(amax / qmax)) (amax / qmax an fp32 division, qmax the element's largest
+//     value, the ceiling exact from the bits), clamped to [-127, 127]; amax 0 -> E = -127;
+//     element = convert(x * 2^-E), a multiplication by an exact power of two. amax * 2^-E exceeds
+//     qmax by at most the division's rounding error, so it converts to qmax: no element saturates
+//     except ±Inf.
+using kvf::MxScaleRule;
 // Not modelled bit for bit: SGLang's Triton writer takes ceil(log2(...)) with tl.log2, whose
 // results just above a power of two were not measured.
 
@@ -103,27 +104,27 @@ struct Fp8Tile {
 // fp8_ds_mla: each 656-byte record holds 512 latent values as four tiles of 128.
 inline constexpr int kDsMlaTile = 128;
 
-enum class DsMlaScale : uint8_t {
-  // vLLM's concat_and_cache_ds_mla before its ue8m0 change: s = fmaxf(amax / 448, FLT_MIN)
-  // (a zero tile stores FLT_MIN = 2^-126 and codes 0).
-  flt_min,
-  // DeepSeek's reference (FlashMLA's tests/quant.py) and vLLM's writers since: s =
-  // pow2_ceil(fmaxf(amax / 448, 1e-4f)), the floor applied to the scale; a zero tile stores 2^-13,
-  // amax / 448 = 0.75 stores 1. The power of two is rounded exactly from the bits (pow2_ceil).
-  pow2,
-};
+// The values of DsMlaScale (case/quant_format.h, where a case names them):
+//   `flt_min`:
+//     vLLM's concat_and_cache_ds_mla before its ue8m0 change: s = fmaxf(amax / 448, FLT_MIN)
+//     (a zero tile stores FLT_MIN = 2^-126 and codes 0).
+//   `pow2`:
+//     DeepSeek's reference (FlashMLA's tests/quant.py) and vLLM's writers since: s =
+//     pow2_ceil(fmaxf(amax / 448, 1e-4f)), the floor applied to the scale; a zero tile stores 2^-13,
+//     amax / 448 = 0.75 stores 1. The power of two is rounded exactly from the bits (pow2_ceil).
+using kvf::DsMlaScale;
 
 Fp8Tile quantize_ds_mla_tile(std::span<const float> x, DsMlaScale rule);
 
 // indexer_k (DeepSeek V3.2's lightning indexer): one scale per 128 values of a token's key.
 inline constexpr int kIndexerTile = 128;
 
-enum class IndexerScale : uint8_t {
-  fp32,          // vLLM indexer_k_quant_and_cache: s = fmaxf(amax, 1e-4f) / 448 (floor on amax)
-  ue8m0_log2f,   // the same, then s = exp2f(ceilf(log2f(s))) as vLLM writes it with scale_fmt
-                 // "ue8m0": pow2_ceil_log2f (rounds down just above a power of two)
-  ue8m0_exact,   // the same, then s = pow2_ceil(s): the exact power of two a kernel should write
-};
+// The values of IndexerScale (case/quant_format.h, where a case names them):
+//   `fp32`:        vLLM indexer_k_quant_and_cache: s = fmaxf(amax, 1e-4f) / 448 (floor on amax)
+//   `ue8m0_log2f`: the same, then s = exp2f(ceilf(log2f(s))) as vLLM writes it with scale_fmt
+//                  "ue8m0": pow2_ceil_log2f (rounds down just above a power of two)
+//   `ue8m0_exact`: the same, then s = pow2_ceil(s): the exact power of two a kernel should write
+using kvf::IndexerScale;
 
 Fp8Tile quantize_indexer_tile(std::span<const float> x, IndexerScale rule);
 
@@ -138,27 +139,26 @@ Fp8Tile quantize_indexer_tile(std::span<const float> x, IndexerScale rule);
 // Each operation is one IEEE operation in the precision AsymArith names, evaluated left to right.
 // LMDeploy runs these in Triton, whose `/` compiles to the approximate div.full.f32 on NVIDIA GPUs:
 // its real bytes can differ in the last place; the golden model is the formula with IEEE division.
-enum class AsymArith : uint8_t {
-  f32,   // every operation in fp32 (LMDeploy's int4 path upcasts its inputs to fp32)
-  f16,   // every operation rounded to f16 (LMDeploy's int8 path computes on the loaded f16 tile)
-  bf16,  // every operation rounded to bf16 (the same on a bf16 tile)
-};
+// The values of AsymArith (case/quant_format.h, where a case names them):
+//   `f32`:  every operation in fp32 (LMDeploy's int4 path upcasts its inputs to fp32)
+//   `f16`:  every operation rounded to f16 (LMDeploy's int8 path computes on the loaded f16 tile)
+//   `bf16`: every operation rounded to bf16 (the same on a bf16 tile)
+using kvf::AsymArith;
 
-// Which lanes enter the min and max.
-enum class AsymLanes : uint8_t {
-  exact,  // only the group's real values (correct)
-  // The kernel loads a row of width W as next_pow2(W) lanes and masked lanes read 0, which then
-  // enter the min and max: when W is not a power of two, min <= 0 <= max is forced (LMDeploy bug
-  // #4849, int4 with D / 2 not a power of two; LMDeploy versions without the `d % head_dim` load
-  // have it in int8 too). W = the group's length for int8 and adjacent int4, D / 2 for split int4.
-  zero_padded_pow2,
-};
+// Which lanes enter the min and max; the values of AsymLanes (case/quant_format.h):
+//   `exact`: only the group's real values (correct)
+//   `zero_padded_pow2`:
+//     The kernel loads a row of width W as next_pow2(W) lanes and masked lanes read 0, which then
+//     enter the min and max: when W is not a power of two, min <= 0 <= max is forced (LMDeploy bug
+//     #4849, int4 with D / 2 not a power of two; LMDeploy versions without the `d % head_dim` load
+//     have it in int8 too). W = the group's length for int8 and adjacent int4, D / 2 for split int4.
+using kvf::AsymLanes;
 
-enum class Int4Pairing : uint8_t {
-  split_half,  // byte d = q(x[d]) | q(x[d + D/2]) << 4, d < D/2: LMDeploy (element d and its partner
-               // half a head away)
-  adjacent,    // byte j = q(x[2j]) | q(x[2j + 1]) << 4: neighbouring elements, like NVFP4's nibbles
-};
+// The values of Int4Pairing (case/quant_format.h, where a case names them):
+//   `split_half`: byte d = q(x[d]) | q(x[d + D/2]) << 4, d < D/2: LMDeploy (element d and its
+//                 partner half a head away)
+//   `adjacent`:   byte j = q(x[2j]) | q(x[2j + 1]) << 4: neighbouring elements, like NVFP4's nibbles
+using kvf::Int4Pairing;
 
 struct AsymGroup {
   std::vector<uint8_t> codes;  // int8: [n] one code per value; int4: [n/2] two codes per byte
@@ -177,13 +177,6 @@ AsymGroup quantize_asym_int4(std::span<const float> x, Int4Pairing pairing, Asym
 
 // ---------------------------------------------------------------------------------------------
 // Stable names of the conventions (case files, reports): "flashinfer", "ocp_floor", ...
-std::string_view to_string(Nvfp4Rule v);
 std::string_view to_string(MxElement v);
-std::string_view to_string(MxScaleRule v);
-std::string_view to_string(DsMlaScale v);
-std::string_view to_string(IndexerScale v);
-std::string_view to_string(AsymArith v);
-std::string_view to_string(AsymLanes v);
-std::string_view to_string(Int4Pairing v);
 
 }  // namespace kvf::golden

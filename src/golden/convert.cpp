@@ -25,6 +25,8 @@
 
 #include <cstring>
 
+#include "minifloat.h"
+
 namespace kvf::golden {
 
 namespace {
@@ -131,7 +133,11 @@ uint32_t element_mask(DType t) {
     case DType::bf16: return 0xFFFFu;
     case DType::fp8_e4m3:
     case DType::fp8_e5m2:
-    case DType::int8: return 0xFFu;
+    case DType::int8:
+    case DType::fp8_e8m0:
+    case DType::uint8: return 0xFFu;
+    case DType::fp4_e2m1:
+    case DType::uint4: return 0xFu;
   }
   return 0xFFFFFFFFu;
 }
@@ -146,6 +152,8 @@ uint32_t narrow_f32(float f, DType t) {
     case DType::fp8_e4m3: return f32_to_fp8(f, kE4M3);
     case DType::fp8_e5m2: return f32_to_fp8(f, kE5M2);
     case DType::int8: return static_cast<uint8_t>(f32_to_int8(f));
+    case DType::fp4_e2m1: return f32_to_fp4_e2m1(f);
+    default: break;  // fp8_e8m0, uint8, uint4: codes of the quantised formats' own rules (block_quant.h)
   }
   return 0;
 }
@@ -154,6 +162,7 @@ uint32_t narrow_f32(float f, DType t) {
 // values are consecutive integers, +0 and -0 are both 0 (sign-magnitude -> two's-complement-like).
 int64_t ordered(uint32_t bits, DType t) {
   if (t == DType::int8) return static_cast<int8_t>(static_cast<uint8_t>(bits));
+  if (t == DType::uint8 || t == DType::uint4 || t == DType::fp8_e8m0) return bits & element_mask(t);  // unsigned codes in value order
   const uint32_t mask = element_mask(t);
   const uint32_t sign_bit = (mask >> 1) + 1u;  // 0x80, 0x8000 or 0x80000000
   const int64_t magnitude = bits & (sign_bit - 1u);
@@ -246,9 +255,8 @@ float quant_max(DType t) {
     case DType::fp8_e4m3: return 448.0f;
     case DType::fp8_e5m2: return 57344.0f;
     case DType::int8: return 127.0f;
-    case DType::f16:
-    case DType::bf16:
-    case DType::f32: break;
+    case DType::fp4_e2m1: return 6.0f;
+    default: break;
   }
   return 0.0f;  // not a quantised format
 }
@@ -270,6 +278,10 @@ float bits_to_f32(uint32_t bits, DType t) {
     case DType::fp8_e4m3: return fp8_e4m3_to_f32(static_cast<uint8_t>(bits));
     case DType::fp8_e5m2: return fp8_e5m2_to_f32(static_cast<uint8_t>(bits));
     case DType::int8: return static_cast<float>(static_cast<int8_t>(static_cast<uint8_t>(bits)));
+    case DType::fp4_e2m1: return fp4_e2m1_to_f32(static_cast<uint8_t>(bits));
+    case DType::fp8_e8m0: return e8m0_to_f32(static_cast<uint8_t>(bits));
+    case DType::uint8:
+    case DType::uint4: return static_cast<float>(bits);
   }
   return 0.0f;
 }
@@ -292,6 +304,8 @@ bool is_nan_bits(uint32_t bits, DType t) {
     case DType::fp8_e4m3: return (bits & 0x7Fu) == 0x7Fu;
     case DType::fp8_e5m2: return (bits & 0x7Fu) > 0x7Cu;
     case DType::int8: return false;  // no NaN encoding
+    case DType::fp8_e8m0: return bits == 0xFFu;
+    default: return false;  // fp4_e2m1, uint8, uint4: no NaN encoding
   }
   return false;
 }
@@ -304,6 +318,8 @@ uint32_t canonical_nan_bits(DType t) {
     case DType::fp8_e4m3: return kFp8Nan;
     case DType::fp8_e5m2: return kFp8Nan;
     case DType::int8: return 0u;  // int8 has no NaN; the contract stores NaN as 0
+    case DType::fp8_e8m0: return 0xFFu;
+    default: return 0u;  // fp4_e2m1, uint8, uint4: no NaN encoding
   }
   return 0;
 }

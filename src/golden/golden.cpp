@@ -32,16 +32,24 @@
 
 #include "../case/context_parallel.h"
 #include "../case/window.h"
+#include "block_quant.h"
 #include "convert.h"
 
 namespace kvf::golden {
 
 namespace {
+void append_format_row(const Case& c, const CacheFields& fields, std::byte* image, const ArenaLayout& layout, int64_t row,
+                       int64_t block, int64_t pos);
 // Raw element access on the arena's bytes (memcpy: sections may be misaligned for the element).
 uint32_t load_elem(const std::byte* base, DType t, int64_t index);           // 16/8-bit types: low bits
 void store_elem(std::byte* base, DType t, int64_t index, uint32_t bits);
 int64_t load_slot(const std::byte* slots, IndexType t, int64_t row);         // slot_mapping[row], widened
 float load_f32(const std::byte* base, int64_t index);
+uint32_t f32_bits(float f) {
+  uint32_t b;
+  std::memcpy(&b, &f, sizeof b);
+  return b;
+}
 void store_f32(std::byte* base, int64_t index, float f);
 }  // namespace
 
@@ -93,6 +101,10 @@ void golden_append(const Case& c, std::byte* image, const ArenaLayout& layout) {
     }
     const int64_t block = rank * c.shard_blocks() + slot / c.cache.block_size;  // in the rank's shard
     const int64_t pos = slot % c.cache.block_size;
+    if (c.has_format()) {  // codes, scales and zero points of a quantised format, group by group
+      append_format_row(c, fields, image, layout, row, block, pos);
+      continue;
+    }
     for (int64_t head = 0; head < c.num_heads; ++head) {
       for (const CacheField& field : fields) {
         // Input element of the entry's dim `dim`: the part holding it, at its own dim.
@@ -191,6 +203,110 @@ float load_f32(const std::byte* base, int64_t index) {
 }
 
 void store_f32(std::byte* base, int64_t index, float f) { std::memcpy(base + index * 4, &f, 4); }
+
+// ---------------------------------------------------------------------------------------------
+// The quantised formats (case/quant_format.h): each data field's row is read whole, quantised group
+// by group with block_quant.h under the case's rules, and its codes, scales and zero points are
+// stored through their fields' layouts. A rope field (ds_mla) is a plain conversion.
+
+// The code of dim j of a group's packed 4-bit codes (element 2j's low nibble, as the formats pack).
+uint32_t nibble(const std::vector<uint8_t>& packed, int64_t j) { return (packed[static_cast<size_t>(j / 2)] >> (4 * (j % 2))) & 0xFu; }
+uint32_t nibble(const std::array<uint8_t, kNvfp4Group / 2>& packed, int64_t j) { return (packed[static_cast<size_t>(j / 2)] >> (4 * (j % 2))) & 0xFu; }
+
+void append_format_row(const Case& c, const CacheFields& fields, std::byte* image, const ArenaLayout& layout, int64_t row,
+                       int64_t block, int64_t pos) {
+  const std::byte* input = image + layout.input_begin;
+  const std::byte* scales = image + layout.scales_begin;
+  const QuantRules& rules = c.quant_rules;
+  const int64_t scale_count = static_scale_count(c.scale_kind, c.num_heads, c.cache.num_blocks);
+  for (const CacheField& field : fields) {
+    if (field.role != FieldRole::data) continue;
+    std::byte* buffer = image + (field.buffer == FieldBuffer::cache ? layout.cache_begin : layout.scale_cache_begin);
+    for (int64_t head = 0; head < field.num_heads; ++head) {
+      // The row's input elements, as the field stores them (dims of its parts, in order).
+      std::vector<uint32_t> bits(static_cast<size_t>(field.head_dim));
+      std::vector<float> x(static_cast<size_t>(field.head_dim));
+      for (int64_t d = 0; d < field.head_dim; ++d) {
+        int part = 0, dim = d;
+        while (part + 1 < field.num_parts && dim >= field.parts[part].width) dim -= field.parts[part++].width;
+        const InputView& v = field.parts[part].view;
+        bits[static_cast<size_t>(d)] = load_elem(input, c.input_dtype, v.offset + input_elem_offset(v.stride_token, v.stride_head, row, head, dim));
+        x[static_cast<size_t>(d)] = bits_to_f32(bits[static_cast<size_t>(d)], c.input_dtype);
+      }
+      const auto code_at = [&](int64_t d, uint32_t code) {
+        store_field_elem(buffer, field.dtype, field_offset(field.layout, block, pos, head, d), code);
+      };
+      if (field.group == 0) {  // copied (a record's rope part): converted to the field's dtype
+        for (int64_t d = 0; d < field.head_dim; ++d) code_at(d, convert_bits(bits[static_cast<size_t>(d)], c.input_dtype, field.dtype));
+        continue;
+      }
+      const CacheField& sf = fields.field[field.scale];
+      std::byte* scale_buffer = image + (sf.buffer == FieldBuffer::cache ? layout.cache_begin : layout.scale_cache_begin);
+      const auto scale_at = [&](const CacheField& f, int64_t g, uint32_t value) {
+        store_field_elem(scale_buffer, f.dtype, field_offset(f.layout, block, pos, head, g), value);
+      };
+      const int64_t group = field.group;
+      for (int64_t g = 0; g < field.head_dim / group; ++g) {
+        const std::span<const float> xs(x.data() + g * group, static_cast<size_t>(group));
+        switch (c.quant_format) {
+          case QuantFormat::nvfp4: {
+            const float global = load_f32(scales, field.index * scale_count);  // the per-tensor global scale
+            const Nvfp4Block b = quantize_nvfp4(std::span<const float, kNvfp4Group>(xs.data(), kNvfp4Group), global, rules.nvfp4);
+            for (int64_t j = 0; j < group; ++j) code_at(g * group + j, nibble(b.packed, j));
+            scale_at(sf, g, b.scale);
+            break;
+          }
+          case QuantFormat::mxfp8_e4m3:
+          case QuantFormat::mxfp8_e5m2:
+          case QuantFormat::mxfp4: {
+            const MxElement e = c.quant_format == QuantFormat::mxfp4       ? MxElement::fp4_e2m1
+                                : c.quant_format == QuantFormat::mxfp8_e5m2 ? MxElement::fp8_e5m2
+                                                                            : MxElement::fp8_e4m3;
+            const MxBlock b = quantize_mx(std::span<const float, kMxGroup>(xs.data(), kMxGroup), e, rules.mx);
+            for (int64_t j = 0; j < group; ++j) code_at(g * group + j, e == MxElement::fp4_e2m1 ? nibble(b.codes, j) : b.codes[static_cast<size_t>(j)]);
+            scale_at(sf, g, b.scale);
+            break;
+          }
+          case QuantFormat::ds_mla:
+          case QuantFormat::indexer_k: {
+            const Fp8Tile t = c.quant_format == QuantFormat::ds_mla ? quantize_ds_mla_tile(xs, rules.ds_mla) : quantize_indexer_tile(xs, rules.indexer);
+            for (int64_t j = 0; j < group; ++j) code_at(g * group + j, t.codes[static_cast<size_t>(j)]);
+            scale_at(sf, g, f32_bits(t.scale));
+            break;
+          }
+          case QuantFormat::fp8_inline:
+          case QuantFormat::int8_inline: {  // the contract's per_token_head: max(amax, 1e-6) / QMAX, x / s
+            float amax = 0.0f;
+            for (const float v : xs)
+              if (!std::isnan(v) && std::fabs(v) > amax) amax = std::fabs(v);
+            const float s = (amax > 1e-6f ? amax : 1e-6f) / quant_max(field.dtype);
+            for (int64_t j = 0; j < group; ++j) code_at(g * group + j, quantize_bits(xs[static_cast<size_t>(j)], s, field.dtype));
+            scale_at(sf, g, f32_bits(s));
+            break;
+          }
+          case QuantFormat::asym_int8:
+          case QuantFormat::asym_int4: {
+            const bool int4 = c.quant_format == QuantFormat::asym_int4;
+            const AsymGroup a = int4 ? quantize_asym_int4(xs, rules.int4_pairing, rules.asym_lanes)
+                                     : quantize_asym_int8(xs, rules.asym_arith, rules.asym_lanes);
+            const int64_t half = group / 2;
+            for (int64_t j = 0; j < group; ++j) {
+              uint32_t q = 0;
+              if (!int4) q = a.codes[static_cast<size_t>(j)];
+              else if (rules.int4_pairing == Int4Pairing::adjacent) q = nibble(a.codes, j);
+              else q = j < half ? a.codes[static_cast<size_t>(j)] & 0xFu : a.codes[static_cast<size_t>(j - half)] >> 4;
+              code_at(g * group + j, q);
+            }
+            scale_at(sf, g, f32_bits(a.scale));
+            scale_at(fields.field[field.zero], g, f32_bits(a.zero));
+            break;
+          }
+          case QuantFormat::none: break;
+        }
+      }
+    }
+  }
+}
 
 // slot_mapping[row] as read by a kernel from the arena's slot section.
 int64_t load_slot(const std::byte* slots, IndexType t, int64_t row) {

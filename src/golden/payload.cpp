@@ -88,6 +88,7 @@ Format format_of(DType t) {
     case DType::fp8_e4m3: return {4, 3, 7, -9, 8};
     case DType::fp8_e5m2: return {5, 2, 15, -16, 15};
     case DType::int8: return {0, 7, 0, 0, 6};
+    default: break;  // the quantised formats' dtypes: inputs are scaled per group, any finite value fits
   }
   return {8, 23, 127, -149, 127};
 }
@@ -364,7 +365,10 @@ uint32_t input_bits(const Case& c, Tensor t, int64_t row, int64_t head, int64_t 
   if (slot >= c.capacity()) return canary_bits(dt, Canary::invalid_row);
 
   const uint64_t tensor = t == Tensor::key ? 0 : 1;
-  if (c.dist == ValueDist::ties) {
+  // The range values must fit: the cache dtype's, or any finite input value for a quantised format,
+  // whose scales follow each group.
+  const DType dst = c.has_format() ? dt : c.cache_dtype;
+  if (c.dist == ValueDist::ties && !c.has_format()) {
     if (is_byte_dtype(c.cache_dtype)) return quant_tie_bits(c, t, row, head, dim);
     const uint64_t h = coord_hash(c.payload_seed, kSaltTies, tensor, static_cast<uint64_t>(row),
                                   static_cast<uint64_t>(head), static_cast<uint64_t>(dim), 2);
@@ -375,7 +379,7 @@ uint32_t input_bits(const Case& c, Tensor t, int64_t row, int64_t head, int64_t 
     // One value per (row, tensor); occasionally a zero row.
     const uint64_t h = coord_hash(c.payload_seed, kSaltConstant, tensor, static_cast<uint64_t>(row), 0, 0, 0);
     if (h % 8 == 0) return special_bits(dt, (h >> 8) % 2 == 0 ? 3 : 4, h);
-    return finite_bits(dt, c.cache_dtype, mix64(h), (h >> 32) + static_cast<uint64_t>(row));
+    return finite_bits(dt, dst, mix64(h), (h >> 32) + static_cast<uint64_t>(row));
   }
 
   const uint64_t h = coord_hash(c.payload_seed, kSaltInput, tensor, static_cast<uint64_t>(row),
@@ -388,7 +392,7 @@ uint32_t input_bits(const Case& c, Tensor t, int64_t row, int64_t head, int64_t 
       ((static_cast<uint64_t>(row) * 2 + tensor) * static_cast<uint64_t>(c.num_heads) + static_cast<uint64_t>(head)) *
           static_cast<uint64_t>(c.max_head_dim()) +
       static_cast<uint64_t>(dim);
-  return finite_bits(dt, c.cache_dtype, mix64(h), index + mix64(c.payload_seed ^ kSaltInput));
+  return finite_bits(dt, dst, mix64(h), index + mix64(c.payload_seed ^ kSaltInput));
 }
 
 uint32_t context_bits(const Case& c, Tensor t, int64_t request, int64_t pos, int64_t head, int64_t dim) {
@@ -411,8 +415,39 @@ uint32_t context_bits(const Case& c, Tensor t, int64_t request, int64_t pos, int
   return finite_bits(dt, dt, h, index + mix64(c.payload_seed ^ kSaltContext));
 }
 
+uint32_t context_field_bits(const Case& c, const CacheField& f, int64_t request, int64_t pos, int64_t head, int64_t dim) {
+  const Tensor t = f.index == 1 ? Tensor::value : Tensor::key;
+  if (!c.has_format()) return context_bits(c, t, request, pos, head, dim);
+  const uint64_t field = static_cast<uint64_t>(f.role) * 2 + static_cast<uint64_t>(f.index);
+  const uint64_t h = coord_hash(c.payload_seed, kSaltContext ^ (field << 56), static_cast<uint64_t>(request),
+                                static_cast<uint64_t>(pos), static_cast<uint64_t>(head), static_cast<uint64_t>(dim), 7);
+  switch (f.dtype) {
+    case DType::fp4_e2m1:
+    case DType::uint4: return static_cast<uint32_t>(h % 12);  // 0x0..0xB: below the nibble canaries
+    case DType::fp8_e8m0: return static_cast<uint32_t>(100 + h % 60);  // 2^-27 .. 2^32
+    case DType::uint8: return static_cast<uint32_t>(h % 0xA0);
+    case DType::f32:  // a scale or zero point: positive, finite, of a modest exponent
+      return (static_cast<uint32_t>(127 + static_cast<int>(h % 21) - 10) << 23) | static_cast<uint32_t>((h >> 8) & 0x7FFFFFu);
+    case DType::bf16:
+    case DType::f16: return finite_bits(f.dtype, f.dtype, h, h >> 20);
+    default: {
+      const std::vector<uint8_t>& codes = context_codes(f.dtype);
+      return codes[h % codes.size()];
+    }
+  }
+}
+
 uint32_t canary_bits(DType t, Canary tag) {
   const uint32_t k = static_cast<uint32_t>(tag);
+  if (t == DType::fp4_e2m1 || t == DType::uint4) {
+    if (tag == Canary::guard) return 0xFu;
+    return tag == Canary::cache_gap ? 0xDu : tag == Canary::free_block ? 0xEu : tag == Canary::block_tail ? 0xFu : 0xCu;
+  }
+  if (t == DType::fp8_e8m0) {
+    if (tag == Canary::guard) return 0xFFu;
+    return tag == Canary::cache_gap ? 0xFDu : tag == Canary::free_block ? 0xFFu : tag == Canary::block_tail ? 0xFEu : 0xFCu;
+  }
+  if (t == DType::uint8) t = DType::int8;
   if (tag == Canary::guard) return t == DType::f32 ? 0xFFFFFFFFu : is_byte_dtype(t) ? 0xFFu : 0xFFFFu;
   switch (t) {
     case DType::f16: return 0x7E00u | k;
@@ -428,6 +463,7 @@ uint32_t canary_bits(DType t, Canary tag) {
         default: return 0xA0u | k;
       }
     case DType::int8: return 0xA0u | k;
+    default: break;
   }
   return 0;
 }

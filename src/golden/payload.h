@@ -43,6 +43,12 @@ enum class Canary : uint8_t {
 
 uint32_t input_bits(const Case& c, Tensor t, int64_t row, int64_t head, int64_t dim);
 uint32_t context_bits(const Case& c, Tensor t, int64_t request, int64_t pos, int64_t head, int64_t dim);
+// The bits an earlier context token holds in field `f` at (head, dim) (dim: the group of a scale or
+// zero field), in the field's dtype: context_bits() for the classic caches' fields; for a quantised
+// format's fields a code or scale that is neither NaN nor a canary of the dtype.
+uint32_t context_field_bits(const Case& c, const CacheField& f, int64_t request, int64_t pos, int64_t head, int64_t dim);
+// The canaries of the 4-bit dtypes (fp4_e2m1, uint4) are nibbles: 0xD (gap), 0xE (free block),
+// 0xF (block tail), 0xC (the rest); of fp8_e8m0 bytes 0xFD, 0xFF (NaN), 0xFE; of uint8 int8's.
 uint32_t canary_bits(DType t, Canary tag);
 
 // fp32 bits of static scale `index` (0 <= index < static_scale_count) of tensor t, drawn from

@@ -13,6 +13,50 @@
 
 namespace kvf {
 
+namespace {
+
+static_assert(static_cast<int>(QuantFormatId::asym_int4) == static_cast<int>(QuantFormat::asym_int4) &&
+              static_cast<int>(QuantFormatId::nvfp4) == static_cast<int>(QuantFormat::nvfp4));
+
+// A field's layout as the call addressing shard `shard` (its first block) sees it: offset to the
+// shard's first block, the shard's blocks.
+FieldLayout shard_layout(const Case& c, FieldLayout f, int64_t shard) {
+  f.offset += shard * f.mode[0].stride[0];
+  f.mode[0].extent[0] = c.shard_blocks();
+  return f;
+}
+
+// The quantised format's part of a call (kv_append.cuh): its fields' layouts and buffers.
+void format_params(const Case& c, std::byte* image, const ArenaLayout& layout, int64_t shard, KvAppendParams& p) {
+  p.quant_format = static_cast<QuantFormatId>(c.quant_format);
+  const QuantRules& r = c.quant_rules;
+  p.format_rules = FormatRules{static_cast<uint8_t>(r.nvfp4), static_cast<uint8_t>(r.mx), static_cast<uint8_t>(r.ds_mla),
+                               static_cast<uint8_t>(r.indexer), static_cast<uint8_t>(r.asym_arith), static_cast<uint8_t>(r.asym_lanes),
+                               static_cast<uint8_t>(r.int4_pairing)};
+  p.format_cache = image + layout.cache_begin;
+  p.format_scales = image + (format_scales_in_cache(c.quant_format) ? layout.cache_begin : layout.scale_cache_begin);
+  p.k_cache = p.v_cache = nullptr;
+  p.k_scale_cache = p.v_scale_cache = nullptr;
+  for (const CacheField& f : c.fields()) {
+    const FieldLayout l = shard_layout(c, f.layout, shard);
+    if (f.role == FieldRole::data && f.group == 0) {
+      p.rope_layout = l;  // ds_mla's rope dims
+      continue;
+    }
+    switch (f.role) {
+      case FieldRole::data:
+        p.code_layout[f.index] = l;
+        p.format_group = static_cast<int32_t>(f.group);
+        break;
+      case FieldRole::scale: p.scale_layout[f.index] = l; break;
+      case FieldRole::zero: p.zero_layout[f.index] = l; break;
+    }
+  }
+  if (c.quant_format == QuantFormat::ds_mla) p.latent_dim = static_cast<int32_t>(c.head_dim - c.rope_dim);
+}
+
+}  // namespace
+
 KvAppendParams append_params(const Case& c, std::byte* image, const ArenaLayout& layout, int64_t rank) {
   const int64_t in_size = dtype_size(c.input_dtype);
   const int64_t cache_size = dtype_size(c.cache_dtype);
@@ -95,6 +139,7 @@ KvAppendParams append_params(const Case& c, std::byte* image, const ArenaLayout&
     p.scale_cache = c.scale_cache;
     p.scale_cache.num_blocks = c.shard_blocks();
   }
+  if (c.has_format()) format_params(c, image, layout, shard, p);
   return p;
 }
 
@@ -163,9 +208,12 @@ class CudaEmuTarget final : public Target {
       "cuda-emu",
       "kernels/cuda/kv_append.cuh compiled for the host and run by a CPU grid emulator",
       "all layouts (any strides; vllm_legacy element by element), every family (kv, kv_split, k_only, mla), f16/bf16/f32 inputs, f16/bf16/f32/fp8_e4m3/fp8_e5m2/int8 caches with "
-      "per-tensor, per-head, per-block and per-token-head scales, i32/i64 slots, any H and D",
+      "per-tensor, per-head, per-block and per-token-head scales, the quantised formats but the asymmetric ones, i32/i64 slots, any H and D",
       "exact",
       false,
+      "exact",
+      30,
+      cuda_kernel_capabilities(),
   };
 };
 

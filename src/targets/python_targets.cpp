@@ -64,6 +64,7 @@ class PythonTarget final : public Target {
     caps.windows &= python_windows();
     if (!declared || !hello.declares_cp_inputs) caps.cp_inputs &= undeclared_python_cp_inputs();
     caps.cp_inputs &= python_cp_inputs();
+    caps.quant_formats &= python_quant_formats();
     return caps;
   }
 

@@ -78,7 +78,7 @@ TEST(Types, countsStaticScalesPerTensor) {
 
 TEST(Types, namesAnOutOfRangeValueWithAQuestionMark) {
   EXPECT_EQ(to_string(static_cast<Layout>(200)), "?");
-  EXPECT_EQ(dtype_size(static_cast<DType>(9)), 0);
+  EXPECT_EQ(dtype_size(static_cast<DType>(99)), 0);
 }
 
 TEST(Types, givesElementSizes) {
@@ -88,6 +88,11 @@ TEST(Types, givesElementSizes) {
   EXPECT_EQ(dtype_size(DType::fp8_e4m3), 1);
   EXPECT_EQ(dtype_size(DType::fp8_e5m2), 1);
   EXPECT_EQ(dtype_size(DType::int8), 1);
+  EXPECT_EQ(dtype_size(DType::fp4_e2m1), 1);  // the byte that holds it
+  EXPECT_EQ(dtype_bits(DType::fp4_e2m1), 4);
+  EXPECT_EQ(dtype_bits(DType::uint4), 4);
+  EXPECT_EQ(dtype_bits(DType::fp8_e8m0), 8);
+  EXPECT_EQ(dtype_bits(DType::f32), 32);
   EXPECT_EQ(index_type_size(IndexType::i32), 4);
   EXPECT_EQ(index_type_size(IndexType::i64), 8);
 }

@@ -282,13 +282,16 @@ TEST(Capabilities, theJsonFormReadsBackAsTheSameCapabilities) {
   exact.addressings = bits(Addressing::csr);
   exact.windows = bits(WindowInput::none, WindowInput::positions);
   exact.cp_inputs = bits(CpInput::none, CpInput::positions);
+  exact.quant_formats = bits(QuantFormat::none, QuantFormat::nvfp4);
+  exact.quant_rules = 1u << static_cast<unsigned>(RuleBit::mx_nv_ceil);
   EXPECT_EQ(capabilities_from_json(capabilities_to_json(exact), "x"), exact);
   EXPECT_EQ(capabilities_to_json(narrow())["layouts"], nlohmann::json({"paged_nhd", "contiguous_bshd"}));
   EXPECT_EQ(capabilities_to_json(sets)["families"], nlohmann::json({"kv", "mla"}));
   EXPECT_EQ(formats_text(narrow()), "layouts paged_nhd, contiguous_bshd; families kv, kv_split, k_only, mla; padding negative, sink; "
                                     "addressing slot_mapping, csr; window none, slot_mapping, positions; context parallel none, "
-                                    "slot_mapping, positions");
-  EXPECT_EQ(formats_text(exact).substr(formats_text(exact).rfind(';')), "; context parallel none, positions");
+                                    "slot_mapping, positions; quantised formats none, nvfp4, mxfp8_e4m3, mxfp8_e5m2, mxfp4, ds_mla, "
+                                    "indexer_k, fp8_inline, int8_inline, asym_int8, asym_int4");
+  EXPECT_EQ(formats_text(exact).substr(formats_text(exact).rfind(';')), "; quantised formats none, nvfp4");
 }
 
 TEST(Capabilities, aBadPythonDeclarationNamesTheKeyAndTheExpectedForm) {
