@@ -1234,7 +1234,13 @@ void check_genotype(const Genotype& g, Checker& ck) {
   ck.known("/genotype/dist", g.dist, "value distribution");
   ck.known("/genotype/kv_views", g.kv_views, "K/V views kind");
   if (to_string(g.input_dtype) != "?") ck.float_input("/genotype/input_dtype", g.input_dtype);
-  ck.scale_choice("/genotype", "scale_kind", "scale_dist", g.cache_dtype, g.scale_kind, g.scale_dist);
+  if (ck.known("/genotype/quant_format", g.quant_format, "quantised format") && g.quant_format != QuantFormat::none) {
+    if (g.cache_dtype != format_code_dtype(g.quant_format))
+      ck.add("/genotype/cache_dtype", "format " + std::string(to_string(g.quant_format)) + " stores " +
+                                          std::string(to_string(format_code_dtype(g.quant_format))) + " codes");
+  } else {
+    ck.scale_choice("/genotype", "scale_kind", "scale_dist", g.cache_dtype, g.scale_kind, g.scale_dist);
+  }
   bool ok = ck.at_least("/genotype/block_size", g.block_size, 1);
   ok &= ck.in_range("/genotype/num_heads", g.num_heads, 1, lim.max_heads);
   ok &= ck.in_range("/genotype/head_dim", g.head_dim, 1, lim.max_head_dim);
