@@ -420,17 +420,19 @@ bool check_format_fields(const Case& c, Checker& ck) {
           for (int64_t d = 0; d < f.head_dim; ++d) {
             const int64_t e = field_offset(f.layout, blk, p, h, d);
             const int64_t first = e * nibbles;  // the element's first nibble
-            const std::string cell = std::string(f.name) + " (block " + std::to_string(blk) + ", pos " + std::to_string(p) + ", head " +
-                                     std::to_string(h) + (f.role == FieldRole::data ? ", dim " : ", group ") + std::to_string(d) + ")";
+            const auto cell = [&]() {  // only for a message
+              return std::string(f.name) + " (block " + std::to_string(blk) + ", pos " + std::to_string(p) + ", head " + std::to_string(h) +
+                     (f.role == FieldRole::data ? ", dim " : ", group ") + std::to_string(d) + ")";
+            };
             if (e < 0 || first + nibbles > 2 * bytes[b]) {
-              ck.add(buffer_path[b], name + ": " + cell + " lies at byte " + std::to_string(first / 2) + ", outside the " +
+              ck.add(buffer_path[b], name + ": " + cell() + " lies at byte " + std::to_string(first / 2) + ", outside the " +
                                          (b == 0 ? "cache" : "scale cache") + " buffer of " + std::to_string(bytes[b]) + " bytes");
               return false;
             }
             for (int64_t n = first; n < first + nibbles; ++n) {
               int8_t& o = owner[b][static_cast<size_t>(n)];
               if (o >= 0) {
-                ck.add(b == 0 ? "/cache" : "/quant/scale_cache", name + ": " + cell + " overlaps a cell of " + fields.field[o].name +
+                ck.add(b == 0 ? "/cache" : "/quant/scale_cache", name + ": " + cell() + " overlaps a cell of " + fields.field[o].name +
                                                                      " at byte " + std::to_string(n / 2) +
                                                                      "; the strides and offsets must keep every field's cells apart");
                 return false;
