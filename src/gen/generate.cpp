@@ -408,7 +408,8 @@ void fit_format(Genotype& g) {
   g.cache_dtype = format_code_dtype(f);
   g.scale_kind = f == QuantFormat::nvfp4 ? ScaleKind::per_tensor : ScaleKind::none;
   if (g.scale_kind == ScaleKind::none) g.scale_dist = ScaleDist::unit;
-  if ((f == QuantFormat::asym_int8 || f == QuantFormat::asym_int4) && g.dist != ValueDist::finite) g.dist = ValueDist::finite;
+  // A constant or non-finite group has no defined asymmetric code (block_quant.h): finite values or ties.
+  if ((f == QuantFormat::asym_int8 || f == QuantFormat::asym_int4) && g.dist != ValueDist::ties) g.dist = ValueDist::finite;
 }
 
 rc::Gen<Genotype> gen_genotype(const Profile& profile) {
