@@ -21,6 +21,9 @@
 #include "gen/materialize.h"
 #include "gen/profile.h"
 #include "kv_format.cuh"
+#include "report/cell_map.h"
+#include "report/html.h"
+#include "report/markdown.h"
 
 namespace kvf {
 namespace {
@@ -241,6 +244,36 @@ TEST(QuantFormat, tiesLandOnTheElementFormatsTiesAfterScaling) {
   }
   EXPECT_GT(ties, 3 * others / 2) << ties << " ties, " << others << " others";
   EXPECT_GT(ties, 1000);
+}
+
+}  // namespace
+}  // namespace kvf
+
+namespace kvf {
+namespace {
+
+// The report of a format case: the damaged slot names its field, and the markdown and HTML render.
+TEST(QuantFormat, theReportNamesTheFieldAndTheFormat) {
+  CaseReport r;
+  r.kase = nvfp4_case();
+  const Case& c = r.kase;
+  Arena expected = make_initial_arena(c);
+  const Arena initial = expected;
+  golden::golden_append(c, expected);
+  Arena actual = expected;
+  const CacheFields f = c.fields();
+  const int64_t e = field_offset(f.field[2].layout, 1, 1, 0, 9);  // V dim 9 of position 1
+  store_field_elem(actual.cache(), DType::fp4_e2m1, e, load_field_elem(expected.cache(), DType::fp4_e2m1, e) ^ 0x3u);
+  r.case_file = "found/nvfp4.json";
+  r.target = "cuda-emu";
+  r.verdict = compare_arenas(c, initial, expected, actual);
+  r.map = build_cell_map(c, r.verdict, initial, expected, actual);
+  ASSERT_EQ(r.map.damage.size(), 1u);
+  EXPECT_EQ(r.map.damage.front().first.field, "V");
+  EXPECT_EQ(r.map.damage.front().worst, FindingKind::wrong_value);
+  const std::string md = render_report_markdown(r);
+  EXPECT_NE(md.find("V block 1 slot 1 head 0 dim 9"), std::string::npos) << md;
+  EXPECT_NE(render_report_html(r).find("<!DOCTYPE html>"), std::string::npos);
 }
 
 }  // namespace
