@@ -85,10 +85,13 @@ from .api import (DTYPES, LAYOUTS, SCALE_KINDS, FieldStrides, KvAppendParams, ca
                   check_ranks, geometry_field, interpreting, kv_append, kv_append_mla, launch, legacy_fields,
                   pick_variant, tile_sizes)
 from .cp_slot_mapping import CpSlotMappingParams, cp_slot_mapping, cp_slot_mapping_kernel, launch_cp_slot_mapping
+from .format_api import FORMATS, FormatField, FormatRules, launch_format
 from .hostptr import HostPtr
 from .kv_append import kv_append_kernel
+from .kv_append_format import kv_append_format_kernel
 
-__all__ = ["DTYPES", "LAYOUTS", "SCALE_KINDS", "CpSlotMappingParams", "FieldStrides", "HostPtr", "KvAppendParams",
-           "cache_fields", "check_params", "check_ranks", "cp_slot_mapping", "cp_slot_mapping_kernel", "geometry_field",
-           "interpreting", "kv_append", "kv_append_kernel", "kv_append_mla", "launch", "launch_cp_slot_mapping",
+__all__ = ["DTYPES", "FORMATS", "LAYOUTS", "SCALE_KINDS", "CpSlotMappingParams", "FieldStrides", "FormatField",
+           "FormatRules", "HostPtr", "KvAppendParams", "cache_fields", "check_params", "check_ranks", "cp_slot_mapping",
+           "cp_slot_mapping_kernel", "geometry_field", "interpreting", "kv_append", "kv_append_format_kernel",
+           "kv_append_kernel", "kv_append_mla", "launch", "launch_cp_slot_mapping", "launch_format",
            "legacy_fields", "pick_variant", "tile_sizes"]
