@@ -173,9 +173,9 @@ def make_case(fmt, in_dtype="bf16", rules=None, scale_layout="linear", T=5, H=2,
                 f = fields[name]
                 fields[name] = dataclasses.replace(f, dim_x=D // 2, dim0=2, dim1=1)
         if fmt == "ds_mla":
-            fields["ks"] = FormatField.flat(latent // 4, row // 4, 0, 0)
+            fields["ks"] = FormatField.flat(latent // 4, BS * row // 4, row // 4, 0)
             rope_unit = 4 if in_dtype == "f32" else 2
-            fields["rp"] = FormatField.flat((latent + 4 * groups) // rope_unit, row // rope_unit, 0, 0)
+            fields["rp"] = FormatField.flat((latent + 4 * groups) // rope_unit, BS * row // rope_unit, row // rope_unit, 0)
         elif fmt in ("fp8_inline", "int8_inline"):
             for name, at in (("ks", 0), ("vs", v_at)):
                 fields[name] = FormatField.flat((at + D) // 4, BS * H * row // 4, H * row // 4, row // 4)

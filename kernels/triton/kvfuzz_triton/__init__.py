@@ -89,9 +89,10 @@ from .format_api import FORMATS, FormatField, FormatRules, launch_format
 from .hostptr import HostPtr
 from .kv_append import kv_append_kernel
 from .kv_append_format import kv_append_format_kernel
+from .quant_api import kv_append_quant
 
 __all__ = ["DTYPES", "FORMATS", "LAYOUTS", "SCALE_KINDS", "CpSlotMappingParams", "FieldStrides", "FormatField",
            "FormatRules", "HostPtr", "KvAppendParams", "cache_fields", "check_params", "check_ranks", "cp_slot_mapping",
            "cp_slot_mapping_kernel", "geometry_field", "interpreting", "kv_append", "kv_append_format_kernel",
-           "kv_append_kernel", "kv_append_mla", "launch", "launch_cp_slot_mapping", "launch_format",
+           "kv_append_kernel", "kv_append_mla", "kv_append_quant", "launch", "launch_cp_slot_mapping", "launch_format",
            "legacy_fields", "pick_variant", "tile_sizes"]
