@@ -84,8 +84,9 @@ const char* const kTritonSupports =
     "every family (kv, kv_split: V's own head dim and strides, k_only, mla: kv_c and k_pe into one latent entry), "
     "f16/bf16/f32 inputs, f16/bf16/f32/fp8_e4m3/fp8_e5m2/int8 caches with per-tensor, per-head, per-block and "
     "per-token-head scales, i32/i64 slots, any H and D, context-parallel shards (one call per rank; input "
-    "slot_mapping from kvfuzz_triton's slot-mapping producer, input positions filtered in the kernel); slow (the "
-    "interpreter loops over the grid in Python)";
+    "slot_mapping from kvfuzz_triton's slot-mapping producer, input positions filtered in the kernel), every quantised "
+    "format (nvfp4, mxfp8_e4m3/e5m2, mxfp4, ds_mla, indexer_k, fp8_inline, int8_inline, asym_int8, asym_int4) under "
+    "every convention (kv_append_format.py); slow (the interpreter loops over the grid in Python)";
 
 std::unique_ptr<Target> make_triton_interp(const TargetOptions& options, bool fp8_software) {
   TargetInfo info;
