@@ -4,12 +4,15 @@
 
 Compiles kv_append_kernel (kvfuzz_triton/kv_append.py under --source-dir, so a rewritten copy can be
 built too) once per (input dtype, cache dtype, slot dtype) with api.AOT_TILE and api.AOT_NUM_WARPS,
+the quantised formats' kv_append_format_kernel (kv_append_format.py) once per (input dtype, format,
+slot dtype) with format_api.FORMAT_AOT_BLOCK and FORMAT_AOT_NUM_WARPS,
 and the context-parallel slot-mapping producer cp_slot_mapping_kernel (kvfuzz_triton/cp_slot_mapping.py)
 once, with its ROWS_PER_PROGRAM and NUM_WARPS, through triton.compile(ASTSource(...),
 target=GPUTarget("cuda", 90, 32)) (research/triton-tooling.md R1b: no driver, no generated C
 launchers), and writes to DIR:
 
   kv_append_<in>_<cache>_<slot>.cubin   one sm_90a image per specialisation
+  kv_append_format_<in>_<format>_<slot>.cubin   one per format specialisation (manifest "format_kernels")
   cp_slot_mapping.cubin                 the producer's image
   manifest.json                         what src/targets/triton/aot_manifest.h reads: per kernel its
                                         key, entry name, num_warps, shared memory, cluster dims and
