@@ -332,8 +332,9 @@ std::optional<uint32_t> float_tie_bits(DType in, DType cache, uint64_t h) {
 // the group's amax that makes it so, and the others at values whose scaled quotient is a rounding
 // tie of the element format (e2m1: 0.25, 0.75, ... 5; fp8: midpoints of adjacent codes; int8:
 // k + 0.5), an exact code, a subnormal code or, under a floor-exponent rule, a value past the
-// element's largest (saturating). The asymmetric formats get a zero and qmax * 2^k, so that the
-// scale is 2^k and every other element's (x - min) / scale + 0.5 a whole number plus one half.
+// element's largest (saturating). The asymmetric formats get a min and min + qmax * 2^k, so that the
+// scale is 2^k and every other element's (x - min) / scale + 0.5 a whole number plus one half; the
+// min is 0, or a row lies wholly above or below zero.
 // Values the input dtype cannot hold are rounded to it (then only near a tie).
 uint32_t format_tie_bits(const Case& c, Tensor t, int64_t row, int64_t head, int64_t dim) {
   const QuantFormat f = c.quant_format;
@@ -363,6 +364,13 @@ uint32_t format_tie_bits(const Case& c, Tensor t, int64_t row, int64_t head, int
     if (j == amax_j) v = qmax;
     else if (j == (amax_j + 1) % group) v = 0.0f;
     else v = static_cast<float>((h >> 8) % static_cast<uint64_t>(qmax)) + (which == 0 ? 0.0f : 0.5f);
+    // Half the rows are shifted to one sign by a whole number of scales (the codes stay ties): all
+    // positive (min > 0) or all negative (max < 0), where a zero a kernel lets into the min or max
+    // (masked lanes, padding) changes the scale.
+    const uint64_t shift = (hg >> 20) % 4;
+    const float m = static_cast<float>(1 + (hg >> 24) % 8);
+    if (shift == 2) v += m;
+    if (shift == 3) v -= qmax + m;
     v *= unit;
   } else if (j == amax_j) {
     v = sign * qmax * unit;
