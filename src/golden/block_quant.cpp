@@ -18,10 +18,13 @@ namespace kvf::golden {
 
 namespace {
 
-// max |x| over the group, fp32, NaN ignored (fmaxf keeps the non-NaN operand), starting from 0.
+// max |x| over the group, fp32, NaN ignored, starting from 0. NaN is skipped explicitly: glibc's
+// fmaxf returns NaN for a signalling NaN operand (IEEE maxNum), which would forget every value before
+// it, and a widened f16 / bf16 signalling NaN stays signalling.
 float amax_of(std::span<const float> x) {
   float amax = 0.0f;
-  for (float v : x) amax = std::fmax(amax, std::fabs(v));
+  for (float v : x)
+    if (!std::isnan(v) && std::fabs(v) > amax) amax = std::fabs(v);
   return amax;
 }
 

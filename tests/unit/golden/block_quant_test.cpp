@@ -232,6 +232,21 @@ TEST(BlockQuant, mxfp4PacksTwoCodesPerByteAndSaturatesUnderTheSpecRule) {
   EXPECT_EQ(nv.codes[15], 0x30);  // 1.5: code 3
 }
 
+// A signalling NaN (a widened f16 / bf16 one stays signalling) is ignored like a quiet one: the
+// values before it still count (glibc's fmaxf would return NaN there and forget them).
+TEST(BlockQuant, aSignallingNanDoesNotResetTheAmax) {
+  const float snan = std::numeric_limits<float>::signaling_NaN();
+  std::array<float, 16> x = filled<16>(1.0f);
+  x[0] = 6.0f * 448.0f;  // the largest magnitude, before the NaN
+  x[1] = snan;
+  const Nvfp4Block b = quantize_nvfp4(x, 1.0f, Nvfp4Rule::flashinfer);
+  EXPECT_EQ(b.scale, 0x7E);  // e4m3(2688 / 6) = 448
+  std::array<float, 128> t{};
+  t[0] = 448.0f;
+  t[5] = snan;
+  EXPECT_EQ(quantize_ds_mla_tile(t, DsMlaScale::flt_min).scale, 1.0f);
+}
+
 TEST(BlockQuant, mxHandlesZeroNanAndInfinityBlocks) {
   for (MxScaleRule rule : {MxScaleRule::ocp_floor, MxScaleRule::nv_ceil}) {
     auto x = filled<32>(0.0f);
