@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -279,6 +280,22 @@ TEST(CudaFormat, cudaEmuWritesEveryFormatAsTheGoldenModel) {
   for (const Spec& s : suite()) {
     const Case c = format_case(s);
     ASSERT_TRUE(validate(c).empty()) << name_of(s);
+    const CaseOutcome o = check_case(*target, c, CheckOptions{});
+    EXPECT_TRUE(o.pass()) << name_of(s) << ": " << (o.pass() ? "" : o.verdict.findings.front().sentence);
+  }
+}
+
+// The example CUDA plugin (examples/plugins/cuda/plugin.cpp over the emulator) declares the same
+// formats and conventions through the plugin ABI and writes the same bytes from kvfz_field layouts.
+TEST(CudaFormat, theExamplePluginWritesEveryFormatThroughTheAbi) {
+  auto target = make_target(std::string("plugin:") + KVFUZZ_CUDA_PLUGIN);
+  const std::optional<Capabilities> caps = target->capabilities();
+  ASSERT_TRUE(caps.has_value());
+  EXPECT_EQ(caps->quant_formats, cuda_kernel_capabilities().quant_formats & ((1u << 11) - 1));
+  EXPECT_EQ(caps->quant_rules, (1u << (static_cast<unsigned>(RuleBit::indexer_ue8m0_exact) + 1)) - 1);
+  for (const Spec& s : suite()) {
+    const Case c = format_case(s);
+    EXPECT_EQ(outside_reason(c, *caps), "") << name_of(s);
     const CaseOutcome o = check_case(*target, c, CheckOptions{});
     EXPECT_TRUE(o.pass()) << name_of(s) << ": " << (o.pass() ? "" : o.verdict.findings.front().sentence);
   }
