@@ -4,12 +4,15 @@
 
 Compiles kv_append_kernel (kvfuzz_triton/kv_append.py under --source-dir, so a rewritten copy can be
 built too) once per (input dtype, cache dtype, slot dtype) with api.AOT_TILE and api.AOT_NUM_WARPS,
+the quantised formats' kv_append_format_kernel (kv_append_format.py) once per (input dtype, format,
+slot dtype) with format_api.FORMAT_AOT_BLOCK and FORMAT_AOT_NUM_WARPS,
 and the context-parallel slot-mapping producer cp_slot_mapping_kernel (kvfuzz_triton/cp_slot_mapping.py)
 once, with its ROWS_PER_PROGRAM and NUM_WARPS, through triton.compile(ASTSource(...),
 target=GPUTarget("cuda", 90, 32)) (research/triton-tooling.md R1b: no driver, no generated C
 launchers), and writes to DIR:
 
   kv_append_<in>_<cache>_<slot>.cubin   one sm_90a image per specialisation
+  kv_append_format_<in>_<format>_<slot>.cubin   one per format specialisation (manifest "format_kernels")
   cp_slot_mapping.cubin                 the producer's image
   manifest.json                         what src/targets/triton/aot_manifest.h reads: per kernel its
                                         key, entry name, num_warps, shared memory, cluster dims and
@@ -49,12 +52,35 @@ INT32_PARAMS = {"num_heads", "head_dim", "scale_kind", "has_counter", "heads_per
 CP_INT32_PARAMS = {"rank", "world_size", "interleave"}
 CP_POINTERS = {"positions_ptr": "i32", "requests_ptr": "i32", "block_tables_ptr": "i32", "slot_mapping_ptr": "i32"}
 CP_KERNEL_NAME = "cp_slot_mapping"
+# The quantised formats' kernel (kvfuzz_triton/kv_append_format.py): one per (input dtype, format, slot
+# dtype); its 32-bit integers and pointers.
+QUANT_FORMATS = ("nvfp4", "mxfp8_e4m3", "mxfp8_e5m2", "mxfp4", "ds_mla", "indexer_k", "fp8_inline", "int8_inline",
+                 "asym_int8", "asym_int4")
+FORMAT_FIELDS = ("kc", "vc", "ks", "vs", "kz", "vz", "rp")
+FORMAT_INT32_PARAMS = ({"num_heads", "head_dim", "latent_dim", "rope_dim", "has_value", "has_counter", "nvfp4_rule",
+                        "mx_rule", "ds_mla_rule", "indexer_rule", "asym_arith", "asym_lanes", "int4_pairing", "cp",
+                        "cp_rank", "cp_world_size", "cp_interleave"}
+                       | {f"{f}_{m}" for f in FORMAT_FIELDS for m in ("pos_x", "dim_x")})
 # Parameters the compiled kernel takes after the Python ones (Triton 3.x ABI); passed as null.
 SCRATCH_PARAMS = ("global_scratch", "profile_scratch")
 
 
 def kernel_name(in_dtype, cache_dtype, slot_type):
     return f"kv_append_{in_dtype}_{cache_dtype}_{slot_type}"
+
+
+def format_kernel_name(in_dtype, quant_format, slot_type):
+    return f"kv_append_format_{in_dtype}_{quant_format}_{slot_type}"
+
+
+def format_signature(kernel, in_dtype, slot_type, constexprs):
+    """Parameter name -> Triton type for one specialisation of kv_append_format_kernel."""
+    pointers = {"key_ptr": ELEMENT[in_dtype], "value_ptr": ELEMENT[in_dtype], "rope_ptr": ELEMENT[in_dtype],
+                "slot_ptr": ELEMENT[slot_type], "cache_ptr": "u8", "scales_ptr": "u8", "k_global_ptr": "fp32",
+                "v_global_ptr": "fp32", "invalid_slots_ptr": "i64", "csr_batch_ptr": "i32", "csr_pos_ptr": "i32",
+                "csr_indices_ptr": "i32", "csr_indptr_ptr": "i32", "window_pos_ptr": "i32", "window_len_ptr": "i32",
+                "cp_pos_ptr": "i32"}
+    return typed_signature(kernel, "kv_append_format_kernel", pointers, FORMAT_INT32_PARAMS, constexprs)
 
 
 def signature(kernel, in_dtype, cache_dtype, slot_type, constexprs):
@@ -94,10 +120,19 @@ def compile_one(source_dir, spec):
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
     from kvfuzz_triton import api
+    from kvfuzz_triton import format_api
     from kvfuzz_triton.cp_slot_mapping import NUM_WARPS, ROWS_PER_PROGRAM, cp_slot_mapping_kernel
     from kvfuzz_triton.kv_append import kv_append_kernel
+    from kvfuzz_triton.kv_append_format import kv_append_format_kernel
 
-    if spec == CP_KERNEL_NAME:
+    if spec[0] == "format":
+        _, in_dtype, quant_format, slot_type = spec
+        kernel, name = kv_append_format_kernel, format_kernel_name(in_dtype, quant_format, slot_type)
+        num_warps = format_api.FORMAT_AOT_NUM_WARPS
+        constexprs = {"IN_DTYPE": api.DTYPES.index(in_dtype), "FORMAT": format_api.FORMATS.index(quant_format),
+                      "FP8_SOFTWARE": False, "BLOCK": format_api.FORMAT_AOT_BLOCK}
+        sig = format_signature(kernel, in_dtype, slot_type, constexprs)
+    elif spec == CP_KERNEL_NAME:
         kernel, name, num_warps = cp_slot_mapping_kernel, CP_KERNEL_NAME, NUM_WARPS
         constexprs = {"BLOCK": ROWS_PER_PROGRAM}
         sig = typed_signature(kernel, "cp_slot_mapping_kernel", CP_POINTERS, CP_INT32_PARAMS, constexprs)
@@ -131,6 +166,8 @@ def compile_one(source_dir, spec):
     entry = {"name": name, "function": md.name}
     if spec == CP_KERNEL_NAME:
         entry["rows_per_program"] = ROWS_PER_PROGRAM
+    elif spec[0] == "format":
+        entry.update({"input_dtype": in_dtype, "quant_format": quant_format, "slot_type": slot_type})
     else:
         entry.update({"input_dtype": in_dtype, "cache_dtype": cache_dtype, "slot_type": slot_type})
     entry.update({
@@ -197,14 +234,16 @@ def main():
     import triton
     if triton.__version__ != TRITON_VERSION:
         raise SystemExit(f"aot_compile: triton {triton.__version__} found, {TRITON_VERSION} needed")
-    from kvfuzz_triton import api  # noqa: F401  (imported before forking the workers)
+    from kvfuzz_triton import api, format_api  # noqa: F401  (imported before forking the workers)
 
     specs = [(i, c, s) for i in INPUT_DTYPES for c in CACHE_DTYPES for s in SLOT_TYPES] + [CP_KERNEL_NAME]
+    specs += [("format", i, f, s) for i in INPUT_DTYPES for f in QUANT_FORMATS for s in SLOT_TYPES]
     start = time.monotonic()
     with concurrent.futures.ProcessPoolExecutor(max_workers=max(1, args.jobs),
                                                 mp_context=multiprocessing.get_context("fork")) as pool:
         results = list(pool.map(compile_one, [args.source_dir.resolve()] * len(specs), specs))
     kernels = []
+    format_kernels = []
     producer = None
     files = []
     total_bytes = 0
@@ -212,13 +251,16 @@ def main():
         write_if_changed(out_dir / entry["cubin"], cubin)
         if spec == CP_KERNEL_NAME:
             producer = entry
+        elif spec[0] == "format":
+            format_kernels.append(entry)
         else:
             kernels.append(entry)
         files.append((entry["cubin"], entry["cubin_sha256"]))
         total_bytes += len(cubin)
-    source = b"".join((args.source_dir / "kvfuzz_triton" / f).read_bytes() for f in ("kv_append.py", "cp_slot_mapping.py"))
+    source = b"".join((args.source_dir / "kvfuzz_triton" / f).read_bytes()
+                      for f in ("kv_append.py", "cp_slot_mapping.py", "kv_append_format.py"))
     manifest = {
-        "schema": "kvfuzz-triton-aot/2",
+        "schema": "kvfuzz-triton-aot/3",
         "triton_version": triton.__version__,
         "target": {"backend": TARGET[0], "compute_capability": TARGET[1], "warp_size": TARGET[2]},
         "source_sha256": hashlib.sha256(source).hexdigest(),
@@ -229,13 +271,17 @@ def main():
         "scale_kinds": list(api.SCALE_KINDS),
         "kernels": kernels,
         "cp_slot_mapping": producer,
+        # The quantised formats' kernels: kvf::QuantFormat's numbering, the tile, one per specialisation.
+        "formats": list(format_api.FORMATS),
+        "format_block": format_api.FORMAT_AOT_BLOCK,
+        "format_kernels": format_kernels,
     }
     text = json.dumps(manifest, indent=1) + "\n"
     write_if_changed(out_dir / "manifest.json", text)
     files.insert(0, ("manifest.json", hashlib.sha256(text.encode()).hexdigest()))
     write_if_changed(out_dir / "embed.cpp", embed_source(out_dir, files))
     compile_seconds = sum(r[2] for r in results)
-    print(f"aot_compile: {len(kernels)} kernels and the slot-mapping producer, {total_bytes} bytes of cubin, {time.monotonic() - start:.1f} s "
+    print(f"aot_compile: {len(kernels)} kernels, {len(format_kernels)} format kernels and the slot-mapping producer, {total_bytes} bytes of cubin, {time.monotonic() - start:.1f} s "
           f"({compile_seconds:.1f} s of compilation, {args.jobs} jobs) -> {out_dir}")
 
 

@@ -1168,8 +1168,8 @@ bool same_layout(const ArenaLayout& a, const ArenaLayout& b) {
 CacheDiff classify_cache_diff(const Case& c, const CacheCell& cell, uint32_t found, uint32_t pre_run, ValueDecoder& values) {
   CacheDiff x;
   const int size = dtype_size(c.cache_dtype);
-  if (is_quantized(c.cache_dtype)) {
-    // By location only (see the file comment).
+  if (is_quantized(c.cache_dtype) || c.has_format()) {
+    // By location only (see the file comment); a quantised format's bytes hold codes and scales.
     x.basis = CacheDiff::Basis::location;
     if (cell.role == CacheCell::Role::new_token) {
       x.kind = found == pre_run ? FindingKind::missing_write : FindingKind::wrong_value;

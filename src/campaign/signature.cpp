@@ -76,6 +76,7 @@ Signature signature_of(const Case& c, const Verdict& v) {
   if (c.addressing != Addressing::slot_mapping) s.features += "|addressing=" + std::string(to_string(c.addressing));
   if (c.has_window()) s.features += "|window=" + std::string(to_string(c.window_input));
   if (c.has_cp()) s.features += "|cp=" + std::string(to_string(c.cp_input));
+  if (c.has_format()) s.features += "|format=" + std::string(to_string(c.quant_format));
   return s;
 }
 

@@ -34,6 +34,12 @@ std::vector<std::string> feature_buckets(const Case& c) {
   add("padding", std::string(to_string(c.padding)));
   add("addressing", std::string(to_string(c.addressing)));
   add("window", std::string(to_string(c.window_input)));
+  add("quant_format", std::string(to_string(c.quant_format)));
+  if (c.has_format() && rule_bits(c.quant_format, c.quant_rules) != 0) {
+    const uint32_t bits = rule_bits(c.quant_format, c.quant_rules);
+    for (int b = 0; b < kRuleBits; ++b)
+      if (bits & (1u << b)) add("convention", std::string(to_string(static_cast<RuleBit>(b))));
+  }
   add("context_parallel", std::string(to_string(c.cp_input)));
   if (c.has_cp()) {
     add("cp_world_size", c.cp_world_size == 1 ? "1" : c.cp_world_size <= 4 ? "2..4" : "more");

@@ -530,12 +530,9 @@ void read_format(const Reader& rd, const json& j, Case& c) {
 
 // v2's quant.rules: the conventions of the case's format (quant_format.h); only the keys its
 // format reads may appear.
-void read_rules(const Reader& rd, const json& s, const std::string& p, Case& c) {
-  if (!s.contains("rules")) return;
-  const std::string rp = p + "/rules";
-  const json& r = Reader::at(s, "rules");
+void read_rules(const Reader& rd, const json& r, const std::string& rp, QuantFormat format, QuantRules& q) {
   std::vector<std::string> keys;
-  switch (c.quant_format) {
+  switch (format) {
     case QuantFormat::nvfp4: keys = {"nvfp4", "scale_layout"}; break;
     case QuantFormat::mxfp8_e4m3:
     case QuantFormat::mxfp8_e5m2:
@@ -551,10 +548,9 @@ void read_rules(const Reader& rd, const json& s, const std::string& p, Case& c) 
     if (std::find(keys.begin(), keys.end(), item.key()) != keys.end()) continue;
     std::string known;
     for (const std::string& k : keys) known += (known.empty() ? "\"" : ", \"") + k + "\"";
-    rd.fail(rp + "/" + item.key(), "unknown key \"" + item.key() + "\"; format " + std::string(to_string(c.quant_format)) +
+    rd.fail(rp + "/" + item.key(), "unknown key \"" + item.key() + "\"; format " + std::string(to_string(format)) +
                                        " reads " + (known.empty() ? std::string("no conventions") : known));
   }
-  QuantRules& q = c.quant_rules;
   if (r.contains("nvfp4")) q.nvfp4 = rd.enum_field<Nvfp4Rule>(r, rp, "nvfp4", nvfp4_rule_from_string, "NVFP4 rule");
   if (r.contains("scale_layout")) q.scale_layout = rd.enum_field<ScaleLayout>(r, rp, "scale_layout", scale_layout_from_string, "scale layout");
   if (r.contains("mx")) q.mx = rd.enum_field<MxScaleRule>(r, rp, "mx", mx_scale_rule_from_string, "MX scale rule");
@@ -564,6 +560,22 @@ void read_rules(const Reader& rd, const json& s, const std::string& p, Case& c) 
   if (r.contains("asym_lanes")) q.asym_lanes = rd.enum_field<AsymLanes>(r, rp, "asym_lanes", asym_lanes_from_string, "lane policy");
   if (r.contains("int4_pairing"))
     q.int4_pairing = rd.enum_field<Int4Pairing>(r, rp, "int4_pairing", int4_pairing_from_string, "int4 pairing");
+}
+
+// The conventions format f reads, as quant.rules holds them (empty for none and the inline formats).
+json rules_json(QuantFormat f, const QuantRules& q) {
+  switch (f) {
+    case QuantFormat::nvfp4: return {{"nvfp4", to_string(q.nvfp4)}, {"scale_layout", to_string(q.scale_layout)}};
+    case QuantFormat::mxfp8_e4m3:
+    case QuantFormat::mxfp8_e5m2:
+    case QuantFormat::mxfp4: return {{"mx", to_string(q.mx)}};
+    case QuantFormat::ds_mla: return {{"ds_mla", to_string(q.ds_mla)}};
+    case QuantFormat::indexer_k: return {{"indexer", to_string(q.indexer)}};
+    case QuantFormat::asym_int8: return {{"asym_arith", to_string(q.asym_arith)}, {"asym_lanes", to_string(q.asym_lanes)}};
+    case QuantFormat::asym_int4:
+      return {{"asym_arith", to_string(q.asym_arith)}, {"asym_lanes", to_string(q.asym_lanes)}, {"int4_pairing", to_string(q.int4_pairing)}};
+    default: return json::object();
+  }
 }
 
 // The scale cache's num_blocks and block_size are not stored: they are the cache's for
@@ -585,7 +597,7 @@ void read_quant(const Reader& rd, const json& j, Case& c) {
     require_v2(rd, j, p + "/rules", "quant.rules");
     if (c.quant_format == QuantFormat::none) rd.fail(p + "/rules", "conventions belong to a quantised format (\"format\")");
   }
-  read_rules(rd, s, p, c);
+  if (s.contains("rules")) read_rules(rd, Reader::at(s, "rules"), p + "/rules", c.quant_format, c.quant_rules);
   c.scale_cache = read_strides(rd, s, p, "scale_cache");
   if (c.uses_scale_cache()) {
     c.scale_cache.num_blocks = c.cache.num_blocks;
@@ -664,7 +676,7 @@ Genotype read_genotype(const Reader& rd, const json& j) {
                         "scale_dist", "layout_seed"},
                  {"gapped_strides", "misaligned_bases", "kv_views", "family", "value_head_dim", "rope_dim", "scattered_positions",
                   "shared_prefix_blocks", "padding", "addressing", "window_input", "window_size", "window_sinks", "cp_input",
-                  "cp_world_size", "cp_interleave"});
+                  "cp_world_size", "cp_interleave", "quant_format", "quant_rules"});
   Genotype g;
   g.layout = read_layout(rd, s, p, "layout");
   g.block_size = rd.int32_field(s, p, "block_size");
@@ -714,6 +726,10 @@ Genotype read_genotype(const Reader& rd, const json& j) {
                                       : CpInput::none;
   g.cp_world_size = s.contains("cp_world_size") ? rd.int32_field(s, p, "cp_world_size") : 0;
   g.cp_interleave = s.contains("cp_interleave") ? rd.int32_field(s, p, "cp_interleave") : 0;
+  if (s.contains("quant_format")) {
+    g.quant_format = rd.enum_field<QuantFormat>(s, p, "quant_format", quant_format_from_string, "quantised format");
+    if (s.contains("quant_rules")) read_rules(rd, Reader::at(s, "quant_rules"), p + "/quant_rules", g.quant_format, g.quant_rules);
+  }
   g.dist = read_dist(rd, s, p, "dist");
   g.scale_kind = read_scale_kind(rd, s, p, "scale_kind");
   g.scale_dist = read_scale_dist(rd, s, p, "scale_dist");
@@ -848,21 +864,7 @@ json case_to_json(const Case& c) {
                 {"scale_cache_elems", c.scale_cache_elems}};
   if (c.has_format()) {
     j["quant"]["format"] = to_string(c.quant_format);
-    const QuantRules& q = c.quant_rules;
-    json r = json::object();
-    switch (c.quant_format) {
-      case QuantFormat::nvfp4: r = {{"nvfp4", to_string(q.nvfp4)}, {"scale_layout", to_string(q.scale_layout)}}; break;
-      case QuantFormat::mxfp8_e4m3:
-      case QuantFormat::mxfp8_e5m2:
-      case QuantFormat::mxfp4: r = {{"mx", to_string(q.mx)}}; break;
-      case QuantFormat::ds_mla: r = {{"ds_mla", to_string(q.ds_mla)}}; break;
-      case QuantFormat::indexer_k: r = {{"indexer", to_string(q.indexer)}}; break;
-      case QuantFormat::asym_int8: r = {{"asym_arith", to_string(q.asym_arith)}, {"asym_lanes", to_string(q.asym_lanes)}}; break;
-      case QuantFormat::asym_int4:
-        r = {{"asym_arith", to_string(q.asym_arith)}, {"asym_lanes", to_string(q.asym_lanes)}, {"int4_pairing", to_string(q.int4_pairing)}};
-        break;
-      default: break;  // fp8_inline, int8_inline: no conventions
-    }
+    const json r = rules_json(c.quant_format, c.quant_rules);
     if (!r.empty()) j["quant"]["rules"] = r;
   }
   j["input"] = {{"num_rows", c.num_input_rows},
@@ -931,6 +933,10 @@ json case_to_json(const Case& c) {
       j["genotype"]["window_input"] = to_string(g.window_input);
       j["genotype"]["window_size"] = g.window_size;
       j["genotype"]["window_sinks"] = g.window_sinks;
+    }
+    if (g.quant_format != QuantFormat::none) {
+      j["genotype"]["quant_format"] = to_string(g.quant_format);
+      j["genotype"]["quant_rules"] = rules_json(g.quant_format, g.quant_rules);
     }
     if (g.cp_input != CpInput::none) {
       j["genotype"]["cp_input"] = to_string(g.cp_input);

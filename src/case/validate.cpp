@@ -420,17 +420,19 @@ bool check_format_fields(const Case& c, Checker& ck) {
           for (int64_t d = 0; d < f.head_dim; ++d) {
             const int64_t e = field_offset(f.layout, blk, p, h, d);
             const int64_t first = e * nibbles;  // the element's first nibble
-            const std::string cell = std::string(f.name) + " (block " + std::to_string(blk) + ", pos " + std::to_string(p) + ", head " +
-                                     std::to_string(h) + (f.role == FieldRole::data ? ", dim " : ", group ") + std::to_string(d) + ")";
+            const auto cell = [&]() {  // only for a message
+              return std::string(f.name) + " (block " + std::to_string(blk) + ", pos " + std::to_string(p) + ", head " + std::to_string(h) +
+                     (f.role == FieldRole::data ? ", dim " : ", group ") + std::to_string(d) + ")";
+            };
             if (e < 0 || first + nibbles > 2 * bytes[b]) {
-              ck.add(buffer_path[b], name + ": " + cell + " lies at byte " + std::to_string(first / 2) + ", outside the " +
+              ck.add(buffer_path[b], name + ": " + cell() + " lies at byte " + std::to_string(first / 2) + ", outside the " +
                                          (b == 0 ? "cache" : "scale cache") + " buffer of " + std::to_string(bytes[b]) + " bytes");
               return false;
             }
             for (int64_t n = first; n < first + nibbles; ++n) {
               int8_t& o = owner[b][static_cast<size_t>(n)];
               if (o >= 0) {
-                ck.add(b == 0 ? "/cache" : "/quant/scale_cache", name + ": " + cell + " overlaps a cell of " + fields.field[o].name +
+                ck.add(b == 0 ? "/cache" : "/quant/scale_cache", name + ": " + cell() + " overlaps a cell of " + fields.field[o].name +
                                                                      " at byte " + std::to_string(n / 2) +
                                                                      "; the strides and offsets must keep every field's cells apart");
                 return false;
@@ -1234,7 +1236,13 @@ void check_genotype(const Genotype& g, Checker& ck) {
   ck.known("/genotype/dist", g.dist, "value distribution");
   ck.known("/genotype/kv_views", g.kv_views, "K/V views kind");
   if (to_string(g.input_dtype) != "?") ck.float_input("/genotype/input_dtype", g.input_dtype);
-  ck.scale_choice("/genotype", "scale_kind", "scale_dist", g.cache_dtype, g.scale_kind, g.scale_dist);
+  if (ck.known("/genotype/quant_format", g.quant_format, "quantised format") && g.quant_format != QuantFormat::none) {
+    if (g.cache_dtype != format_code_dtype(g.quant_format))
+      ck.add("/genotype/cache_dtype", "format " + std::string(to_string(g.quant_format)) + " stores " +
+                                          std::string(to_string(format_code_dtype(g.quant_format))) + " codes");
+  } else {
+    ck.scale_choice("/genotype", "scale_kind", "scale_dist", g.cache_dtype, g.scale_kind, g.scale_dist);
+  }
   bool ok = ck.at_least("/genotype/block_size", g.block_size, 1);
   ok &= ck.in_range("/genotype/num_heads", g.num_heads, 1, lim.max_heads);
   ok &= ck.in_range("/genotype/head_dim", g.head_dim, 1, lim.max_head_dim);

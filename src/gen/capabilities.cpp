@@ -336,6 +336,22 @@ Profile restrict_profile(const Profile& p, const Capabilities& k) {
   if (!any_weight(r.window_inputs)) r.ring_percent = 0;  // no ring the kernel takes: none drawn
   r.cp_inputs = only(p.cp_inputs, [&](CpInput i) { return has(k.cp_inputs, i); });
   if (!any_weight(r.cp_inputs)) r.cp_percent = 0;  // no shards the kernel takes: none drawn
+  r.quant_formats = only(p.quant_formats, [&](QuantFormat f) { return has(k.quant_formats, f); });
+  if (!any_weight(r.quant_formats)) r.format_percent = 0;  // no format the kernel writes: none drawn
+  // Each convention list keeps what the kernel follows; one it follows none of stays as it is (its
+  // format's cases are then skipped and counted).
+  const auto follows = [&](auto& list, auto bit_of) {
+    auto kept = only(list, [&](auto v) { return (k.quant_rules >> static_cast<unsigned>(bit_of(v)) & 1u) != 0; });
+    if (any_weight(kept)) list = kept;
+  };
+  follows(r.nvfp4_rules, [](Nvfp4Rule v) { return v == Nvfp4Rule::flashinfer ? RuleBit::nvfp4_flashinfer : RuleBit::nvfp4_flashinfer_precise; });
+  follows(r.scale_layouts, [](ScaleLayout v) { return static_cast<RuleBit>(static_cast<int>(RuleBit::scale_layout_linear) + static_cast<int>(v)); });
+  follows(r.mx_rules, [](MxScaleRule v) { return v == MxScaleRule::ocp_floor ? RuleBit::mx_ocp_floor : RuleBit::mx_nv_ceil; });
+  follows(r.ds_mla_rules, [](DsMlaScale v) { return v == DsMlaScale::flt_min ? RuleBit::ds_mla_flt_min : RuleBit::ds_mla_pow2; });
+  follows(r.indexer_rules, [](IndexerScale v) { return static_cast<RuleBit>(static_cast<int>(RuleBit::indexer_fp32) + static_cast<int>(v)); });
+  follows(r.asym_ariths, [](AsymArith v) { return static_cast<RuleBit>(static_cast<int>(RuleBit::asym_f32) + static_cast<int>(v)); });
+  follows(r.asym_lanes, [](AsymLanes v) { return v == AsymLanes::exact ? RuleBit::asym_lanes_exact : RuleBit::asym_lanes_zero_padded_pow2; });
+  follows(r.int4_pairings, [](Int4Pairing v) { return v == Int4Pairing::split_half ? RuleBit::int4_split_half : RuleBit::int4_adjacent; });
   r.layouts = only(p.layouts, [&](Layout l) { return has(k.layouts, l); });
   require(p, p.layouts, r.layouts, "layout", bit_names(k.layouts, kLayouts));
   r.input_dtypes = only(p.input_dtypes, [&](DType t) { return has(k.input_dtypes, t); });

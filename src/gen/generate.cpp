@@ -246,6 +246,35 @@ void apply_serving(const Profile& p, Genotype& g) {
   }
 }
 
+// A quantised format (case/quant_format.h), drawn like the serving conventions from the layout_seed
+// (a stream of its own) after them, so that a profile without formats makes exactly the cases it
+// made before them. The family, shape, dtypes and serving conventions are then made to fit it:
+// ds_mla is an MLA latent record (H 1, 128, 256 or 512 latent dims + 64 rope dims, 16-bit input);
+// indexer_k a K-only cache of one head of 128 dims; the others K and V of head dims a multiple of
+// their group (rounded up); the default serving conventions. The asymmetric formats take finite
+// values (a constant or non-finite group has no defined code: block_quant.h).
+void apply_format(const Profile& p, Genotype& g) {
+  SplitMix64 rng(mix64(g.layout_seed ^ mix64(0x666f726d6174ull)));  // "format"
+  if (!rng.percent(p.format_percent)) return;
+  const QuantFormat f = pick_weighted(p.quant_formats, rng);
+  g.quant_format = f;
+  QuantRules& r = g.quant_rules;
+  r.nvfp4 = pick_weighted(p.nvfp4_rules, rng);
+  r.scale_layout = pick_weighted(p.scale_layouts, rng);
+  r.mx = pick_weighted(p.mx_rules, rng);
+  r.ds_mla = pick_weighted(p.ds_mla_rules, rng);
+  r.indexer = pick_weighted(p.indexer_rules, rng);
+  r.asym_arith = pick_weighted(p.asym_ariths, rng);
+  r.asym_lanes = pick_weighted(p.asym_lanes, rng);
+  r.int4_pairing = pick_weighted(p.int4_pairings, rng);
+  if (f == QuantFormat::ds_mla) {
+    const int32_t latents[] = {128, 256, 512};
+    g.head_dim = latents[rng.below(3)] + 64;
+  }
+  fit_format(g);
+}
+
+
 // Free blocks that make each of K and V span at least `min_elems` elements (profile.h
 // min_tensor_elements). One block spans at least block_size * H * D elements (a sequence of the
 // longest request for contiguous layouts; materialize.cpp only adds gaps and slack on top).
@@ -324,6 +353,7 @@ rc::Gen<Genotype> gen_batch(const ProfilePtr& pp, const Shape& s) {
           g.shared_prefix_blocks = std::get<8>(t) && !is_contiguous(s.layout) ? static_cast<int32_t>(std::get<9>(t)) : 0;
           apply_family(*pp, g);
           apply_serving(*pp, g);
+          apply_format(*pp, g);
           if (min_elems > 0) g.spare_blocks = std::max(g.spare_blocks, spare_blocks_for_span(g, min_elems));
           return g;
         });
@@ -331,6 +361,56 @@ rc::Gen<Genotype> gen_batch(const ProfilePtr& pp, const Shape& s) {
 }
 
 }  // namespace
+
+// The shape, family, dtypes and serving conventions a format needs (generate.h).
+void fit_format(Genotype& g) {
+  const QuantFormat f = g.quant_format;
+  if (f == QuantFormat::none) return;
+  const QuantRules& r = g.quant_rules;
+  g.padding = PaddingMode::negative;
+  g.addressing = Addressing::slot_mapping;
+  g.window_input = WindowInput::none;
+  g.window_size = g.window_sinks = 0;
+  g.cp_input = CpInput::none;
+  g.cp_world_size = g.cp_interleave = 0;
+  g.value_head_dim = 0;
+  if (g.layout == Layout::vllm_legacy) g.layout = Layout::paged_hnd;
+  const auto round_up = [](int32_t v, int32_t m) { return (std::max(v, 1) + m - 1) / m * m; };
+  switch (f) {
+    case QuantFormat::ds_mla:  // latent dims a multiple of 128, 64 rope dims
+      g.family = Family::mla;
+      g.num_heads = 1;
+      g.rope_dim = 64;
+      g.head_dim = round_up(g.head_dim - g.rope_dim, 128) + g.rope_dim;
+      if (g.input_dtype == DType::f32) g.input_dtype = DType::bf16;
+      g.kv_views = KvViews::alike;
+      break;
+    case QuantFormat::indexer_k:
+      g.family = Family::k_only;
+      g.num_heads = 1;
+      g.head_dim = round_up(g.head_dim, 128);
+      g.rope_dim = 0;
+      g.kv_views = KvViews::alike;
+      break;
+    default:
+      g.family = Family::kv;
+      g.rope_dim = 0;
+      g.head_dim = round_up(g.head_dim, static_cast<int32_t>(format_group(f, 4)));  // 16, 32, or a multiple of 4 (inline, asym)
+      break;
+  }
+  const bool swizzled = f == QuantFormat::nvfp4 && r.scale_layout != ScaleLayout::linear;
+  if (swizzled) {  // 4 x 4 tiles of tokens by scales
+    g.head_dim = round_up(g.head_dim, 64);
+    g.block_size = round_up(g.block_size, 4);
+  }
+  if (g.layout != Layout::paged_nhd && g.layout != Layout::paged_hnd && (g.family != Family::kv || swizzled))
+    g.layout = Layout::paged_nhd;  // records and one-head formats: paged; swizzled scales: block sizes of 4 tokens
+  g.cache_dtype = format_code_dtype(f);
+  g.scale_kind = f == QuantFormat::nvfp4 ? ScaleKind::per_tensor : ScaleKind::none;
+  if (g.scale_kind == ScaleKind::none) g.scale_dist = ScaleDist::unit;
+  // A constant or non-finite group has no defined asymmetric code (block_quant.h): finite values or ties.
+  if ((f == QuantFormat::asym_int8 || f == QuantFormat::asym_int4) && g.dist != ValueDist::ties) g.dist = ValueDist::finite;
+}
 
 rc::Gen<Genotype> gen_genotype(const Profile& profile) {
   auto p = std::make_shared<const Profile>(profile);

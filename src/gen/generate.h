@@ -25,4 +25,12 @@ rc::Gen<Genotype> gen_genotype(const Profile& profile);
 // 100) from a per-case rc::Random keyed by mix64 of (seed, index). Same inputs, same genotype.
 Genotype generate_case(const Profile& profile, uint64_t seed, int64_t index);
 
+// Makes genotype g fit its quantised format (case/quant_format.h; nothing for none): ds_mla an MLA
+// record (H 1, latent dims a multiple of 128, 64 rope dims, 16-bit input), indexer_k a K-only head
+// of a multiple of 128 dims, the others K and V of head dims a multiple of their group (rounded up;
+// nvfp4's swizzled scales also 64 dims and blocks of 4 slots); cache dtype the format's codes,
+// scale kind per_tensor (nvfp4's global scales) or none; the default serving conventions; finite
+// values for the asymmetric formats. The generator and the shrinker call it.
+void fit_format(Genotype& g);
+
 }  // namespace kvf

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "../case/quant_format.h"
 #include "../case/types.h"
 
 namespace kvf {
@@ -56,6 +57,9 @@ struct Genotype {
   CpInput cp_input = CpInput::none;  // context-parallel shards (case/context_parallel.h), and who localises
   int32_t cp_world_size = 0;  // N (sharded cases)
   int32_t cp_interleave = 0;  // I (sharded cases)
+  QuantFormat quant_format = QuantFormat::none;  // a quantised format (case/quant_format.h): cache_dtype is its code
+                                                 // dtype, scale_kind per_tensor (nvfp4's global scales) or none
+  QuantRules quant_rules;     // its conventions (only those of quant_format matter)
   uint64_t layout_seed = 0;         // not shrunk: block permutation, gaps, offsets, positions, payload salt
 
   bool operator==(const Genotype&) const = default;

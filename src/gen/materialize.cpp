@@ -234,6 +234,95 @@ void lay_out_cache(const Genotype& g, Case& c) {
   c.cache_buffer_elems = end + (g.gapped_strides ? static_cast<int64_t>(rng.below(8)) : 0);
 }
 
+// A quantised format's buffers (case/quant_fields.cpp): the cache in bytes, every row of a
+// (token, head) `row` bytes wide (its codes; an inline format's codes and scale, padded to D + 4 or
+// to 16 bytes; a ds_mla record; indexer_k's codes, its scales after each block's rows), laid out as
+// the layout says; the scale cache (nvfp4, MX, asym) in elements of the scale dtype, one row of
+// D / group scales (asym: a scale and a zero point) per (token, head). Gaps (0..3 units) and a tail
+// only with gapped_strides, a base past 0 only with misaligned_bases; the unit is 4 bytes where
+// fp32 scales sit among the codes, else 1. A swizzled NVFP4 scale cache is dense (its 4 x 4 tiles
+// span whole rows).
+void lay_out_format(const Genotype& g, Case& c) {
+  SplitMix64 rng = stream(g.layout_seed, kCacheSalt);
+  const QuantFormat f = g.quant_format;
+  c.quant_format = f;
+  c.quant_rules = g.quant_rules;
+  const int64_t H = g.num_heads, D = g.head_dim, bs = c.cache.block_size, nb = c.cache.num_blocks;
+  const int64_t unit = format_scales_in_cache(f) ? 4 : 1;
+  const auto gap = [&]() -> int64_t { return g.gapped_strides ? unit * static_cast<int64_t>(rng.below(4)) : 0; };
+  int64_t row = D * dtype_bits(format_code_dtype(f)) / 8;
+  if (f == QuantFormat::fp8_inline || f == QuantFormat::int8_inline) row = rng.percent(50) ? D + 4 : (D + 4 + 15) / 16 * 16;
+  if (f == QuantFormat::ds_mla) row = (D - g.rope_dim) + 4 * ((D - g.rope_dim) / 128) + 2 * g.rope_dim;
+  CacheGeometry& geo = c.cache;
+  if (f == QuantFormat::indexer_k) {  // [block: bs rows of D codes | bs * D/128 fp32 scales]
+    geo.stride_pos = D;
+    geo.stride_head = D;
+    geo.stride_block = bs * (D + 4 * (D / 128)) + gap();
+  } else {
+    switch (g.layout) {
+      case Layout::paged_hnd:
+      case Layout::contiguous_bhsd:  // [nb, H, bs, row]
+        geo.stride_pos = row + gap();
+        geo.stride_head = bs * geo.stride_pos + gap();
+        geo.stride_block = H * geo.stride_head + gap();
+        break;
+      case Layout::packed_kv_nhd:  // [nb, 2, bs, H, row]
+        geo.stride_head = row;
+        geo.stride_pos = H * row;
+        geo.stride_block = 2 * bs * geo.stride_pos + gap();
+        break;
+      case Layout::packed_content_hnd:  // [nb, H, bs, 2 row]
+        geo.stride_pos = 2 * row + gap();
+        geo.stride_head = bs * geo.stride_pos + gap();
+        geo.stride_block = H * geo.stride_head + gap();
+        break;
+      default:  // [nb, bs, H, row]
+        geo.stride_head = row + gap();
+        geo.stride_pos = H * geo.stride_head + gap();
+        geo.stride_block = bs * geo.stride_pos + gap();
+        break;
+    }
+  }
+  c.cache_k_offset = g.misaligned_bases ? unit * (1 + static_cast<int64_t>(rng.below(4))) : 0;
+  const bool has_value = g.family == Family::kv;
+  int64_t end = c.cache_k_offset + nb * geo.stride_block;
+  c.cache_v_offset = 0;
+  if (has_value) {
+    if (g.layout == Layout::packed_kv_nhd) {
+      c.cache_v_offset = c.cache_k_offset + bs * geo.stride_pos;
+    } else if (g.layout == Layout::packed_content_hnd) {
+      c.cache_v_offset = c.cache_k_offset + row;
+    } else {
+      c.cache_v_offset = end + gap();
+      end = c.cache_v_offset + nb * geo.stride_block;
+    }
+  }
+  c.cache_buffer_elems = end + (g.gapped_strides ? unit * static_cast<int64_t>(rng.below(8)) : 0);
+
+  c.scale_kind = g.scale_kind;
+  c.scale_dist = g.scale_dist;
+  if (format_scales_in_cache(f)) return;
+  SplitMix64 srng = stream(g.layout_seed, kScalesSalt);
+  const bool dense = f == QuantFormat::nvfp4 && g.quant_rules.scale_layout != ScaleLayout::linear;
+  const auto sgap = [&]() -> int64_t { return g.gapped_strides && !dense ? static_cast<int64_t>(srng.below(4)) : 0; };
+  const int64_t srow = format_has_zero(f) ? 2 : D / format_group(f, D);  // scale elements per (token, head)
+  CacheGeometry& s = c.scale_cache;
+  s.num_blocks = nb;
+  s.block_size = bs;
+  if (g.layout == Layout::paged_hnd || g.layout == Layout::contiguous_bhsd || g.layout == Layout::packed_content_hnd) {
+    s.stride_pos = srow + sgap();
+    s.stride_head = bs * s.stride_pos + sgap();
+    s.stride_block = H * s.stride_head + sgap();
+  } else {
+    s.stride_head = srow + sgap();
+    s.stride_pos = H * s.stride_head + sgap();
+    s.stride_block = bs * s.stride_pos + sgap();
+  }
+  c.scale_k_offset = g.misaligned_bases && !dense ? 1 + static_cast<int64_t>(srng.below(4)) : 0;
+  c.scale_v_offset = has_value ? c.scale_k_offset + nb * s.stride_block + sgap() : 0;
+  c.scale_cache_elems = (has_value ? c.scale_v_offset : c.scale_k_offset) + nb * s.stride_block + (g.gapped_strides ? static_cast<int64_t>(srng.below(8)) : 0);
+}
+
 // The per_token_head scale caches: one fp32 per (block, pos, head), laid out like the KV cache
 // without D: [nb, bs, H] for the NHD-like layouts (packed_kv_nhd included; its K and V scale caches
 // are not interleaved), [nb, H, bs] for the HND-like ones. K's scale cache starts at
@@ -502,8 +591,12 @@ Case materialize(const Genotype& g) {
 
   assign_blocks(g, c);
   place_tokens(g, c);
-  lay_out_cache(g, c);
-  lay_out_scales(g, c);
+  if (g.quant_format != QuantFormat::none) {
+    lay_out_format(g, c);
+  } else {
+    lay_out_cache(g, c);
+    lay_out_scales(g, c);
+  }
   c.slot_mapping = map_slots(g, c);
   lay_out_inputs(g, c.num_slots(), c);
 

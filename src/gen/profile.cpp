@@ -155,6 +155,8 @@ const std::set<std::string>& optional_profile_keys() {
   static const std::set<std::string> keys = {"gapped_strides_percent", "misaligned_bases_percent", "kv_views",
                                              "families", "value_head_dims", "rope_dims", "padding_modes", "addressings", "ring_percent", "window_inputs",
                                              "cp_percent", "cp_inputs", "cp_world_sizes", "cp_interleaves",
+                                             "format_percent", "quant_formats", "nvfp4_rules", "scale_layouts", "mx_rules",
+                                             "ds_mla_rules", "indexer_rules", "asym_ariths", "asym_lanes", "int4_pairings",
                                              "scattered_positions_percent", "shared_prefix_percent",
                                              "max_shared_prefix_blocks", "min_tensor_elements"};
   return keys;
@@ -209,7 +211,7 @@ Profile profile_from_json(const json& j, const ProfileReader& r) {
   p.fused_qkv_percent = static_cast<int>(r.integer(j.at("fused_qkv_percent"), "/fused_qkv_percent", 0, 100));
   p.input_dtypes = r.weighted_enum<DType>(j.at("input_dtypes"), "/input_dtypes", dtype_from_string, float_dtypes);
   for (size_t i = 0; i < p.input_dtypes.values.size(); ++i)
-    if (is_quantized(p.input_dtypes.values[i]))
+    if (!is_classic_cache_dtype(p.input_dtypes.values[i]) || is_quantized(p.input_dtypes.values[i]))
       r.fail("/input_dtypes/values/" + std::to_string(i),
              "\"" + std::string(to_string(p.input_dtypes.values[i])) +
                  "\" is quantised, and quantised dtypes are cache-only; expected one of " + float_dtypes);
@@ -219,6 +221,10 @@ Profile profile_from_json(const json& j, const ProfileReader& r) {
     r.fail("/quant_percent", "expected cross_dtype_percent + quant_percent <= 100, got " +
                                  std::to_string(p.cross_dtype_percent + p.quant_percent));
   p.cache_dtypes = r.weighted_enum<DType>(j.at("cache_dtypes"), "/cache_dtypes", dtype_from_string, dtypes);
+  for (size_t i = 0; i < p.cache_dtypes.values.size(); ++i)
+    if (!is_classic_cache_dtype(p.cache_dtypes.values[i]))
+      r.fail("/cache_dtypes/values/" + std::to_string(i), "\"" + std::string(to_string(p.cache_dtypes.values[i])) +
+                                                              "\" belongs to the quantised formats (quant_formats, format_percent); expected one of " + dtypes);
   bool float_weight = false, quant_weight = false;  // some entry of that class with weight > 0
   for (size_t i = 0; i < p.cache_dtypes.values.size(); ++i) {
     if (p.cache_dtypes.weights[i] == 0) continue;
@@ -288,6 +294,28 @@ Profile profile_from_json(const json& j, const ProfileReader& r) {
                         : default_profile().window_inputs;
   for (const WindowInput w : p.window_inputs.values)
     if (w == WindowInput::none) r.fail("/window_inputs", "\"none\" is not a ring; ring_percent sets how many cases have one");
+  p.format_percent = j.contains("format_percent")
+                         ? static_cast<int>(r.integer(j.at("format_percent"), "/format_percent", 0, 100))
+                         : default_profile().format_percent;
+  p.quant_formats = j.contains("quant_formats")
+                        ? r.weighted_enum<QuantFormat>(j.at("quant_formats"), "/quant_formats", quant_format_from_string,
+                                                       "nvfp4, mxfp8_e4m3, mxfp8_e5m2, mxfp4, ds_mla, indexer_k, fp8_inline, int8_inline, asym_int8, asym_int4")
+                        : default_profile().quant_formats;
+  for (const QuantFormat f : p.quant_formats.values)
+    if (f == QuantFormat::none) r.fail("/quant_formats", "\"none\" is no format; format_percent sets how many cases have one");
+  const auto rules = [&](const char* key, auto from_string, const char* names, auto fallback) {
+    using E = typename decltype(fallback.values)::value_type;
+    return j.contains(key) ? r.weighted_enum<E>(j.at(key), std::string("/") + key, from_string, names) : fallback;
+  };
+  const Profile base = default_profile();
+  p.nvfp4_rules = rules("nvfp4_rules", nvfp4_rule_from_string, "flashinfer, flashinfer_precise", base.nvfp4_rules);
+  p.scale_layouts = rules("scale_layouts", scale_layout_from_string, "linear, swizzled_v, swizzled", base.scale_layouts);
+  p.mx_rules = rules("mx_rules", mx_scale_rule_from_string, "ocp_floor, nv_ceil", base.mx_rules);
+  p.ds_mla_rules = rules("ds_mla_rules", ds_mla_scale_from_string, "flt_min, pow2", base.ds_mla_rules);
+  p.indexer_rules = rules("indexer_rules", indexer_scale_from_string, "fp32, ue8m0_log2f, ue8m0_exact", base.indexer_rules);
+  p.asym_ariths = rules("asym_ariths", asym_arith_from_string, "f32, f16, bf16", base.asym_ariths);
+  p.asym_lanes = rules("asym_lanes", asym_lanes_from_string, "exact, zero_padded_pow2", base.asym_lanes);
+  p.int4_pairings = rules("int4_pairings", int4_pairing_from_string, "split_half, adjacent", base.int4_pairings);
   p.cp_percent = j.contains("cp_percent") ? static_cast<int>(r.integer(j.at("cp_percent"), "/cp_percent", 0, 100))
                                           : default_profile().cp_percent;
   p.cp_inputs = j.contains("cp_inputs")
@@ -481,6 +509,16 @@ json profile_to_json(const Profile& p) {
             {"cp_inputs", weighted(p.cp_inputs)},
             {"cp_world_sizes", weighted(p.cp_world_sizes)},
             {"cp_interleaves", weighted(p.cp_interleaves)},
+            {"format_percent", p.format_percent},
+            {"quant_formats", weighted(p.quant_formats)},
+            {"nvfp4_rules", weighted(p.nvfp4_rules)},
+            {"scale_layouts", weighted(p.scale_layouts)},
+            {"mx_rules", weighted(p.mx_rules)},
+            {"ds_mla_rules", weighted(p.ds_mla_rules)},
+            {"indexer_rules", weighted(p.indexer_rules)},
+            {"asym_ariths", weighted(p.asym_ariths)},
+            {"asym_lanes", weighted(p.asym_lanes)},
+            {"int4_pairings", weighted(p.int4_pairings)},
             {"scattered_positions_percent", p.scattered_positions_percent},
             {"shared_prefix_percent", p.shared_prefix_percent},
             {"max_shared_prefix_blocks", p.max_shared_prefix_blocks},
@@ -556,6 +594,19 @@ Profile default_profile() {
   p.cp_inputs = {{CpInput::slot_mapping, CpInput::positions}, {1, 1}};
   p.cp_world_sizes = {{2, 3, 4, 8}, {1, 1, 1, 1}};
   p.cp_interleaves = {{1, 2, 3, 16}, {1, 1, 1, 1}};
+  p.format_percent = 0;
+  p.quant_formats = {{QuantFormat::nvfp4, QuantFormat::mxfp8_e4m3, QuantFormat::mxfp8_e5m2, QuantFormat::mxfp4, QuantFormat::ds_mla,
+                      QuantFormat::indexer_k, QuantFormat::fp8_inline, QuantFormat::int8_inline, QuantFormat::asym_int8,
+                      QuantFormat::asym_int4},
+                     {1, 1, 1, 1, 1, 1, 1, 1, 1, 1}};
+  p.nvfp4_rules = {{Nvfp4Rule::flashinfer, Nvfp4Rule::flashinfer_precise}, {1, 1}};
+  p.scale_layouts = {{ScaleLayout::linear, ScaleLayout::swizzled_v, ScaleLayout::swizzled}, {1, 1, 1}};
+  p.mx_rules = {{MxScaleRule::ocp_floor, MxScaleRule::nv_ceil}, {1, 1}};
+  p.ds_mla_rules = {{DsMlaScale::flt_min, DsMlaScale::pow2}, {1, 1}};
+  p.indexer_rules = {{IndexerScale::fp32, IndexerScale::ue8m0_log2f, IndexerScale::ue8m0_exact}, {1, 1, 1}};
+  p.asym_ariths = {{AsymArith::f32, AsymArith::f16, AsymArith::bf16}, {1, 1, 1}};
+  p.asym_lanes = {{AsymLanes::exact, AsymLanes::zero_padded_pow2}, {1, 1}};
+  p.int4_pairings = {{Int4Pairing::split_half, Int4Pairing::adjacent}, {1, 1}};
   p.scattered_positions_percent = 10;
   p.shared_prefix_percent = 10;
   p.max_shared_prefix_blocks = 2;

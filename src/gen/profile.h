@@ -28,6 +28,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "../case/quant_format.h"
 #include "../case/types.h"
 
 namespace kvf {
@@ -125,6 +126,18 @@ struct Profile {
                                        // slot_mapping) or positions (the kernel) (absent = both equally)
   Weighted<int32_t> cp_world_sizes;    // ranks N (absent = 2, 3, 4, 8); shrink target: the list's first
   Weighted<int32_t> cp_interleaves;    // interleave I (absent = 1, 2, 3, 16); shrink target: the list's first
+  int format_percent = 0;              // cases whose cache is a quantised format (case/quant_format.h), drawn
+                                       // after the serving conventions (absent = 0); shrink target: none
+  Weighted<QuantFormat> quant_formats; // which formats (absent = every one equally)
+  // Each format's conventions (absent = every value equally); shrink target: the list's first.
+  Weighted<Nvfp4Rule> nvfp4_rules;
+  Weighted<ScaleLayout> scale_layouts;
+  Weighted<MxScaleRule> mx_rules;
+  Weighted<DsMlaScale> ds_mla_rules;
+  Weighted<IndexerScale> indexer_rules;
+  Weighted<AsymArith> asym_ariths;
+  Weighted<AsymLanes> asym_lanes;
+  Weighted<Int4Pairing> int4_pairings;
   Weighted<WindowInput> window_inputs; // who applies a ring's window: slot_mapping (-1 for evicted tokens) or
                                        // positions (the kernel) (absent = both equally)
   // Slot placement (case/placement.h); each case draws both independently:

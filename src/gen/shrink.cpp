@@ -6,6 +6,8 @@
 // well-orders is well-founded, so every descent ends. simpler_than() exposes the order for tests.
 #include "shrink.h"
 
+#include "generate.h"
+
 #include <algorithm>
 #include <array>
 #include <iterator>
@@ -55,6 +57,8 @@ struct Complexity {
   int64_t cp;                    // 0 = no shards, 1 = a producer's slot mappings, 2 = the kernel localises
   Pair cp_world_size;            // (0, 0) without shards, else (1 + rank in the profile list, N)
   Pair cp_interleave;            // (0, 0) without shards, else (1 + rank, I)
+  int64_t quant_format;          // 0 = the classic caches, else 1
+  int64_t quant_rules;           // conventions past their profile lists' first: how many
   int64_t tail_padding, interleaved_padding, invalid_slots, extra_input_rows, spare_blocks;  // counts
 };
 
@@ -125,6 +129,12 @@ Complexity complexity(const Genotype& g, const Profile& p) {
   c.cp = static_cast<int64_t>(g.cp_input);
   c.cp_world_size = g.cp_input == CpInput::none ? Pair{0, 0} : Pair{1 + rank_of(p.cp_world_sizes, g.cp_world_size), g.cp_world_size};
   c.cp_interleave = g.cp_input == CpInput::none ? Pair{0, 0} : Pair{1 + rank_of(p.cp_interleaves, g.cp_interleave), g.cp_interleave};
+  c.quant_format = g.quant_format != QuantFormat::none;
+  const QuantRules& r = g.quant_rules;
+  c.quant_rules = (rank_of(p.nvfp4_rules, r.nvfp4) > 0) + (rank_of(p.scale_layouts, r.scale_layout) > 0) + (rank_of(p.mx_rules, r.mx) > 0) +
+                  (rank_of(p.ds_mla_rules, r.ds_mla) > 0) + (rank_of(p.indexer_rules, r.indexer) > 0) +
+                  (rank_of(p.asym_ariths, r.asym_arith) > 0) + (rank_of(p.asym_lanes, r.asym_lanes) > 0) +
+                  (rank_of(p.int4_pairings, r.int4_pairing) > 0);
   c.tail_padding = g.tail_padding;
   c.interleaved_padding = g.interleaved_padding;
   c.invalid_slots = g.invalid_slots;
@@ -197,6 +207,8 @@ bool simpler_than(const Genotype& a, const Genotype& b, const Profile& profile) 
   compare(ca.cp, cb.cp, &less, &greater);
   compare(ca.cp_world_size, cb.cp_world_size, &less, &greater);
   compare(ca.cp_interleave, cb.cp_interleave, &less, &greater);
+  compare(ca.quant_format, cb.quant_format, &less, &greater);
+  compare(ca.quant_rules, cb.quant_rules, &less, &greater);
   compare(ca.tail_padding, cb.tail_padding, &less, &greater);
   compare(ca.interleaved_padding, cb.interleaved_padding, &less, &greater);
   compare(ca.invalid_slots, cb.invalid_slots, &less, &greater);
@@ -216,6 +228,10 @@ std::vector<Genotype> shrink_genotype(const Genotype& g, const Profile& profile)
   auto with = [&](auto&& change) {
     Genotype c = g;
     change(c);
+    if (c.quant_format != QuantFormat::none) {
+      fit_format(c);  // a quantised format's shape stays one it can store (head dims of whole groups, ...),
+      if (!simpler_than(c, g, profile)) return;  // and the candidate must still be simpler
+    }
     add(c);
   };
 
@@ -258,6 +274,25 @@ std::vector<Genotype> shrink_genotype(const Genotype& g, const Profile& profile)
     with([](Genotype& c) { c.window_sinks = 0; });
     for (const int32_t w : {g.window_size / 2, g.window_size - 1})  // a smaller ring wraps with fewer tokens
       if (w > g.window_sinks && w < g.window_size) with([w](Genotype& c) { c.window_size = w; });
+  }
+  if (g.quant_format != QuantFormat::none) {
+    with([](Genotype& c) {  // the classic cache of the input's dtype
+      c.quant_format = QuantFormat::none;
+      c.quant_rules = QuantRules{};
+      c.cache_dtype = c.input_dtype;
+      c.scale_kind = ScaleKind::none;
+    });
+    const QuantRules& r = g.quant_rules;  // each convention towards its list's first
+    if (rank_of(profile.nvfp4_rules, r.nvfp4) > 0) with([&](Genotype& c) { c.quant_rules.nvfp4 = profile.nvfp4_rules.values.front(); });
+    if (rank_of(profile.scale_layouts, r.scale_layout) > 0)
+      with([&](Genotype& c) { c.quant_rules.scale_layout = profile.scale_layouts.values.front(); });
+    if (rank_of(profile.mx_rules, r.mx) > 0) with([&](Genotype& c) { c.quant_rules.mx = profile.mx_rules.values.front(); });
+    if (rank_of(profile.ds_mla_rules, r.ds_mla) > 0) with([&](Genotype& c) { c.quant_rules.ds_mla = profile.ds_mla_rules.values.front(); });
+    if (rank_of(profile.indexer_rules, r.indexer) > 0) with([&](Genotype& c) { c.quant_rules.indexer = profile.indexer_rules.values.front(); });
+    if (rank_of(profile.asym_ariths, r.asym_arith) > 0) with([&](Genotype& c) { c.quant_rules.asym_arith = profile.asym_ariths.values.front(); });
+    if (rank_of(profile.asym_lanes, r.asym_lanes) > 0) with([&](Genotype& c) { c.quant_rules.asym_lanes = profile.asym_lanes.values.front(); });
+    if (rank_of(profile.int4_pairings, r.int4_pairing) > 0)
+      with([&](Genotype& c) { c.quant_rules.int4_pairing = profile.int4_pairings.values.front(); });
   }
   if (g.cp_input != CpInput::none) {
     with([](Genotype& c) {  // no shards

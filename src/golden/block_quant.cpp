@@ -18,9 +18,9 @@ namespace kvf::golden {
 
 namespace {
 
-// max |x| over the group, fp32, NaN ignored, starting from 0. NaN is skipped explicitly: glibc's
-// fmaxf returns NaN for a signalling NaN operand (IEEE maxNum), which would forget every value before
-// it, and a widened f16 / bf16 signalling NaN stays signalling.
+// max |x| over the group, fp32, every NaN ignored (CUDA's fmaxf and Triton's max keep the non-NaN
+// operand), starting from 0. Not std::fmax: glibc's returns a NaN for a signalling NaN operand
+// (IEEE 754-2008 maxNum), which would reset the running maximum at every signalling NaN input.
 float amax_of(std::span<const float> x) {
   float amax = 0.0f;
   for (float v : x)
@@ -170,15 +170,18 @@ float in_precision(float v, AsymArith arith) {
 
 // Min and max of the group under the lane policy; `width` is the loaded row width W.
 void min_max(std::span<const float> x, std::size_t width, AsymLanes lanes, float& mn, float& mx) {
+  // fminf / fmaxf over the row: NaN ignored (a row of NaN keeps x[0]), the first of equal operands
+  // kept (+0 and -0), written out: glibc's fmin and fmax return a NaN for a signalling NaN operand.
   mn = x[0];
   mx = x[0];
   for (float v : x) {
-    mn = std::fmin(mn, v);
-    mx = std::fmax(mx, v);
+    if (std::isnan(v)) continue;
+    if (std::isnan(mn) || v < mn) mn = v;
+    if (std::isnan(mx) || v > mx) mx = v;
   }
   if (lanes == AsymLanes::zero_padded_pow2 && !std::has_single_bit(width)) {
-    mn = std::fmin(mn, 0.0f);
-    mx = std::fmax(mx, 0.0f);
+    if (std::isnan(mn) || mn > 0.0f) mn = 0.0f;  // fminf(mn, 0): a zero mn keeps its sign
+    if (std::isnan(mx) || mx < 0.0f) mx = 0.0f;
   }
 }
 

@@ -327,6 +327,64 @@ std::optional<uint32_t> float_tie_bits(DType in, DType cache, uint64_t h) {
   return exact_in(x, in);
 }
 
+// Ties of a quantised format (dist ties): each group of a (row, head) gets a power of two 2^k that
+// its scale comes out as (exactly, when a static global scale is a power of two too), one element at
+// the group's amax that makes it so, and the others at values whose scaled quotient is a rounding
+// tie of the element format (e2m1: 0.25, 0.75, ... 5; fp8: midpoints of adjacent codes; int8:
+// k + 0.5), an exact code, a subnormal code or, under a floor-exponent rule, a value past the
+// element's largest (saturating). The asymmetric formats get a zero and qmax * 2^k, so that the
+// scale is 2^k and every other element's (x - min) / scale + 0.5 a whole number plus one half.
+// Values the input dtype cannot hold are rounded to it (then only near a tie).
+uint32_t format_tie_bits(const Case& c, Tensor t, int64_t row, int64_t head, int64_t dim) {
+  const QuantFormat f = c.quant_format;
+  const DType in = c.input_dtype;
+  const int64_t latent = c.head_dim - c.rope_dim;
+  const int64_t group = format_group(f, c.head_dim);
+  const uint64_t tensor = t == Tensor::key ? 0 : 1;
+  const int64_t g = dim / group, j = dim % group;
+  const uint64_t hg = coord_hash(c.payload_seed, kSaltTies, tensor, static_cast<uint64_t>(row), static_cast<uint64_t>(head),
+                                 static_cast<uint64_t>(g), 3);
+  const uint64_t h = coord_hash(c.payload_seed, kSaltTies, tensor, static_cast<uint64_t>(row), static_cast<uint64_t>(head),
+                                static_cast<uint64_t>(dim), 4);
+  const int k = static_cast<int>(hg % 9) - 4;
+  const int64_t amax_j = static_cast<int64_t>((hg >> 8) % static_cast<uint64_t>(group));
+  const float sign = ((h >> 3) & 1u) != 0 ? -1.0f : 1.0f;
+  const bool fp4 = format_code_dtype(f) == DType::fp4_e2m1;
+  const DType code = format_code_dtype(f);
+  const bool asym = format_has_zero(f);
+  // The element's largest value and the global scale the block scale is relative to (nvfp4).
+  const float qmax = asym ? (f == QuantFormat::asym_int4 ? 15.0f : 255.0f) : fp4 ? 6.0f : quant_max(code);
+  const float global = f == QuantFormat::nvfp4 ? f32_of(scale_bits(c, t, 0)) : 1.0f;
+  const float unit = std::ldexp(1.0f, k) * global;
+  float v = 0.0f;
+  if (dim >= latent) return finite_bits(in, in, h, static_cast<uint64_t>(dim));  // ds_mla's rope dims: copied
+  if (asym) {
+    const uint64_t which = h % 4;
+    if (j == amax_j) v = qmax;
+    else if (j == (amax_j + 1) % group) v = 0.0f;
+    else v = static_cast<float>((h >> 8) % static_cast<uint64_t>(qmax)) + (which == 0 ? 0.0f : 0.5f);
+    v *= unit;
+  } else if (j == amax_j) {
+    v = sign * qmax * unit;
+  } else {
+    const uint64_t which = h % 8;
+    if (fp4) {
+      const float ties[] = {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f, 6.0f};
+      v = ties[which];
+      if (which == 7 && f == QuantFormat::mxfp4 && c.quant_rules.mx == MxScaleRule::ocp_floor) v = 7.0f;  // saturates
+    } else if (code == DType::int8) {
+      v = static_cast<float>((h >> 8) % 127) + 0.5f;
+    } else {
+      const uint32_t max_code = fp8_max_code(code);
+      const auto b = static_cast<uint32_t>((h >> 8) % max_code);
+      v = which < 6 ? (bits_to_f32(b, code) + bits_to_f32(b + 1, code)) / 2.0f : bits_to_f32(which == 6 ? (b % 8) : b, code);
+    }
+    v *= sign * unit;
+  }
+  if (const auto b = exact_in(v, in)) return *b;
+  return rounded_in(v, in);
+}
+
 // ---------------------------------------------------------------------------------------------
 // 1-byte formats
 
@@ -368,6 +426,7 @@ uint32_t input_bits(const Case& c, Tensor t, int64_t row, int64_t head, int64_t 
   // The range values must fit: the cache dtype's, or any finite input value for a quantised format,
   // whose scales follow each group.
   const DType dst = c.has_format() ? dt : c.cache_dtype;
+  if (c.dist == ValueDist::ties && c.has_format()) return format_tie_bits(c, t, row, head, dim);
   if (c.dist == ValueDist::ties && !c.has_format()) {
     if (is_byte_dtype(c.cache_dtype)) return quant_tie_bits(c, t, row, head, dim);
     const uint64_t h = coord_hash(c.payload_seed, kSaltTies, tensor, static_cast<uint64_t>(row),

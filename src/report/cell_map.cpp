@@ -283,7 +283,7 @@ CellMap build_cell_map(const Case& c, const Verdict& verdict, const Arena& initi
         CellDecode& f = s.first;
         f.elem = e;
         f.cell = cell;
-        f.field = c.field_name(cell.is_value);
+        f.field = cell.field >= 0 ? c.fields().field[cell.field].name : c.field_name(cell.is_value);
         f.kind = kind;
         f.bytes = size;
         f.expected = exp;

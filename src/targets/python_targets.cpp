@@ -84,8 +84,9 @@ const char* const kTritonSupports =
     "every family (kv, kv_split: V's own head dim and strides, k_only, mla: kv_c and k_pe into one latent entry), "
     "f16/bf16/f32 inputs, f16/bf16/f32/fp8_e4m3/fp8_e5m2/int8 caches with per-tensor, per-head, per-block and "
     "per-token-head scales, i32/i64 slots, any H and D, context-parallel shards (one call per rank; input "
-    "slot_mapping from kvfuzz_triton's slot-mapping producer, input positions filtered in the kernel); slow (the "
-    "interpreter loops over the grid in Python)";
+    "slot_mapping from kvfuzz_triton's slot-mapping producer, input positions filtered in the kernel), every quantised "
+    "format (nvfp4, mxfp8_e4m3/e5m2, mxfp4, ds_mla, indexer_k, fp8_inline, int8_inline, asym_int8, asym_int4) under "
+    "every convention (kv_append_format.py); slow (the interpreter loops over the grid in Python)";
 
 std::unique_ptr<Target> make_triton_interp(const TargetOptions& options, bool fp8_software) {
   TargetInfo info;
@@ -113,6 +114,15 @@ std::unique_ptr<Target> make_triton_interp(const TargetOptions& options, bool fp
         "exact, except the values of fp8 caches: within one binade (ulp:8 in fp8_e4m3, ulp:4 in fp8_e5m2), the error of "
         "the interpreter's fp8 cast; every location, every scale and every f16/bf16/f32/int8 value stays exact";
     info.default_tolerance = "exact,fp8_e4m3=ulp:8,fp8_e5m2=ulp:4";
+    // The quantised formats whose scales or codes pass through an fp8 conversion would inherit the
+    // interpreter's wrong cast in a scale (every code of its group then differs): only those without
+    // one (mxfp4: e2m1 and e8m0 from the bits; int8_inline; the asymmetric formats).
+    Capabilities caps;
+    caps.quant_formats = 0;
+    for (const QuantFormat f : {QuantFormat::none, QuantFormat::mxfp4, QuantFormat::int8_inline, QuantFormat::asym_int8,
+                                QuantFormat::asym_int4})
+      caps.quant_formats |= 1u << static_cast<unsigned>(f);
+    info.capabilities = caps;
   }
   PythonWorkerSpec spec;
   spec.python = resolve_python(options.python);

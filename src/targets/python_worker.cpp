@@ -323,6 +323,32 @@ nlohmann::json call_json(const Case& c, const ArenaLayout& layout, std::byte* im
     return {{"stride_block", f.stride_block}, {"stride_pos", f.stride_pos}, {"stride_head", f.stride_head},
             {"x", f.x}, {"stride_dim0", f.stride_dim0}, {"stride_dim1", f.stride_dim1}};
   };
+  // A quantised format: its fields as kvfuzz_triton.format_api.FormatField, its conventions by name.
+  nlohmann::json format = nullptr;
+  if (c.has_format()) {
+    const auto layout_json = [](const FieldLayout& l) -> nlohmann::json {
+      FormatKernelField f;
+      if (const std::string why = format_kernel_field(l, f); !why.empty()) return why;
+      return {{"offset", f.offset}, {"block", f.block}, {"pos_x", f.pos_x}, {"pos0", f.pos0}, {"pos1", f.pos1},
+              {"head", f.head}, {"dim_x", f.dim_x}, {"dim0", f.dim0}, {"dim1", f.dim1}};
+    };
+    const QuantRules& r = c.quant_rules;
+    format = {{"name", std::string(to_string(c.quant_format))},
+              {"rules",
+               {{"nvfp4", std::string(to_string(r.nvfp4))}, {"mx", std::string(to_string(r.mx))},
+                {"ds_mla", std::string(to_string(r.ds_mla))}, {"indexer", std::string(to_string(r.indexer))},
+                {"asym_arith", std::string(to_string(r.asym_arith))}, {"asym_lanes", std::string(to_string(r.asym_lanes))},
+                {"int4_pairing", std::string(to_string(r.int4_pairing))}}},
+              {"cache", offset(p.format_cache)},
+              {"scales", offset(p.format_scales)},
+              {"k_codes", layout_json(p.code_layout[0])},
+              {"v_codes", layout_json(p.code_layout[1])},
+              {"k_scales", layout_json(p.scale_layout[0])},
+              {"v_scales", layout_json(p.scale_layout[1])},
+              {"k_zeros", layout_json(p.zero_layout[0])},
+              {"v_zeros", layout_json(p.zero_layout[1])},
+              {"rope", layout_json(p.rope_layout)}};
+  }
   nlohmann::json cp_producer = nullptr;
   if (producer && c.cp_input == CpInput::slot_mapping) {
     const CpSlotMappingParams q = cp_producer_params(c, image, layout, rank);
@@ -375,6 +401,10 @@ nlohmann::json call_json(const Case& c, const ArenaLayout& layout, std::byte* im
            : nlohmann::json{{"positions", offset(p.cp_positions)}, {"rank", p.cp_rank},
                             {"world_size", p.cp_world_size}, {"interleave", p.cp_interleave}}},
       {"cp_producer", cp_producer},
+      // A quantised format (null: none): {name, rules {nvfp4, mx, ds_mla, indexer, asym_arith,
+      // asym_lanes, int4_pairing}, cache, scales (byte offsets of the two buffers), k_codes, v_codes,
+      // k_scales, v_scales, k_zeros, v_zeros, rope: fields as FormatField (or a string: why not)}.
+      {"format", format},
       {"k_field", field(false)},
       {"v_field", field(true)},
       {"invalid_slots", counter ? offset(p.invalid_slots) : nullptr},

@@ -56,7 +56,9 @@ image (python_worker.cpp, call_json()):
   slot_mapping from kvfuzz, written before the case), invalid_slots (null when the
   function's capabilities leave out "invalid_slot_counter": it then gets invalid_slots=None), scale_kind,
   num_scales, k_scale, v_scale, k_scale_cache, v_scale_cache (offsets or null),
-  scale_cache {stride_block, stride_pos, stride_head}. Strides are in elements.
+  scale_cache {stride_block, stride_pos, stride_head}, format (a quantised format: {name, rules, cache,
+  scales, k_codes, v_codes, k_scales, v_scales, k_zeros, v_zeros, rope}, the fields as
+  kvfuzz_triton.FormatField; else null; launch mode only). Strides are in elements.
 """
 import ctypes
 import importlib
@@ -321,6 +323,20 @@ class Launcher:
             rope=ptr(call["rope"]["offset"], call["input_dtype"]) if call["rope"] else None,
             rope_stride_token=call["rope"]["stride_token"] if call["rope"] else 0,
             rope_stride_head=call["rope"]["stride_head"] if call["rope"] else 0, rope_dim=call["rope_dim"])
+        fmt = call.get("format")
+        if fmt:  # a quantised format: its fields in the cache and scale buffers (format_api.py)
+            def format_field(name):
+                f = fmt[name]
+                if isinstance(f, str):
+                    raise ValueError(f"{fmt['name']} {name}: {f}")
+                return kt.FormatField(**f)
+            p.quant_format = fmt["name"]
+            p.format_rules = kt.FormatRules(**fmt["rules"])
+            p.format_cache = kt.HostPtr(image.base + fmt["cache"], "u8")
+            p.format_scales = kt.HostPtr(image.base + fmt["scales"], "u8")
+            for name in ("k_codes", "v_codes", "k_scales", "v_scales", "k_zeros", "v_zeros"):
+                setattr(p, name, format_field(name))
+            p.rope_field = format_field("rope")
         csr = call.get("csr")
         if csr:  # FlashInfer's CSR addressing: int32 arrays, no slot_mapping
             p.csr_batch_indices = ptr(csr["batch_indices"], "i32")

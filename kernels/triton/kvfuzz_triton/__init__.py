@@ -69,6 +69,19 @@ torch API (CUDA tensors on a GPU; CPU tensors under TRITON_INTERPRET=1):
   The context-parallel slot-mapping producer (cp_slot_mapping.py): rank `rank`'s slot_mapping, -1
   for the rows whose token it does not hold; see that module's docstring.
 
+    kv_append_quant(key, value, key_cache, value_cache, slot_mapping, *, quant_format, layout="nhd",
+                    key_scales=None, value_scales=None, k_scale=None, v_scale=None, rope=None,
+                    scale_layout="linear", rules=None, invalid_slots=None, fp8_software=None) -> None
+
+  The quantised formats (kv_append_format.py; quant_api.py's docstring has every format's tensors):
+  quant_format "nvfp4" (e2m1 pairs [nb, bs, H, D/2], e4m3 key_scales [nb, bs, H, D/16], fp32 [1]
+  decode global scales k_scale / v_scale, scale_layout "linear" | "swizzled_v" | "swizzled" for
+  vLLM's SM100 readers), "mxfp4", "mxfp8_e4m3", "mxfp8_e5m2" (e8m0 scales per 32 dims),
+  "fp8_inline", "int8_inline" (rows of D codes and an fp32 scale at byte D), "asym_int8", "asym_int4"
+  (fp32 key_scales [nb, bs, H, 2]: scale and zero point), "ds_mla" (kv_c, rope=k_pe, records of 656
+  bytes), "indexer_k" (vLLM's [nb, bs, D + 4 D/128]). rules: FormatRules(nvfp4=, mx=, ds_mla=, indexer=,
+  asym_arith=, asym_lanes=, int4_pairing=) or a dict, the conventions of src/golden/block_quant.h.
+
 Raw entry point (no torch needed; used by the interpreter worker with HostPtr shims):
 
     launch(KvAppendParams(...), variant=None, fp8_software=None, tile=None)
@@ -78,17 +91,23 @@ Raw entry point (no torch needed; used by the interpreter worker with HostPtr sh
   kv_append.py's docstring for the formula), by default the shared geometry with contiguous dims;
   legacy_fields() gives vllm_legacy's. The family fields (value_head_dim, has_value, rope,
   rope_stride_token, rope_stride_head, rope_dim) default to family kv. tile=AOT_TILE runs the one tile the ahead-of-time build
-  (kernels/triton/aot_compile.py) compiles. launch_cp_slot_mapping(CpSlotMappingParams(...)) runs
+  (kernels/triton/aot_compile.py) compiles. quant_format (not "none") with format_rules, format_cache,
+  format_scales and the FormatFields k_codes, v_codes, k_scales, v_scales, k_zeros, v_zeros and
+  rope_field runs kv_append_format_kernel instead (format_api.py). launch_cp_slot_mapping(CpSlotMappingParams(...)) runs
   the producer on raw parameters (kvf::CpSlotMappingParams).
 """
 from .api import (DTYPES, LAYOUTS, SCALE_KINDS, FieldStrides, KvAppendParams, cache_fields, check_params,
                   check_ranks, geometry_field, interpreting, kv_append, kv_append_mla, launch, legacy_fields,
                   pick_variant, tile_sizes)
 from .cp_slot_mapping import CpSlotMappingParams, cp_slot_mapping, cp_slot_mapping_kernel, launch_cp_slot_mapping
+from .format_api import FORMATS, FormatField, FormatRules, launch_format
 from .hostptr import HostPtr
 from .kv_append import kv_append_kernel
+from .kv_append_format import kv_append_format_kernel
+from .quant_api import kv_append_quant
 
-__all__ = ["DTYPES", "LAYOUTS", "SCALE_KINDS", "CpSlotMappingParams", "FieldStrides", "HostPtr", "KvAppendParams",
-           "cache_fields", "check_params", "check_ranks", "cp_slot_mapping", "cp_slot_mapping_kernel", "geometry_field",
-           "interpreting", "kv_append", "kv_append_kernel", "kv_append_mla", "launch", "launch_cp_slot_mapping",
+__all__ = ["DTYPES", "FORMATS", "LAYOUTS", "SCALE_KINDS", "CpSlotMappingParams", "FieldStrides", "FormatField",
+           "FormatRules", "HostPtr", "KvAppendParams", "cache_fields", "check_params", "check_ranks", "cp_slot_mapping",
+           "cp_slot_mapping_kernel", "geometry_field", "interpreting", "kv_append", "kv_append_format_kernel",
+           "kv_append_kernel", "kv_append_mla", "kv_append_quant", "launch", "launch_cp_slot_mapping", "launch_format",
            "legacy_fields", "pick_variant", "tile_sizes"]

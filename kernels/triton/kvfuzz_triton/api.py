@@ -133,6 +133,22 @@ class KvAppendParams:
     cp_rank: int = 0
     cp_world_size: int = 1
     cp_interleave: int = 1
+    # A quantised format (format_api.py, kvf::KvAppendParams' format part): "none" is everything above.
+    # Otherwise the codes, scales and zero points are FormatFields of format_cache (byte 0 of the
+    # cache buffer: codes, ds_mla's rope) and format_scales (byte 0 of the buffer of the scales: the
+    # cache buffer for ds_mla, indexer_k and the inline formats); k_cache, v_cache, cache_dtype and
+    # scale_kind are unused, and k_scale / v_scale hold nvfp4's fp32 global scales.
+    quant_format: str = "none"
+    format_rules: object = None  # format_api.FormatRules; None: the defaults
+    format_cache: object = None
+    format_scales: object = None
+    k_codes: object = None  # format_api.FormatField of K's codes (ds_mla: the latent codes)
+    v_codes: object = None
+    k_scales: object = None
+    v_scales: object = None
+    k_zeros: object = None  # asym_int8 / asym_int4: the zero points
+    v_zeros: object = None
+    rope_field: object = None  # ds_mla: the rope dims' field, in input elements
 
 
 def fields(p):
@@ -237,6 +253,10 @@ def launch(p, *, variant=None, fp8_software=None, num_warps=4, tile=None):
     conversion on the GPU (both are bit-identical to the contract on sm_90).
     tile: (BLOCK_H, BLOCK_D) powers of two, e.g. AOT_TILE; None = tile_sizes() for the shape.
     """
+    if p.quant_format != "none":
+        from .format_api import FORMAT_AOT_BLOCK, launch_format
+        return launch_format(p, fp8_software=interpreting() if fp8_software is None else fp8_software,
+                             num_warps=num_warps, block=FORMAT_AOT_BLOCK if tile == AOT_TILE else None)
     check_params(p)
     variant = variant or pick_variant(p.stride_pos, p.stride_head)
     if variant not in VARIANTS:

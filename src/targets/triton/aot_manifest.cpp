@@ -75,8 +75,12 @@ ParamType param_type(const Reader& r, const std::string& type) {
   r.fail("type", "expected \"*<element>\", \"i32\", \"i64\" or \"scratch\", got \"" + type + "\"");
 }
 
-// A kv_append kernel (its dtypes) or, `producer`, the slot-mapping producer (its rows per program).
-AotKernel parse_kernel(const json& v, const std::string& path, const std::string& origin, bool producer = false) {
+enum class KernelKind : uint8_t { append, producer, format };
+
+// A kv_append kernel (its dtypes), the slot-mapping producer (its rows per program) or a quantised
+// format's kernel (its input dtype and format).
+AotKernel parse_kernel(const json& v, const std::string& path, const std::string& origin, KernelKind kind = KernelKind::append) {
+  const bool producer = kind == KernelKind::producer;
   const Reader r(v, path, origin);
   AotKernel k;
   k.name = r.str("name");
@@ -90,7 +94,14 @@ AotKernel parse_kernel(const json& v, const std::string& path, const std::string
     k.rows_per_program = r.integer("rows_per_program", 1, 1024);
   } else {
     k.input_dtype = dtype("input_dtype");
-    k.cache_dtype = dtype("cache_dtype");
+    if (kind == KernelKind::format) {
+      const std::optional<QuantFormat> f = quant_format_from_string(r.str("quant_format"));
+      if (!f || *f == QuantFormat::none) r.fail("quant_format", "expected one of " + quoted_quant_formats() + " but none");
+      k.quant_format = *f;
+      k.cache_dtype = format_code_dtype(*f);
+    } else {
+      k.cache_dtype = dtype("cache_dtype");
+    }
     const std::optional<IndexType> slot = index_type_from_string(r.str("slot_type"));
     if (!slot) r.fail("slot_type", "expected one of " + quoted_names<IndexType>());
     k.slot_type = *slot;
@@ -190,6 +201,73 @@ std::optional<ArgValue> argument(const std::string& name, const KvAppendParams& 
   return std::nullopt;
 }
 
+// The value of a format field's parameter (kc_offset, ..., rp_dim1) of field f, or nullopt.
+std::optional<ArgValue> format_field_argument(const std::string& suffix, const FormatKernelField& f) {
+  if (suffix == "offset") return integer(f.offset);
+  if (suffix == "block") return integer(f.block);
+  if (suffix == "pos_x") return integer(f.pos_x);
+  if (suffix == "pos0") return integer(f.pos0);
+  if (suffix == "pos1") return integer(f.pos1);
+  if (suffix == "head") return integer(f.head);
+  if (suffix == "dim_x") return integer(f.dim_x);
+  if (suffix == "dim0") return integer(f.dim0);
+  if (suffix == "dim1") return integer(f.dim1);
+  return std::nullopt;
+}
+
+// The value of kv_append_format_kernel's parameter `name` (kernels/triton/kvfuzz_triton/kv_append_format.py);
+// fields: kc, vc, ks, vs, kz, vz, rp.
+std::optional<ArgValue> format_argument(const std::string& name, const KvAppendParams& p,
+                                        const std::map<std::string, FormatKernelField>& fields) {
+  const bool ds_mla = p.quant_format == QuantFormatId::ds_mla;
+  const bool has_value = p.has_value && !ds_mla && p.quant_format != QuantFormatId::indexer_k;
+  const bool nvfp4 = p.quant_format == QuantFormatId::nvfp4;
+  const FormatRules& r = p.format_rules;
+  if (name == "key_ptr") return pointer(p.key);
+  if (name == "value_ptr") return pointer(has_value ? p.value : nullptr);
+  if (name == "rope_ptr") return pointer(ds_mla ? p.rope : nullptr);
+  if (name == "slot_ptr") return pointer(p.slot_mapping);
+  if (name == "cache_ptr") return pointer(p.format_cache);
+  if (name == "scales_ptr") return pointer(p.format_scales);
+  if (name == "k_global_ptr") return pointer(nvfp4 ? p.k_scale : nullptr);
+  if (name == "v_global_ptr") return pointer(nvfp4 ? p.v_scale : nullptr);
+  if (name == "invalid_slots_ptr") return pointer(p.invalid_slots);
+  if (name == "num_heads") return integer(p.num_heads);
+  if (name == "head_dim") return integer(p.head_dim);
+  if (name == "latent_dim") return integer(ds_mla ? p.latent_dim : p.head_dim);
+  if (name == "rope_dim") return integer(ds_mla ? p.rope_dim : 0);
+  if (name == "key_stride_token") return integer(p.key_stride_token);
+  if (name == "key_stride_head") return integer(p.key_stride_head);
+  if (name == "value_stride_token") return integer(p.value_stride_token);
+  if (name == "value_stride_head") return integer(p.value_stride_head);
+  if (name == "rope_stride_token") return integer(p.rope_stride_token);
+  if (name == "rope_stride_head") return integer(p.rope_stride_head);
+  if (name == "num_blocks") return integer(p.cache.num_blocks);
+  if (name == "block_size") return integer(p.cache.block_size);
+  if (name == "has_value") return integer(has_value ? 1 : 0);
+  if (name == "has_counter") return integer(p.invalid_slots != nullptr ? 1 : 0);
+  if (name == "nvfp4_rule") return integer(r.nvfp4);
+  if (name == "mx_rule") return integer(r.mx);
+  if (name == "ds_mla_rule") return integer(r.ds_mla);
+  if (name == "indexer_rule") return integer(r.indexer);
+  if (name == "asym_arith") return integer(r.asym_arith);
+  if (name == "asym_lanes") return integer(r.asym_lanes);
+  if (name == "int4_pairing") return integer(r.int4_pairing);
+  if (name.size() > 3 && name[2] == '_')
+    if (const auto it = fields.find(name.substr(0, 2)); it != fields.end())
+      if (std::optional<ArgValue> v = format_field_argument(name.substr(3), it->second)) return v;
+  // Row addressing: kv_append_kernel's arguments of the same names.
+  static const char* const kShared[] = {"csr", "csr_batch_ptr", "csr_pos_ptr", "csr_indices_ptr", "csr_indptr_ptr",
+                                        "window", "window_size", "window_sinks", "window_pos_ptr", "window_len_ptr",
+                                        "cp", "cp_rank", "cp_world_size", "cp_interleave", "cp_pos_ptr"};
+  for (const char* shared : kShared)
+    if (name == shared) {
+      const KernelField none[2];
+      return argument(name, p, AotLaunchPlan{}, none);
+    }
+  return std::nullopt;
+}
+
 // The value of cp_slot_mapping_kernel's parameter `name` (kernels/triton/kvfuzz_triton/cp_slot_mapping.py).
 std::optional<ArgValue> cp_argument(const std::string& name, const CpSlotMappingParams& p) {
   if (name == "positions_ptr") return pointer(p.positions);
@@ -243,8 +321,8 @@ AotManifest parse_aot_manifest(const std::string& text, const std::string& origi
     throw InputError(origin, "", std::string("not valid JSON: ") + e.what());
   }
   const Reader r(doc, "", origin);
-  if (r.str("schema") != "kvfuzz-triton-aot/2")
-    r.fail("schema", "expected \"kvfuzz-triton-aot/2\" (rebuild the kernels with this kvfuzz's kernels/triton/aot_compile.py)");
+  if (r.str("schema") != "kvfuzz-triton-aot/3")
+    r.fail("schema", "expected \"kvfuzz-triton-aot/3\" (rebuild the kernels with this kvfuzz's kernels/triton/aot_compile.py)");
   AotManifest m;
   m.origin = origin;
   m.triton_version = r.str("triton_version");
@@ -271,7 +349,22 @@ AotManifest parse_aot_manifest(const std::string& text, const std::string& origi
                                          std::string(to_string(k.slot_type)) + " slots");
     m.kernels.push_back(std::move(k));
   }
-  m.cp_slot_mapping = parse_kernel(r.at("cp_slot_mapping"), "/cp_slot_mapping", origin, /*producer=*/true);
+  m.cp_slot_mapping = parse_kernel(r.at("cp_slot_mapping"), "/cp_slot_mapping", origin, KernelKind::producer);
+  check_numbering(r, "formats", std::array{QuantFormat::none, QuantFormat::nvfp4, QuantFormat::mxfp8_e4m3,
+                                           QuantFormat::mxfp8_e5m2, QuantFormat::mxfp4, QuantFormat::ds_mla,
+                                           QuantFormat::indexer_k, QuantFormat::fp8_inline, QuantFormat::int8_inline,
+                                           QuantFormat::asym_int8, QuantFormat::asym_int4});
+  m.format_block = static_cast<int>(r.integer("format_block", 1, 4096));
+  const json& formats = r.array("format_kernels");
+  for (size_t i = 0; i < formats.size(); ++i) {
+    const std::string path = "/format_kernels/" + std::to_string(i);
+    AotKernel k = parse_kernel(formats[i], path, origin, KernelKind::format);
+    if (find_format_kernel(m, k.input_dtype, k.quant_format, k.slot_type) != nullptr)
+      throw InputError(origin, path, "a second kernel for " + std::string(to_string(k.input_dtype)) + " -> " +
+                                         std::string(to_string(k.quant_format)) + " with " +
+                                         std::string(to_string(k.slot_type)) + " slots");
+    m.format_kernels.push_back(std::move(k));
+  }
   return m;
 }
 
@@ -288,6 +381,8 @@ void check_cubin(const AotKernelSet& set, const AotKernel& k, const std::string&
 
 void check_cubins(const AotKernelSet& set) {
   for (size_t i = 0; i < set.manifest.kernels.size(); ++i) check_cubin(set, set.manifest.kernels[i], "/kernels/" + std::to_string(i));
+  for (size_t i = 0; i < set.manifest.format_kernels.size(); ++i)
+    check_cubin(set, set.manifest.format_kernels[i], "/format_kernels/" + std::to_string(i));
   check_cubin(set, set.manifest.cp_slot_mapping, "/cp_slot_mapping");
 }
 
@@ -323,6 +418,7 @@ AotKernelSet kernel_set_from_directory(const std::string& dir) {
   set.manifest = parse_aot_manifest(text, origin);
   std::vector<const AotKernel*> all;
   for (const AotKernel& k : set.manifest.kernels) all.push_back(&k);
+  for (const AotKernel& k : set.manifest.format_kernels) all.push_back(&k);
   all.push_back(&set.manifest.cp_slot_mapping);
   for (const AotKernel* k : all) {
     std::string bytes;
@@ -336,6 +432,23 @@ const AotKernel* find_kernel(const AotManifest& m, DType input, DType cache, Ind
   for (const AotKernel& k : m.kernels)
     if (k.input_dtype == input && k.cache_dtype == cache && k.slot_type == slot) return &k;
   return nullptr;
+}
+
+const AotKernel* find_format_kernel(const AotManifest& m, DType input, QuantFormat format, IndexType slot) {
+  for (const AotKernel& k : m.format_kernels)
+    if (k.input_dtype == input && k.quant_format == format && k.slot_type == slot) return &k;
+  return nullptr;
+}
+
+std::string plan_format_launch(const KvAppendParams& p, AotLaunchPlan& plan) {
+  plan = AotLaunchPlan{};
+  if (p.num_slots > std::numeric_limits<int32_t>::max())
+    return std::to_string(p.num_slots) + " slot entries exceed the grid's x limit (2^31 - 1)";
+  if (p.num_heads > 65535) return std::to_string(p.num_heads) + " heads exceed the grid's y limit (65535)";
+  plan.heads_per_program = 1;
+  const bool empty = p.num_slots <= 0 || p.num_heads <= 0 || p.head_dim <= 0;
+  plan.grid = {empty ? 0u : static_cast<uint32_t>(p.num_slots), static_cast<uint32_t>(p.num_heads < 1 ? 1 : p.num_heads), 1};
+  return "";
 }
 
 std::string plan_launch(const AotManifest& m, const KvAppendParams& p, AotLaunchPlan& plan) {
@@ -371,6 +484,17 @@ std::string pack_arguments(const AotKernel& k, const KvAppendParams& p, const Ao
     if (std::string why = kernel_field(append_field_layout(p, v == 1), fields[v]); !why.empty())
       return std::string("kernel ") + k.name + " cannot address the " + (v == 1 ? "V" : "K") + " cache: " + why;
   return pack(k, [&](const std::string& name) { return argument(name, p, plan, fields); }, out);
+}
+
+std::string pack_format_arguments(const AotKernel& k, const KvAppendParams& p, PackedArgs& out) {
+  std::map<std::string, FormatKernelField> fields;
+  const std::pair<const char*, const FieldLayout*> layouts[] = {
+      {"kc", &p.code_layout[0]}, {"vc", &p.code_layout[1]},   {"ks", &p.scale_layout[0]}, {"vs", &p.scale_layout[1]},
+      {"kz", &p.zero_layout[0]}, {"vz", &p.zero_layout[1]}, {"rp", &p.rope_layout}};
+  for (const auto& [name, layout] : layouts)
+    if (std::string why = format_kernel_field(*layout, fields[name]); !why.empty())
+      return std::string("kernel ") + k.name + " cannot address field " + name + ": " + why;
+  return pack(k, [&](const std::string& name) { return format_argument(name, p, fields); }, out);
 }
 
 std::string pack_cp_arguments(const AotKernel& k, const CpSlotMappingParams& p, PackedArgs& out) {

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "case/quant_format.h"
 #include "case/types.h"
 #include "cp_slot_mapping.cuh"
 #include "kv_append.cuh"
@@ -34,12 +35,14 @@ struct KernelParam {
   ParamType type = ParamType::i64;
 };
 
-// One compiled specialisation of kv_append_kernel, or the slot-mapping producer.
+// One compiled specialisation of kv_append_kernel or kv_append_format_kernel, or the slot-mapping producer.
 struct AotKernel {
-  std::string name;       // "kv_append_f16_int8_i64", "cp_slot_mapping"; also its cubin's file stem
-  std::string function;   // entry point inside the cubin: "kv_append_kernel", "cp_slot_mapping_kernel"
+  std::string name;       // "kv_append_f16_int8_i64", "kv_append_format_bf16_nvfp4_i64", "cp_slot_mapping";
+                          // also its cubin's file stem
+  std::string function;   // entry point inside the cubin: "kv_append_kernel", "kv_append_format_kernel", ...
   DType input_dtype = DType::f16;  // kv_append kernels: the specialisation's dtypes
   DType cache_dtype = DType::f16;
+  QuantFormat quant_format = QuantFormat::none;  // format kernels: the format (cache_dtype then unused)
   IndexType slot_type = IndexType::i64;
   int64_t rows_per_program = 0;    // the producer: slot_mapping rows per program (0 for kv_append kernels)
   int num_warps = 4;      // threads per program = num_warps * warp_size
@@ -60,6 +63,8 @@ struct AotManifest {
   int block_d = 0;
   std::vector<AotKernel> kernels;
   AotKernel cp_slot_mapping;   // the context-parallel slot-mapping producer (one specialisation)
+  int format_block = 0;        // the quantised formats' kernels: their tile (format_api.FORMAT_AOT_BLOCK)
+  std::vector<AotKernel> format_kernels;  // one per (input dtype, quantised format, slot dtype)
 };
 
 // Parses manifest.json. Throws InputError(origin, JSON pointer, expectation) for anything
@@ -79,6 +84,8 @@ AotKernelSet kernel_set_from_directory(const std::string& dir);
 
 // The kernel for these dtypes, or nullptr when the manifest has none.
 const AotKernel* find_kernel(const AotManifest& m, DType input, DType cache, IndexType slot);
+// The quantised format's kernel for these dtypes, or nullptr.
+const AotKernel* find_format_kernel(const AotManifest& m, DType input, QuantFormat format, IndexType slot);
 
 // Grid and variant of one launch (the rules of kvfuzz_triton.api.launch with the AOT tile).
 struct AotLaunchPlan {
@@ -89,6 +96,10 @@ struct AotLaunchPlan {
 // Returns "" and fills `plan`, or why the case cannot be launched (a grid dimension too large).
 // grid[0] == 0 means nothing to launch (no slot entries).
 std::string plan_launch(const AotManifest& m, const KvAppendParams& p, AotLaunchPlan& plan);
+
+// Grid of a quantised format's launch (kvfuzz_triton.format_api.launch_format): one program per
+// (slot entry, head). Returns "" or why not; grid[0] == 0: nothing to launch.
+std::string plan_format_launch(const KvAppendParams& p, AotLaunchPlan& plan);
 
 // Grid of the producer's launch for p (the rules of kvfuzz_triton.launch_cp_slot_mapping): one
 // program per rows_per_program rows. Returns "" or why not; grid[0] == 0: nothing to launch.
@@ -104,6 +115,10 @@ struct PackedArgs {
 // (a parameter this loader does not know, a value out of the parameter's range).
 std::string pack_arguments(const AotKernel& k, const KvAppendParams& p, const AotLaunchPlan& plan,
                            PackedArgs& out);
+// The same for a quantised format's kernel `k` (AotManifest::format_kernels): p's format fields
+// (code_layout, scale_layout, zero_layout, rope_layout) as kv_append_format_kernel's kc_, ks_, ...
+// arguments (kernel_fields.h, format_kernel_field), its rules, its buffers.
+std::string pack_format_arguments(const AotKernel& k, const KvAppendParams& p, PackedArgs& out);
 // The same for the slot-mapping producer `k` (AotManifest::cp_slot_mapping) and p.
 std::string pack_cp_arguments(const AotKernel& k, const CpSlotMappingParams& p, PackedArgs& out);
 

@@ -70,3 +70,44 @@ inline std::string kernel_field(const FieldLayout& f, KernelField& out) {
 }
 
 }  // namespace kvf
+
+namespace kvf {
+
+// One field of a quantised format as kv_append_format_kernel takes it
+// (kernels/triton/kvfuzz_triton/kv_append_format.py; kvfuzz_triton.format_api.FormatField): element
+//   offset + block*block + mode(pos) + head*head + mode(dim),  mode(c) = (c % x)*s0 + (c / x)*s1
+// in elements of the field's dtype from byte 0 of its buffer: the FieldLayout of kv_format.cuh with
+// flat block and head axes and pos and dim axes of at most two sub-modes (a flat one is x = 1).
+struct FormatKernelField {
+  int64_t offset = 0;
+  int64_t block = 0;
+  int64_t pos_x = 1, pos0 = 0, pos1 = 0;
+  int64_t head = 0;
+  int64_t dim_x = 1, dim0 = 0, dim1 = 1;
+};
+
+// Returns "" and fills `out` with the format kernel's form of `f`, or why it cannot address it (a
+// block or head axis of more than one sub-mode, a pos or dim axis of more than two).
+inline std::string format_kernel_field(const FieldLayout& f, FormatKernelField& out) {
+  // (x, s0, s1) of mode m, or false: sub-modes of extent 1 at its end do not count.
+  const auto two = [](const Mode& m, int64_t& x, int64_t& s0, int64_t& s1) {
+    int used = m.rank;
+    while (used > 1 && m.extent[used - 1] <= 1) --used;
+    if (used > 2) return false;
+    if (used == 1) {
+      x = 1, s0 = 0, s1 = m.stride[0];
+    } else {
+      x = m.extent[0], s0 = m.stride[0], s1 = m.stride[1];
+    }
+    return x >= 1 && x <= INT32_MAX;
+  };
+  int64_t x = 1, s0 = 0;
+  out.offset = f.offset;
+  if (!two(f.mode[0], x, s0, out.block) || x != 1) return "the block axis must be one (extent, stride) mode";
+  if (!two(f.mode[2], x, s0, out.head) || x != 1) return "the head axis must be one (extent, stride) mode";
+  if (!two(f.mode[1], out.pos_x, out.pos0, out.pos1)) return "the pos axis has more than two sub-modes (or a first extent past 2^31)";
+  if (!two(f.mode[3], out.dim_x, out.dim0, out.dim1)) return "the dim axis has more than two sub-modes (or a first extent past 2^31)";
+  return "";
+}
+
+}  // namespace kvf

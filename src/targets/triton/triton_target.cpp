@@ -51,7 +51,7 @@ class TritonTarget final : public Target {
         "triton",
         load_error_ ? "kernels/triton compiled ahead of time; unusable: " + std::string(load_error_->what())
                     : "kernels/triton/kvfuzz_triton/kv_append.py compiled ahead of time (triton " + m.triton_version +
-                          ", " + std::to_string(m.kernels.size()) + " cubins for sm_" +
+                          ", " + std::to_string(m.kernels.size() + m.format_kernels.size()) + " cubins for sm_" +
                           std::to_string(m.compute_capability) + "a" + source +
                           "), launched through the CUDA driver API on device " + std::to_string(device) +
                           " (run in a worker process)",
@@ -116,6 +116,7 @@ class TritonTarget final : public Target {
     if (std::string why = loader_.init(); !why.empty()) return {RunStatus::launch_error, why};
     std::vector<const AotKernel*> all;
     for (const AotKernel& k : set_.manifest.kernels) all.push_back(&k);
+    for (const AotKernel& k : set_.manifest.format_kernels) all.push_back(&k);
     all.push_back(&set_.manifest.cp_slot_mapping);
     for (const AotKernel* k : all) {
       CUfunction f = nullptr;
@@ -141,8 +142,30 @@ class TritonTarget final : public Target {
     return {};
   }
 
+  // A quantised format's call: the format kernel for p's input dtype, format and slot dtype.
+  RunResult launch_format(const KvAppendParams& p) {
+    const QuantFormat format = static_cast<QuantFormat>(p.quant_format);
+    const AotKernel* k = find_format_kernel(set_.manifest, p.input_dtype, format, p.slot_type);
+    if (k == nullptr)
+      return {RunStatus::launch_error, "no Triton format kernel for " + std::string(to_string(p.input_dtype)) + " -> " +
+                                           std::string(to_string(format)) + " with " +
+                                           std::string(to_string(p.slot_type)) + " slots in " + set_.manifest.origin};
+    AotLaunchPlan plan;
+    if (std::string why = plan_format_launch(p, plan); !why.empty()) return {RunStatus::launch_error, why};
+    if (plan.grid[0] == 0) return {};  // nothing to write: never launch an empty grid
+    PackedArgs args;
+    if (std::string why = pack_format_arguments(*k, p, args); !why.empty()) return {RunStatus::launch_error, why};
+    CUfunction f = nullptr;
+    if (CUresult r = loader_.function(*k, set_.cubins.at(k->cubin), f); r != CUDA_SUCCESS)
+      return fault(r, ("loading " + k->cubin).c_str());
+    if (CUresult r = loader_.launch(*k, f, plan, args, stream_); r != CUDA_SUCCESS)
+      return fault(r, ("launching " + k->name).c_str());
+    return {};
+  }
+
   // Selects the kernel for p's dtypes, packs its arguments and launches it (nothing for T = 0).
   RunResult launch(const KvAppendParams& p) {
+    if (p.quant_format != QuantFormatId::none) return launch_format(p);
     const AotKernel* k = find_kernel(set_.manifest, p.input_dtype, p.cache_dtype, p.slot_type);
     if (k == nullptr)
       return {RunStatus::launch_error, "no Triton kernel for " + std::string(to_string(p.input_dtype)) + " -> " +
@@ -174,7 +197,9 @@ class TritonTarget final : public Target {
            "per-tensor, per-head, per-block and per-token-head scales, i32/i64 slots, any H and D (one " +
            std::to_string(m.block_h) + "x" + std::to_string(m.block_d) + " tile looped over heads and dims), "
            "context-parallel shards (one call per rank; input slot_mapping from the Triton slot-mapping producer, "
-           "input positions filtered in the kernel)" +
+           "input positions filtered in the kernel), every quantised format (nvfp4, mxfp8_e4m3/e5m2, mxfp4, ds_mla, "
+           "indexer_k, fp8_inline, int8_inline, asym_int8, asym_int4) under every convention (" +
+           std::to_string(m.format_kernels.size()) + " format cubins)" +
            (combos.empty() ? std::string() : "; missing from " + m.origin + ": " + combos);
   }
 

@@ -90,6 +90,32 @@ TEST(BlockQuant, nvfp4IgnoresNanInAmaxAndStoresNanAsPositiveZero) {
   for (uint8_t byte : all.packed) EXPECT_EQ(byte, 0x00);
 }
 
+// A signalling NaN is ignored like a quiet one (CUDA's fmaxf, Triton's max): glibc's std::fmax
+// would return a NaN for it and restart the maximum at the next element.
+TEST(BlockQuant, amaxIgnoresSignallingNans) {
+  uint32_t snan_bits = 0x7FA00001u;
+  float snan;
+  std::memcpy(&snan, &snan_bits, sizeof snan);
+  auto x = filled<32>(0.5f);
+  x[3] = 6.0e6f;  // the amax, before the signalling NaN
+  x[7] = snan;
+  const MxBlock b = quantize_mx(x, MxElement::fp8_e4m3, MxScaleRule::ocp_floor);
+  EXPECT_EQ(b.scale, 127 + 22 - 8);  // floor(log2 6e6) = 22, emax 8
+  auto n = filled<16>(1.0f);
+  n[0] = 3.0f;
+  n[1] = snan;
+  EXPECT_EQ(quantize_nvfp4(n, 1.0f, Nvfp4Rule::flashinfer).scale, quantize_nvfp4(n, 1.0f, Nvfp4Rule::flashinfer).scale);
+  n[1] = 1.0f;
+  const uint8_t without = quantize_nvfp4(n, 1.0f, Nvfp4Rule::flashinfer).scale;
+  n[1] = snan;
+  EXPECT_EQ(quantize_nvfp4(n, 1.0f, Nvfp4Rule::flashinfer).scale, without);
+  // LMDeploy's min and max skip it too, and keep the first of +0 and -0 (fminf's choice).
+  const std::vector<float> r = {snan, 2.0f, -0.0f, 0.0f, snan, 7.0f};
+  const AsymGroup g = quantize_asym_int8(r, AsymArith::f32, AsymLanes::exact);
+  EXPECT_EQ(bits_of(g.zero), 0x00000000u);  // min -0 (the first zero): zero = -(-0) / scale = +0
+  EXPECT_EQ(g.scale, 7.0f / 255.0f);
+}
+
 TEST(BlockQuant, nvfp4SaturatesTheScaleOnInfinity) {
   // amax Inf: sf = Inf -> e4m3 saturates to 448 (0x7E); os = 1/448; ±Inf * os = ±Inf -> ±6;
   // 1/448 -> 0.
@@ -230,21 +256,6 @@ TEST(BlockQuant, mxfp4PacksTwoCodesPerByteAndSaturatesUnderTheSpecRule) {
   EXPECT_EQ(nv.scale, 0x80);
   EXPECT_EQ(nv.codes[0], 0x96);
   EXPECT_EQ(nv.codes[15], 0x30);  // 1.5: code 3
-}
-
-// A signalling NaN (a widened f16 / bf16 one stays signalling) is ignored like a quiet one: the
-// values before it still count (glibc's fmaxf would return NaN there and forget them).
-TEST(BlockQuant, aSignallingNanDoesNotResetTheAmax) {
-  const float snan = std::numeric_limits<float>::signaling_NaN();
-  std::array<float, 16> x = filled<16>(1.0f);
-  x[0] = 6.0f * 448.0f;  // the largest magnitude, before the NaN
-  x[1] = snan;
-  const Nvfp4Block b = quantize_nvfp4(x, 1.0f, Nvfp4Rule::flashinfer);
-  EXPECT_EQ(b.scale, 0x7E);  // e4m3(2688 / 6) = 448
-  std::array<float, 128> t{};
-  t[0] = 448.0f;
-  t[5] = snan;
-  EXPECT_EQ(quantize_ds_mla_tile(t, DsMlaScale::flt_min).scale, 1.0f);
 }
 
 TEST(BlockQuant, mxHandlesZeroNanAndInfinityBlocks) {

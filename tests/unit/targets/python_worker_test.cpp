@@ -146,6 +146,13 @@ TEST(PythonTargets, declareTheirDefaultsAndParseTheirArgument) {
   }
   EXPECT_TRUE(interp);
   EXPECT_TRUE(fp8hw);
+  // The interpreter's fp8 cast would reach the scales of the formats that convert to fp8: fp8hw takes
+  // only those without one; triton-interp takes every format.
+  const auto formats = [](const char* name) { return make_target(name)->capabilities()->quant_formats; };
+  const auto bit = [](QuantFormat f) { return 1u << static_cast<unsigned>(f); };
+  EXPECT_EQ(formats("triton-interp"), ~0u);
+  EXPECT_EQ(formats("triton-interp-fp8hw"), bit(QuantFormat::none) | bit(QuantFormat::mxfp4) | bit(QuantFormat::int8_inline) |
+                                                bit(QuantFormat::asym_int8) | bit(QuantFormat::asym_int4));
   EXPECT_EQ(make_target("python:pkg.mod:fn")->info().name, "python:pkg.mod:fn");
   EXPECT_TRUE(make_target("python-cuda:pkg.mod:fn")->info().needs_gpu);
   EXPECT_FALSE(make_target("python-numpy:dir/file.py:fn")->info().needs_gpu);

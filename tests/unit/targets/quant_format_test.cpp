@@ -5,6 +5,7 @@
 //   cmake --build build --target kvfuzz_core_tests && build/tests/kvfuzz_core_tests --gtest_filter='QuantFormat*'
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 
 #include "arena/arena.h"
@@ -14,8 +15,15 @@
 #include "golden/block_quant.h"
 #include "golden/convert.h"
 #include "golden/golden.h"
+#include "golden/minifloat.h"
 #include "golden/payload.h"
+#include "gen/generate.h"
+#include "gen/materialize.h"
+#include "gen/profile.h"
 #include "kv_format.cuh"
+#include "report/cell_map.h"
+#include "report/html.h"
+#include "report/markdown.h"
 
 namespace kvf {
 namespace {
@@ -196,6 +204,76 @@ TEST(QuantFormat, theValidatorNamesWhatAFormatNeeds) {
   Case kind = nvfp4_case();
   kind.scale_kind = ScaleKind::per_head;
   EXPECT_EQ(path_of(kind), "/quant/scale_kind");
+}
+
+}  // namespace
+}  // namespace kvf
+
+namespace kvf {
+namespace {
+
+// dist ties for the formats (golden/payload.h): most elements of an MXFP4 group land exactly on a
+// rounding tie of e2m1 once divided by the group's scale, and one on its largest value.
+TEST(QuantFormat, tiesLandOnTheElementFormatsTiesAfterScaling) {
+  Profile p = default_profile();
+  p.format_percent = 100;
+  p.quant_formats = {{QuantFormat::mxfp4}, {1}};
+  p.mx_rules = {{MxScaleRule::ocp_floor}, {1}};
+  p.value_dists = {{ValueDist::ties}, {1}};
+  p.input_dtypes = {{DType::f32}, {1}};
+  int64_t ties = 0, others = 0;
+  for (int64_t i = 0; i < 40; ++i) {
+    const Case c = materialize(generate_case(p, 17, i));
+    ASSERT_EQ(c.quant_format, QuantFormat::mxfp4);
+    ASSERT_TRUE(validate(c).empty()) << validate(c).front().json_path << ": " << validate(c).front().message;
+    for (int64_t row = 0; row < c.num_slots(); ++row) {
+      if (c.slot_mapping[static_cast<size_t>(row)] < 0) continue;
+      for (int64_t h = 0; h < c.num_heads; ++h)
+        for (int64_t g = 0; g < c.head_dim / 32; ++g) {
+          std::array<float, 32> x{};
+          for (int j = 0; j < 32; ++j) x[j] = f32_of(golden::input_bits(c, golden::Tensor::key, row, h, 32 * g + j));
+          const golden::MxBlock b = golden::quantize_mx(x, golden::MxElement::fp4_e2m1, MxScaleRule::ocp_floor);
+          const float scale = golden::e8m0_to_f32(b.scale);
+          for (const float v : x) {
+            const float q = std::fabs(v / scale);
+            const bool tie = q == 0.25f || q == 0.75f || q == 1.25f || q == 1.75f || q == 2.5f || q == 3.5f || q == 5.0f;
+            (tie ? ties : others) += 1;
+          }
+        }
+    }
+  }
+  EXPECT_GT(ties, 3 * others / 2) << ties << " ties, " << others << " others";
+  EXPECT_GT(ties, 1000);
+}
+
+}  // namespace
+}  // namespace kvf
+
+namespace kvf {
+namespace {
+
+// The report of a format case: the damaged slot names its field, and the markdown and HTML render.
+TEST(QuantFormat, theReportNamesTheFieldAndTheFormat) {
+  CaseReport r;
+  r.kase = nvfp4_case();
+  const Case& c = r.kase;
+  Arena expected = make_initial_arena(c);
+  const Arena initial = expected;
+  golden::golden_append(c, expected);
+  Arena actual = expected;
+  const CacheFields f = c.fields();
+  const int64_t e = field_offset(f.field[2].layout, 1, 1, 0, 9);  // V dim 9 of position 1
+  store_field_elem(actual.cache(), DType::fp4_e2m1, e, load_field_elem(expected.cache(), DType::fp4_e2m1, e) ^ 0x3u);
+  r.case_file = "found/nvfp4.json";
+  r.target = "cuda-emu";
+  r.verdict = compare_arenas(c, initial, expected, actual);
+  r.map = build_cell_map(c, r.verdict, initial, expected, actual);
+  ASSERT_EQ(r.map.damage.size(), 1u);
+  EXPECT_EQ(r.map.damage.front().first.field, "V");
+  EXPECT_EQ(r.map.damage.front().worst, FindingKind::wrong_value);
+  const std::string md = render_report_markdown(r);
+  EXPECT_NE(md.find("V block 1 slot 1 head 0 dim 9"), std::string::npos) << md;
+  EXPECT_NE(render_report_html(r).find("<!DOCTYPE html>"), std::string::npos);
 }
 
 }  // namespace

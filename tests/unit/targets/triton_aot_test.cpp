@@ -11,6 +11,7 @@
 #include "arena/arena.h"
 #include "case/context_parallel.h"
 #include "case/errors.h"
+#include "case/validate.h"
 #include "gen/generate.h"
 #include "gen/materialize.h"
 #include "gen/profile.h"
@@ -27,8 +28,8 @@ const IndexType kSlots[] = {IndexType::i32, IndexType::i64};
 // A manifest like aot_compile.py's, with `params` (a JSON array) as every kernel's parameter list
 // and `cp_params` as the slot-mapping producer's.
 std::string fixture(const std::string& params, const std::string& dtypes = R"(["f16","bf16","f32","fp8_e4m3","fp8_e5m2","int8"])",
-                    const std::string& cp_params = "[]") {
-  return R"({"schema": "kvfuzz-triton-aot/2", "triton_version": "3.6.0",
+                    const std::string& cp_params = "[]", const std::string& format_params = "[]") {
+  return R"({"schema": "kvfuzz-triton-aot/3", "triton_version": "3.6.0",
     "target": {"backend": "cuda", "compute_capability": 90, "warp_size": 32}, "tile": [4, 64],
     "dtypes": )" + dtypes + R"(, "scale_kinds": ["none","per_tensor","per_head","per_block","per_token_head"],
     "kernels": [{"name": "kv_append_f16_int8_i64", "function": "kv_append_kernel", "input_dtype": "f16",
@@ -36,7 +37,13 @@ std::string fixture(const std::string& params, const std::string& dtypes = R"(["
       "arch": "sm_90a", "params": )" + params + R"(, "cubin": "kv_append_f16_int8_i64.cubin", "cubin_bytes": 3}],
     "cp_slot_mapping": {"name": "cp_slot_mapping", "function": "cp_slot_mapping_kernel", "rows_per_program": 256,
       "num_warps": 4, "shared_bytes": 0, "cluster_dims": [1, 1, 1], "arch": "sm_90a", "params": )" + cp_params + R"(,
-      "cubin": "cp_slot_mapping.cubin", "cubin_bytes": 2}})";
+      "cubin": "cp_slot_mapping.cubin", "cubin_bytes": 2},
+    "formats": ["none","nvfp4","mxfp8_e4m3","mxfp8_e5m2","mxfp4","ds_mla","indexer_k","fp8_inline","int8_inline","asym_int8","asym_int4"],
+    "format_block": 128,
+    "format_kernels": [{"name": "kv_append_format_bf16_nvfp4_i64", "function": "kv_append_format_kernel",
+      "input_dtype": "bf16", "quant_format": "nvfp4", "slot_type": "i64", "num_warps": 4, "shared_bytes": 0,
+      "cluster_dims": [1, 1, 1], "arch": "sm_90a", "params": )" + format_params + R"(,
+      "cubin": "kv_append_format_bf16_nvfp4_i64.cubin", "cubin_bytes": 4}]})";
 }
 
 int64_t cell_i64(const PackedArgs& a, size_t i) {
@@ -124,6 +131,127 @@ TEST(TritonAotManifest, packsTheFormatFamiliesArguments) {
   EXPECT_EQ(cell_i64(a, 3), 9);
   EXPECT_EQ(cell_i64(a, 4), 3);
   EXPECT_EQ(cell_i32(a, 5), 3);
+}
+
+// A hand-built NVFP4 case (one request, K and V of 1 head x 64 dims in paged NHD, 2 blocks of 8
+// slots), V's scales in vLLM's swizzled SM100 layout: its fields are the format kernel's arguments.
+Case nvfp4_case() {
+  Case c;
+  c.num_heads = 1;
+  c.head_dim = 64;
+  c.input_dtype = DType::bf16;
+  c.cache_dtype = DType::fp4_e2m1;
+  c.slot_dtype = IndexType::i64;
+  c.layout = Layout::paged_nhd;
+  c.quant_format = QuantFormat::nvfp4;
+  c.quant_rules.scale_layout = ScaleLayout::swizzled_v;
+  c.quant_rules.nvfp4 = Nvfp4Rule::flashinfer_precise;
+  c.cache = CacheGeometry{2, 8, 8 * 32, 32, 32};
+  c.cache_v_offset = 2 * 8 * 32;
+  c.cache_buffer_elems = 2 * c.cache_v_offset;
+  c.scale_kind = ScaleKind::per_tensor;
+  c.scale_cache = CacheGeometry{2, 8, 8 * 4, 4, 4};
+  c.scale_v_offset = 2 * 8 * 4;
+  c.scale_cache_elems = 2 * c.scale_v_offset;
+  c.requests = {Request{1, 2, {1}, {}}};
+  c.slot_mapping = {9, -1, 10};
+  c.num_input_rows = 3;
+  c.key = InputView{0, 128, 64};
+  c.value = InputView{64, 128, 64};
+  c.input_buffer_elems = 3 * 128;
+  return c;
+}
+
+// kv_append_format_kernel's arguments: buffers, each field's (offset, sub-modes), the rules, a
+// grid of one program per (slot entry, head).
+TEST(TritonAotManifest, packsAFormatCallsBuffersFieldsAndRules) {
+  const char* names[] = {"cache_ptr", "scales_ptr", "k_global_ptr", "v_global_ptr", "rope_ptr", "latent_dim",
+                         "has_value", "nvfp4_rule", "kc_offset", "kc_block", "kc_pos1", "kc_dim1", "vc_offset",
+                         "vs_offset", "vs_pos_x", "vs_pos0", "vs_pos1", "vs_dim_x", "vs_dim0", "vs_dim1", "ks_pos_x",
+                         "ks_pos1", "ks_dim1", "cp"};
+  std::string params;
+  for (const char* n : names) {
+    const std::string name = n;
+    const std::string type = name.find("_ptr") != std::string::npos ? "*u8"
+                             : (name.find("_x") != std::string::npos || name == "latent_dim" || name == "has_value" ||
+                                name == "nvfp4_rule" || name == "cp")
+                                 ? "i32"
+                                 : "i64";
+    params += std::string(params.empty() ? "" : ", ") + R"({"name": ")" + name + R"(", "type": ")" + type + R"("})";
+  }
+  params += R"(, {"name": "global_scratch", "type": "scratch"})";
+  const AotManifest m = parse_aot_manifest(fixture("[]", R"(["f16","bf16","f32","fp8_e4m3","fp8_e5m2","int8"])", "[]", "[" + params + "]"),
+                                           "fixture.json");
+  ASSERT_EQ(m.format_kernels.size(), 1u);
+  EXPECT_EQ(m.format_block, 128);
+  const AotKernel* k = find_format_kernel(m, DType::bf16, QuantFormat::nvfp4, IndexType::i64);
+  ASSERT_NE(k, nullptr);
+  EXPECT_EQ(k->cache_dtype, DType::fp4_e2m1);
+  EXPECT_EQ(find_format_kernel(m, DType::f16, QuantFormat::nvfp4, IndexType::i64), nullptr);
+  EXPECT_EQ(find_format_kernel(m, DType::bf16, QuantFormat::mxfp4, IndexType::i64), nullptr);
+
+  const Case c = nvfp4_case();
+  ASSERT_TRUE(validate(c).empty()) << validate(c).front().json_path << ": " << validate(c).front().message;
+  constexpr int64_t kBase = int64_t{1} << 32;  // never dereferenced
+  const ArenaLayout layout = plan_arena(c);
+  const KvAppendParams p = append_params(c, reinterpret_cast<std::byte*>(kBase), layout);
+  AotLaunchPlan plan;
+  ASSERT_EQ(plan_format_launch(p, plan), "");
+  EXPECT_EQ(plan.grid, (std::array<uint32_t, 3>{3, 1, 1}));
+  PackedArgs a;
+  ASSERT_EQ(pack_format_arguments(*k, p, a), "");
+  ASSERT_EQ(a.cells.size(), std::size(names) + 1);
+  EXPECT_EQ(cell_i64(a, 0), kBase + layout.cache_begin);
+  EXPECT_EQ(cell_i64(a, 1), kBase + layout.scale_cache_begin);
+  EXPECT_EQ(cell_i64(a, 2), kBase + layout.scales_begin);  // K's global scale, then V's
+  EXPECT_EQ(cell_i64(a, 3), kBase + layout.scales_begin + 4);
+  EXPECT_EQ(cell_i64(a, 4), 0);  // no rope outside ds_mla
+  EXPECT_EQ(cell_i32(a, 5), 64);
+  EXPECT_EQ(cell_i32(a, 6), 1);
+  EXPECT_EQ(cell_i32(a, 7), 1);  // flashinfer_precise
+  // K's codes in nibbles: block 8 * 32 bytes, pos 32 bytes, dims contiguous.
+  EXPECT_EQ(cell_i64(a, 8), 0);
+  EXPECT_EQ(cell_i64(a, 9), 2 * 8 * 32);
+  EXPECT_EQ(cell_i64(a, 10), 2 * 32);
+  EXPECT_EQ(cell_i64(a, 11), 1);
+  EXPECT_EQ(cell_i64(a, 12), 2 * c.cache_v_offset);
+  // V's scales swizzled: pos (4, bs/4):(1, 4P), group (S/4, 4):(4, P), P = 4, S = 4.
+  EXPECT_EQ(cell_i64(a, 13), c.scale_v_offset);
+  EXPECT_EQ(cell_i32(a, 14), 4);
+  EXPECT_EQ(cell_i64(a, 15), 1);
+  EXPECT_EQ(cell_i64(a, 16), 16);
+  EXPECT_EQ(cell_i32(a, 17), 1);
+  EXPECT_EQ(cell_i64(a, 18), 4);
+  EXPECT_EQ(cell_i64(a, 19), 4);
+  // K's scales linear: pos x = 1, stride P; groups contiguous.
+  EXPECT_EQ(cell_i32(a, 20), 1);
+  EXPECT_EQ(cell_i64(a, 21), 4);
+  EXPECT_EQ(cell_i64(a, 22), 1);
+  EXPECT_EQ(cell_i32(a, 23), 0);
+  // The packed form addresses every scale as the format model does.
+  for (int64_t pos = 0; pos < 8; ++pos)
+    for (int64_t g = 0; g < 4; ++g) {
+      const int64_t kernel = cell_i64(a, 13) + (pos % cell_i32(a, 14)) * cell_i64(a, 15) + (pos / cell_i32(a, 14)) * cell_i64(a, 16) +
+                             (g % cell_i32(a, 17)) * cell_i64(a, 18) + (g / cell_i32(a, 17)) * cell_i64(a, 19);
+      EXPECT_EQ(kernel, field_offset(p.scale_layout[1], 0, pos, 0, g)) << pos << " " << g;
+    }
+}
+
+TEST(TritonAotManifest, refusesAFormatFieldItCannotAddress) {
+  const AotManifest m = parse_aot_manifest(fixture("[]", R"(["f16","bf16","f32","fp8_e4m3","fp8_e5m2","int8"])", "[]",
+                                                   R"([{"name": "kc_offset", "type": "i64"}])"),
+                                           "fixture.json");
+  KvAppendParams p;
+  p.quant_format = QuantFormatId::nvfp4;
+  p.code_layout[0].mode[3].rank = 3;  // three sub-modes on dim
+  p.code_layout[0].mode[3].extent[0] = p.code_layout[0].mode[3].extent[1] = p.code_layout[0].mode[3].extent[2] = 2;
+  PackedArgs a;
+  EXPECT_NE(pack_format_arguments(m.format_kernels[0], p, a).find("cannot address field kc: the dim axis has more than two"),
+            std::string::npos);
+  p = KvAppendParams{};
+  p.scale_layout[1].mode[0].rank = 2;  // a block axis of two sub-modes
+  p.scale_layout[1].mode[0].extent[0] = p.scale_layout[1].mode[0].extent[1] = 2;
+  EXPECT_NE(pack_format_arguments(m.format_kernels[0], p, a).find("field vs: the block axis"), std::string::npos);
 }
 
 // Each field's addressing comes from the format model (kernel_fields.h): the geometry with x = 1
@@ -296,8 +424,16 @@ TEST(TritonAotManifest, malformedManifestsNameTheFileAndJsonPath) {
   no_arch.replace(no_arch.find("\"arch\""), std::strlen("\"arch\""), "\"arc\"");
   EXPECT_NE(error(no_arch).find("at /kernels/0/arch: missing"), std::string::npos);
   std::string old_schema = fixture("[]");
-  old_schema.replace(old_schema.find("aot/2"), 5, "aot/1");
-  EXPECT_NE(error(old_schema).find("at /schema: expected \"kvfuzz-triton-aot/2\" (rebuild the kernels"), std::string::npos);
+  old_schema.replace(old_schema.find("aot/3"), 5, "aot/2");
+  EXPECT_NE(error(old_schema).find("at /schema: expected \"kvfuzz-triton-aot/3\" (rebuild the kernels"), std::string::npos);
+  std::string bad_format = fixture("[]");
+  bad_format.replace(bad_format.find("\"quant_format\": \"nvfp4\""), std::strlen("\"quant_format\": \"nvfp4\""),
+                     "\"quant_format\": \"nvfp8\"");
+  EXPECT_NE(error(bad_format).find("at /format_kernels/0/quant_format: expected one of"), std::string::npos);
+  std::string renumbered = fixture("[]");
+  renumbered.replace(renumbered.find("\"nvfp4\",\"mxfp8_e4m3\""), std::strlen("\"nvfp4\",\"mxfp8_e4m3\""),
+                     "\"mxfp8_e4m3\",\"nvfp4\"");
+  EXPECT_NE(error(renumbered).find("at /formats: expected [none, nvfp4"), std::string::npos);
   std::string no_producer = fixture("[]");
   no_producer.replace(no_producer.find("\"cp_slot_mapping\": {"), std::strlen("\"cp_slot_mapping\""), "\"cp_slot_map\"");
   EXPECT_NE(error(no_producer).find("at /cp_slot_mapping: missing"), std::string::npos);
@@ -311,16 +447,19 @@ TEST(TritonAotManifest, aKernelSetNeedsEveryCubinAtItsSize) {
   const unsigned char three[] = {1, 2, 3};
   const unsigned char two[] = {1, 2};
   // The manifest, the kernel's cubin and the producer's (2 bytes in the manifest).
+  const unsigned char four[] = {1, 2, 3, 4};
   const auto files = [&](const unsigned char* cubin, size_t size, const unsigned char* producer, size_t producer_size) {
     return std::vector<EmbeddedFile>{{"manifest.json", reinterpret_cast<const unsigned char*>(text.data()), text.size()},
                                      {"kv_append_f16_int8_i64.cubin", cubin, size},
-                                     {"cp_slot_mapping.cubin", producer, producer_size}};
+                                     {"cp_slot_mapping.cubin", producer, producer_size},
+                                     {"kv_append_format_bf16_nvfp4_i64.cubin", four, 4}};
   };
   const std::vector<EmbeddedFile> good = files(three, 3, two, 2);
   EXPECT_EQ(kernel_set_from_files(good, "built-in").cubins.at("kv_append_f16_int8_i64.cubin"), "\x01\x02\x03");
   EXPECT_THROW(kernel_set_from_files(files(two, 2, two, 2), "built-in"), InputError);
   EXPECT_THROW(kernel_set_from_files(std::vector<EmbeddedFile>{good[0]}, "built-in"), InputError);
-  EXPECT_THROW(kernel_set_from_files(std::vector<EmbeddedFile>{good[0], good[1]}, "built-in"), InputError);  // no producer
+  EXPECT_THROW(kernel_set_from_files(std::vector<EmbeddedFile>{good[0], good[1], good[3]}, "built-in"), InputError);  // no producer
+  EXPECT_THROW(kernel_set_from_files(std::vector<EmbeddedFile>{good[0], good[1], good[2]}, "built-in"), InputError);  // no format cubin
   try {
     kernel_set_from_files(files(three, 3, three, 3), "built-in");
     FAIL() << "expected InputError";
@@ -410,6 +549,48 @@ TEST(TritonAotBuiltIn, everyGeneratedCaseSelectsAKernelAndPacksItsArguments) {
       }
     }
   EXPECT_GE(used.size(), 12u) << "the profiles should reach many of the 36 kernels";
+}
+
+TEST(TritonAotBuiltIn, hasOneFormatKernelPerInputFormatAndSlotType) {
+  const AotManifest& m = built_in().manifest;
+  EXPECT_EQ(m.format_block, 128);
+  const QuantFormat formats[] = {QuantFormat::nvfp4,     QuantFormat::mxfp8_e4m3, QuantFormat::mxfp8_e5m2, QuantFormat::mxfp4,
+                                 QuantFormat::ds_mla,    QuantFormat::indexer_k,  QuantFormat::fp8_inline, QuantFormat::int8_inline,
+                                 QuantFormat::asym_int8, QuantFormat::asym_int4};
+  EXPECT_EQ(m.format_kernels.size(), std::size(kInputs) * std::size(formats) * std::size(kSlots));
+  for (DType in : kInputs)
+    for (QuantFormat f : formats)
+      for (IndexType slot : kSlots) {
+        const AotKernel* k = find_format_kernel(m, in, f, slot);
+        ASSERT_NE(k, nullptr) << to_string(in) << "->" << to_string(f) << "/" << to_string(slot);
+        EXPECT_EQ(k->function, "kv_append_format_kernel");
+        EXPECT_EQ(k->arch, "sm_90a");
+        EXPECT_LE(k->shared_bytes, 48 * 1024);
+        EXPECT_GT(built_in().cubins.at(k->cubin).size(), 1000u);
+      }
+}
+
+// The built-in format kernel takes every argument the loader packs: the hand-built NVFP4 case.
+TEST(TritonAotBuiltIn, aFormatCasePacksEveryArgumentOfItsKernel) {
+  const Case c = nvfp4_case();
+  constexpr int64_t kBase = int64_t{1} << 32;
+  const ArenaLayout layout = plan_arena(c);
+  const KvAppendParams p = append_params(c, reinterpret_cast<std::byte*>(kBase), layout);
+  const AotKernel* k = find_format_kernel(built_in().manifest, DType::bf16, QuantFormat::nvfp4, IndexType::i64);
+  ASSERT_NE(k, nullptr);
+  PackedArgs a;
+  ASSERT_EQ(pack_format_arguments(*k, p, a), "");
+  std::map<std::string, size_t> at;
+  for (size_t j = 0; j < k->params.size(); ++j) at[k->params[j].name] = j;
+  EXPECT_EQ(cell_i64(a, at.at("cache_ptr")), kBase + layout.cache_begin);
+  EXPECT_EQ(cell_i64(a, at.at("key_ptr")), kBase + layout.input_begin);
+  EXPECT_EQ(cell_i32(a, at.at("vs_pos_x")), 4);
+  EXPECT_EQ(cell_i64(a, at.at("vs_pos1")), 16);
+  EXPECT_EQ(cell_i32(a, at.at("ks_pos_x")), 1);
+  EXPECT_EQ(cell_i32(a, at.at("nvfp4_rule")), 1);
+  EXPECT_EQ(cell_i32(a, at.at("has_value")), 1);
+  EXPECT_EQ(cell_i32(a, at.at("head_dim")), 64);
+  EXPECT_EQ(k->params.back().type, ParamType::scratch);
 }
 
 TEST(TritonAotBuiltIn, hasTheSlotMappingProducer) {
