@@ -181,7 +181,7 @@ typedef enum kvfz_layout {
                                     * [D/x, block_size, x] and V dense [D, block_size]; cache.stride_pos is x. */
 } kvfz_layout;
 
-/* Quantised formats (appended in v2; docs/formats.md, the formulas in kvfuzz's
+/* Quantised formats (appended in v2; docs/quant-formats.md, the formulas in kvfuzz's
  * src/golden/block_quant.h). A format call stores typed fields (kvfz_field) in two byte buffers,
  * format_cache and format_scale_cache: codes, their scales (and zero points), each group of
  * `quant_group` dims of a (token, head) row under one scale the kernel computes from the group's
