@@ -383,6 +383,18 @@ class CacheGeometry(ctypes.Structure):
     _fields_ = [(n, ctypes.c_int64) for n in ("num_blocks", "block_size", "stride_block", "stride_pos", "stride_head")]
 
 
+class Mode(ctypes.Structure):
+    """kvfz_mode: one axis of a quantised format's field layout."""
+    _fields_ = [("rank", ctypes.c_int32), ("extent", ctypes.c_int64 * 3), ("stride", ctypes.c_int64 * 3)]
+
+
+class Field(ctypes.Structure):
+    """kvfz_field: one typed field of a quantised format's call."""
+    _fields_ = [("role", ctypes.c_int32), ("index", ctypes.c_int32), ("dtype", ctypes.c_int32), ("buffer", ctypes.c_int32),
+                ("offset", ctypes.c_int64), ("mode", Mode * 4), ("group", ctypes.c_int32), ("scale", ctypes.c_int32),
+                ("zero", ctypes.c_int32), ("entry_dim", ctypes.c_int32)]
+
+
 class AppendArgs(ctypes.Structure):
     """kvfz_append_args of include/kvfuzz_plugin.h (ABI version 2), field for field."""
     _fields_ = [
@@ -420,6 +432,10 @@ class AppendArgs(ctypes.Structure):
         ("cp_input", ctypes.c_int32),
         ("cp_rank", ctypes.c_int32), ("cp_world_size", ctypes.c_int32), ("cp_interleave", ctypes.c_int32),
         ("cp_positions", ctypes.c_void_p),
+        # v2: the quantised formats
+        ("quant_format", ctypes.c_int32), ("quant_rules", ctypes.c_uint32), ("quant_group", ctypes.c_int32),
+        ("format_cache", ctypes.c_void_p), ("format_scale_cache", ctypes.c_void_p),
+        ("num_fields", ctypes.c_int32), ("fields", Field * 8),
     ]
 
 

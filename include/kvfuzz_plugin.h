@@ -28,7 +28,10 @@
  * the kvfz_append_args fields from `window` on; a plugin that declares none is sent no ring) and
  * context-parallel shards (kvfz_cp_input, kvfz_capabilities.cp_inputs, the kvfz_append_args fields
  * from `cp_input` on and the optional producer kvfuzz_plugin_cp_slot_mapping; a plugin that declares
- * none is sent no shards). Structs carry
+ * none is sent no shards) and the quantised formats (kvfz_quant_format, kvfz_quant_rule, the dtypes
+ * from KVFZ_FP4_E2M1 on, kvfz_field, kvfz_capabilities.quant_formats and quant_rules, the
+ * kvfz_append_args fields from `quant_format` on; a plugin that declares none is sent the classic
+ * caches only). Structs carry
  * their size in struct_size so that fields can be appended within a version: kvfuzz zero-fills the
  * structs it passes and sets struct_size to the size it was compiled with, so a field a plugin does
  * not know stays 0 (which always means "as before"), and a plugin writes an appended field only when
@@ -132,14 +135,20 @@ typedef enum kvfz_cp_input {
 } kvfz_cp_input;
 
 /* Element types. Inputs are F16/BF16/F32; caches may also be FP8_E4M3, FP8_E5M2 or INT8
- * (quantised: scale_kind != KVFZ_SCALE_NONE). */
+ * (quantised: scale_kind != KVFZ_SCALE_NONE). The quantised formats' fields (appended in v2, see
+ * kvfz_quant_format) add FP4_E2M1 and UINT4 (4-bit codes, two per byte, element 2j in the low
+ * nibble of byte j), FP8_E8M0 (power-of-two scales 2^(code - 127); 0xFF is NaN) and UINT8. */
 typedef enum kvfz_dtype {
   KVFZ_F16 = 0,
   KVFZ_BF16 = 1,
   KVFZ_F32 = 2,
   KVFZ_FP8_E4M3 = 3,
   KVFZ_FP8_E5M2 = 4,
-  KVFZ_INT8 = 5
+  KVFZ_INT8 = 5,
+  KVFZ_FP4_E2M1 = 6,
+  KVFZ_FP8_E8M0 = 7,
+  KVFZ_UINT8 = 8,
+  KVFZ_UINT4 = 9
 } kvfz_dtype;
 
 /* Element type of slot_mapping. */
@@ -171,6 +180,109 @@ typedef enum kvfz_layout {
                                     * cache.stride_head are both tensors' (in elements); within a head K is dense
                                     * [D/x, block_size, x] and V dense [D, block_size]; cache.stride_pos is x. */
 } kvfz_layout;
+
+/* Quantised formats (appended in v2; docs/quant-formats.md, the formulas in kvfuzz's
+ * src/golden/block_quant.h). A format call stores typed fields (kvfz_field) in two byte buffers,
+ * format_cache and format_scale_cache: codes, their scales (and zero points), each group of
+ * `quant_group` dims of a (token, head) row under one scale the kernel computes from the group's
+ * amax (max |x|, NaN ignored). NONE: the classic caches (everything before `quant_format`).
+ *   NVFP4        e2m1 codes two per byte, an e4m3 scale per 16 dims (scale cache, linear or vLLM's
+ *                4x4-swizzled layout, as the field's layout says), under an fp32 global (decode)
+ *                scale per tensor: k_scale[0], v_scale[0] (scale_kind PER_TENSOR)
+ *   MXFP8_E4M3, MXFP8_E5M2, MXFP4
+ *                OCP MX: fp8 or e2m1 codes, an e8m0 scale per 32 dims (scale cache)
+ *   DS_MLA       DeepSeek's fp8_ds_mla record (family MLA, H 1): e4m3 codes of the latent dims, an
+ *                fp32 scale per 128 of them, the rope dims copied in the input dtype (16-bit)
+ *   INDEXER_K    DeepSeek V3.2's indexer keys (family K_ONLY, H 1): per block all e4m3 codes, then
+ *                all fp32 scales (one per 128 dims)
+ *   FP8_INLINE, INT8_INLINE
+ *                per-token-head fp8 e4m3 / int8 codes with the row's fp32 scale right after them
+ *   ASYM_INT8, ASYM_INT4
+ *                LMDeploy's asymmetric uint8 / uint4 codes with an fp32 scale and zero point per
+ *                (token, head) (scale cache). Bits 1u << value in kvfz_capabilities.quant_formats. */
+typedef enum kvfz_quant_format {
+  KVFZ_QUANT_NONE = 0,
+  KVFZ_QUANT_NVFP4 = 1,
+  KVFZ_QUANT_MXFP8_E4M3 = 2,
+  KVFZ_QUANT_MXFP8_E5M2 = 3,
+  KVFZ_QUANT_MXFP4 = 4,
+  KVFZ_QUANT_DS_MLA = 5,
+  KVFZ_QUANT_INDEXER_K = 6,
+  KVFZ_QUANT_FP8_INLINE = 7,
+  KVFZ_QUANT_INT8_INLINE = 8,
+  KVFZ_QUANT_ASYM_INT8 = 9,
+  KVFZ_QUANT_ASYM_INT4 = 10
+} kvfz_quant_format;
+
+/* The conventions of the quantised formats where implementations disagree (appended in v2; each
+ * formula in kvfuzz's src/golden/block_quant.h). A call's quant_rules holds the bits (1u << value)
+ * of the conventions its format reads, one per group below; kvfz_capabilities.quant_rules those a
+ * kernel follows. */
+typedef enum kvfz_quant_rule {
+  KVFZ_RULE_NVFP4_FLASHINFER = 0,          /* NVFP4 block scale sf = amax / (6 g), os = 1 / (e4m3(sf) g), e2m1(x os) */
+  KVFZ_RULE_NVFP4_FLASHINFER_PRECISE = 1,  /* the same with sf = amax * RN(1 / (6 g)) */
+  KVFZ_RULE_SCALE_LAYOUT_LINEAR = 2,       /* NVFP4 scales: K and V linear */
+  KVFZ_RULE_SCALE_LAYOUT_SWIZZLED_V = 3,   /* K linear, V in vLLM's 4x4-swizzled layout (SM100 readers) */
+  KVFZ_RULE_SCALE_LAYOUT_SWIZZLED = 4,     /* both swizzled */
+  KVFZ_RULE_MX_OCP_FLOOR = 5,              /* MX: E = floor(log2 amax) - emax, codes of x / 2^E (saturating) */
+  KVFZ_RULE_MX_NV_CEIL = 6,                /* MX: E = ceil(log2(amax / qmax)), codes of x * 2^-E */
+  KVFZ_RULE_DS_MLA_FLT_MIN = 7,            /* ds_mla: s = max(amax / 448, FLT_MIN) */
+  KVFZ_RULE_DS_MLA_POW2 = 8,               /* ds_mla: s = 2^ceil(log2(max(amax / 448, 1e-4))), exact */
+  KVFZ_RULE_INDEXER_FP32 = 9,              /* indexer_k: s = max(amax, 1e-4) / 448 */
+  KVFZ_RULE_INDEXER_UE8M0_LOG2F = 10,      /* then exp2f(ceilf(log2f(s))), log2f correctly rounded */
+  KVFZ_RULE_INDEXER_UE8M0_EXACT = 11,      /* then the least power of two >= s */
+  KVFZ_RULE_ASYM_F32 = 12,                 /* asymmetric formats: each step in fp32 */
+  KVFZ_RULE_ASYM_F16 = 13,                 /*   in f16 */
+  KVFZ_RULE_ASYM_BF16 = 14,                /*   in bf16 */
+  KVFZ_RULE_ASYM_LANES_EXACT = 15,         /* min and max over the group's values */
+  KVFZ_RULE_ASYM_LANES_ZERO_PADDED_POW2 = 16, /* zero lanes of a power-of-two load enter them (LMDeploy #4849) */
+  KVFZ_RULE_INT4_SPLIT_HALF = 17,          /* uint4: dims d and d + D/2 share a byte */
+  KVFZ_RULE_INT4_ADJACENT = 18             /* uint4: dims 2j and 2j + 1 share byte j */
+} kvfz_quant_rule;
+
+/* What a field of a quantised format stores, and in which buffer (appended in v2). */
+typedef enum kvfz_field_role {
+  KVFZ_ROLE_DATA = 0,   /* values of the input: codes, or (group 0) a copy (ds_mla's rope dims) */
+  KVFZ_ROLE_SCALE = 1,  /* the scales of a data field's groups */
+  KVFZ_ROLE_ZERO = 2    /* the zero points of an asymmetric format's groups */
+} kvfz_field_role;
+typedef enum kvfz_field_buffer {
+  KVFZ_BUFFER_CACHE = 0,       /* kvfz_append_args.format_cache */
+  KVFZ_BUFFER_SCALE_CACHE = 1  /* kvfz_append_args.format_scale_cache */
+} kvfz_field_buffer;
+
+#define KVFZ_MAX_SUBMODES 3
+#define KVFZ_MAX_FIELDS 8
+
+/* One axis of a field's layout, CuTe-style: `rank` sub-modes (extent, stride), the first fastest.
+ * Coordinate c contributes c0*stride[0] + c1*stride[1] + c2*stride[2], where c0 = c % extent[0],
+ * c1 = (c / extent[0]) % extent[1], c2 = c / (extent[0] * extent[1]) (for rank 3; a rank-1 mode is
+ * c * stride[0]). Strides are in elements of the field's dtype. */
+typedef struct kvfz_mode {
+  int32_t rank;                        /* 1..KVFZ_MAX_SUBMODES */
+  int64_t extent[KVFZ_MAX_SUBMODES];   /* unused sub-modes: extent 1 */
+  int64_t stride[KVFZ_MAX_SUBMODES];
+} kvfz_mode;
+
+/* One typed field of a quantised format's call (appended in v2). Element (block, pos, head, dim)
+ * of the field — dim is a group's index for scales and zero points — is element
+ *   offset + mode_offset(mode[0], block) + mode_offset(mode[1], pos) + mode_offset(mode[2], head)
+ *          + mode_offset(mode[3], dim)
+ * of its buffer, in elements of its dtype: a 4-bit dtype counts nibbles (element e is byte e / 2,
+ * the low nibble when e is even), an fp32 field in the byte cache counts 4-byte words. Block is the
+ * call's (its shard's) physical block; mode[a]'s extents multiply to the axis's size. */
+typedef struct kvfz_field {
+  int32_t role;        /* kvfz_field_role */
+  int32_t index;       /* 0: K (or MLA's latent entry and its rope), 1: V */
+  int32_t dtype;       /* kvfz_dtype of its elements */
+  int32_t buffer;      /* kvfz_field_buffer */
+  int64_t offset;      /* element offset of (0, 0, 0, 0) in its buffer */
+  kvfz_mode mode[4];   /* block, pos, head, dim (data) or group (scale, zero) */
+  int32_t group;       /* data: dims per scale (0: copied, no scale); scale, zero: dims each covers */
+  int32_t scale;       /* data: index in `fields` of its scale field (-1: none); scale, zero: of its data field */
+  int32_t zero;        /* data of an asymmetric format: index of its zero-point field; else -1 */
+  int32_t entry_dim;   /* data: the entry dim of its dim 0 (ds_mla's rope: the latent dims; else 0) */
+} kvfz_field;
 
 /* Where the pointers of an append call live. */
 typedef enum kvfz_memory { KVFZ_MEMORY_HOST = 0, KVFZ_MEMORY_DEVICE = 1 } kvfz_memory;
@@ -261,6 +373,17 @@ typedef struct kvfz_append_args {
   int32_t cp_input;                /* kvfz_cp_input */
   int32_t cp_rank, cp_world_size, cp_interleave; /* this call's rank, N and I; 0, 1, 1 for NONE */
   const int32_t* cp_positions;     /* CP POSITIONS: [num_slots] global position of each row; else NULL */
+  /* Appended in v2 (quantised formats; zero = NONE, the classic caches above). A format call's
+   * cache_dtype is its codes' dtype, k_cache / v_cache and the scale caches are NULL, `cache` keeps
+   * num_blocks and block_size (the capacity) and its strides in bytes (informational: the fields'
+   * layouts are what counts), and NVFP4's global scales are k_scale[0] / v_scale[0] (PER_TENSOR). */
+  int32_t quant_format;            /* kvfz_quant_format */
+  uint32_t quant_rules;            /* bits 1u << kvfz_quant_rule of the conventions the format reads */
+  int32_t quant_group;             /* dims per scale: 16 (NVFP4), 32 (MX), 128 (DS_MLA, INDEXER_K), head_dim (the rest) */
+  void* format_cache;              /* byte 0 of the cache buffer (codes, and the scales of DS_MLA, INDEXER_K, *_INLINE) */
+  void* format_scale_cache;        /* byte 0 of the scale-cache buffer (NVFP4, MX, ASYM_*); NULL when unused */
+  int32_t num_fields;              /* entries of `fields` */
+  kvfz_field fields[KVFZ_MAX_FIELDS]; /* the data fields, each followed by its scale (and zero) field */
 } kvfz_append_args;
 
 /* One rank's call of a slot-mapping producer (kvfuzz_plugin_cp_slot_mapping): for each row t,
@@ -317,6 +440,14 @@ typedef struct kvfz_capabilities {
   /* Appended in v2 (write only if KVFZ_HAS_FIELD(caps, kvfz_capabilities, cp_inputs)): bits 1u <<
    * kvfz_cp_input of the context-parallel conventions the kernel takes; 0 = NONE only (no shards). */
   uint32_t cp_inputs;
+  /* Appended in v2 (write only if KVFZ_HAS_FIELD(caps, kvfz_capabilities, quant_formats)): bits 1u <<
+   * kvfz_quant_format of the quantised formats the kernel writes; 0 = NONE only (classic caches). */
+  uint32_t quant_formats;
+  /* Appended in v2 (write only if KVFZ_HAS_FIELD(caps, kvfz_capabilities, quant_rules)): bits 1u <<
+   * kvfz_quant_rule of the conventions it follows; 0 = kvfuzz's defaults, one of each group
+   * (NVFP4_FLASHINFER, SCALE_LAYOUT_LINEAR, MX_OCP_FLOOR, DS_MLA_POW2, INDEXER_FP32, ASYM_F32,
+   * ASYM_LANES_EXACT, INT4_SPLIT_HALF). A case whose format reads a convention not declared is not sent. */
+  uint32_t quant_rules;
 } kvfz_capabilities;
 
 /* Exported by every plugin (visibility default, C linkage). The declarations carry

@@ -1,8 +1,9 @@
 // kv_append.cu — GPU launcher of the CUDA append kernel (kv_append.cuh). Built by nvcc for sm_90
 // by default (CMake option KVFUZZ_CUDA_ARCHITECTURES).
 //
-// kv_append_cuda() does grid math and the launch (of the instantiation needs_fields_path() picks),
-// nothing else, and returns the launch status.
+// kv_append_cuda() does grid math and the launch (of the instantiation needs_fields_path() picks;
+// a quantised format's is the fields path's, with CacheT FormatCodes), nothing else, and returns the
+// launch status.
 // cp_slot_mapping_cuda() launches the context-parallel slot-mapping producer (cp_slot_mapping.cuh).
 // An empty batch (num_slots == 0) launches nothing: a zero-size grid is a launch error in CUDA.
 #include "kv_append.cuh"
@@ -23,7 +24,9 @@ cudaError_t kv_append_cuda(const KvAppendParams& p, cudaStream_t stream) {
     using InT = typename decltype(in)::type;
     using CacheT = typename decltype(cache)::type;
     using SlotT = typename decltype(slot)::type;
-    if (needs_fields_path(p)) {
+    if constexpr (kIsFormat<CacheT>) {  // a quantised format: the fields path's instantiation
+      kv_append_kernel<InT, CacheT, SlotT, true><<<static_cast<unsigned>(cfg.grid), cfg.block, 0, stream>>>(p);
+    } else if (needs_fields_path(p)) {
       kv_append_kernel<InT, CacheT, SlotT, true><<<static_cast<unsigned>(cfg.grid), cfg.block, 0, stream>>>(p);
     } else {
       kv_append_kernel<InT, CacheT, SlotT, false><<<static_cast<unsigned>(cfg.grid), cfg.block, 0, stream>>>(p);

@@ -179,6 +179,7 @@ KVF_HD const CacheGeometry& value_geometry(const KvAppendParams& p) { return p.v
 // (H_kv 8 x D 128: 154 -> 132 us at T = 65536 on the H200; bf16 copies are faster with 128 and
 // per_token_head, one thread per row, needs the threads; reports/bench/2026-11-30-h200/README.md).
 inline int kv_append_threads(const KvAppendParams& p) {
+  if (p.quant_format != QuantFormatId::none) return 128;  // a quantised format: pieces of groups (append_format_rows)
   const bool static_scale = p.scale_kind != ScaleKind::none && p.scale_kind != ScaleKind::per_token_head;
   return static_scale ? 64 : 128;
 }
@@ -621,6 +622,397 @@ KVF_HD void append_legacy_rows(const KvAppendParams& p, int64_t token, int64_t b
 }
 
 // ---------------------------------------------------------------------------------------------
+// The quantised formats (quant_format != none; src/case/quant_format.h, the formulas of
+// src/golden/block_quant.h, which the comments below name). A format call has an instantiation of
+// its own (CacheT = FormatCodes, below): nothing of this section runs in a classic cache's.
+//
+// Work split. A row's dims fall into groups of format_group dims, one scale each (16 nvfp4, 32 MX,
+// 128 ds_mla and indexer_k, D the inline formats). A work item is one piece of at most
+// kFormatPiece dims of one group of one (K or V, head) row. Its thread computes the whole group's
+// amax itself (max |x|, NaN ignored, from 0), so the threads of one group each compute the same
+// value: max is exact and independent of the order, no thread waits for or talks to another, and
+// the emulator's one-at-a-time threads give the GPU's bytes. From the amax it derives the group's
+// scale as the format's rule says, stores the scale if its piece is the group's first, and stores
+// its piece's codes through the codes' layout (dim stride 1: format_supported), 4-bit codes two to
+// a byte, element 2j in the low nibble of byte j (a piece starts at an even dim and holds whole
+// bytes: no byte is shared between threads). ds_mla's rope dims are work items of their own: 16-byte
+// chunks of the input, bit copies into the record.
+//
+// Conversions are exact on both sides: fp8 through __nv_cvt_float_to_fp8 (round to nearest even,
+// satfinite, NaN -> 0x7F), int8 as the classic caches, e2m1 and e8m0 and the powers of two from
+// the fp32 bits with integer arithmetic: the H200 (sm_90) has no fp4 or ue8m0 conversion
+// instruction (cvt ... e2m1x2 / ue8m0x2 need sm_100), so the GPU runs the same integer code as the
+// emulator. Divisions are IEEE fp32 divisions (no fast-math; nvcc's default -prec-div=true), a
+// reciprocal is 1.0f / y (correctly rounded) exactly where the rule takes one, and no formula has
+// an a * b + c a compiler could contract.
+
+// The format path's cache "type": codes, scales and rope of the fields' dtypes in byte buffers.
+struct FormatCodes {};
+template <typename T>
+inline constexpr bool kIsFormat = std::is_same_v<T, FormatCodes>;
+
+inline constexpr int kFormatPiece = 32;  // dims of a work item (at most; a 16-dim group is one piece)
+
+KVF_HD uint32_t float_bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  return u;
+}
+KVF_HD float float_of_bits(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+// fp4 e2m1 code (sign in bit 3) of f: round to nearest even, saturating to ±6 (±Inf too), signed
+// zeros kept; a NaN gives `nan_code` (0x0 for NVFP4's FlashInfer encoder, whose products are +NaN;
+// 0x7, +6, for MX as CUDA's cvt). The magnitude's code is the number of rounding boundaries it
+// passes, compared as fp32 bit patterns (unsigned order is magnitude order): 0.25 and 1.25, 2.5, 5
+// are ties that go down to the even code, 0.75, 1.75, 3.5 ties that go up.
+KVF_HD uint8_t e2m1_code(float f, uint8_t nan_code) {
+  const uint32_t x = float_bits(f);
+  const uint32_t abs = x & 0x7FFFFFFFu;
+  if (abs > 0x7F800000u) return nan_code;
+  const uint32_t code = (abs > 0x3E800000u ? 1u : 0u) +   // > 0.25
+                        (abs >= 0x3F400000u ? 1u : 0u) +  // >= 0.75
+                        (abs > 0x3FA00000u ? 1u : 0u) +   // > 1.25
+                        (abs >= 0x3FE00000u ? 1u : 0u) +  // >= 1.75
+                        (abs > 0x40200000u ? 1u : 0u) +   // > 2.5
+                        (abs >= 0x40600000u ? 1u : 0u) +  // >= 3.5
+                        (abs > 0x40A00000u ? 1u : 0u);    // > 5
+  return static_cast<uint8_t>(((x >> 28) & 0x8u) | code);
+}
+
+// The value of an e4m3 code (exact: every e4m3 value is an fp32); 0x7F and 0xFF are NaN.
+KVF_HD float e4m3_value(uint8_t code) {
+  if ((code & 0x7Fu) == 0x7Fu) return canonical_nan_f32();
+  const uint32_t sign = static_cast<uint32_t>(code & 0x80u) << 24;
+  const uint32_t exp = (code >> 3) & 0xFu, mant = code & 0x7u;
+  if (exp == 0) return float_of_bits(sign | float_bits(static_cast<float>(mant) * 0.001953125f));  // mant * 2^-9
+  return float_of_bits(sign | ((exp + 120u) << 23) | (mant << 20));                                   // bias 7
+}
+
+// The e8m0 code of 2^floor(log2 |x|) (ceil false) or 2^ceil(log2 |x|) (ceil true), from the
+// exponent bits, clipped to [2^-127, 2^127] (0x00..0xFE); NaN gives 0xFF. The sign is ignored.
+KVF_HD uint8_t e8m0_code(float x, bool ceil) {
+  const uint32_t abs = float_bits(x) & 0x7FFFFFFFu;
+  if (abs > 0x7F800000u) return 0xFF;
+  if (abs == 0x7F800000u) return 0xFE;
+  const uint32_t exp = abs >> 23, mant = abs & 0x7FFFFFu;
+  if (exp == 0) return ceil && abs > 0x00400000u ? 1 : 0;  // below 2^-126: 2^-126 or 2^-127
+  const uint32_t code = exp + (ceil && mant != 0 ? 1u : 0u);
+  return static_cast<uint8_t>(code > 0xFEu ? 0xFEu : code);
+}
+// 2^(code - 127); code 0 is the fp32 subnormal 2^-127 (0xFF, NaN, never occurs here).
+KVF_HD float e8m0_value(uint8_t code) { return float_of_bits(code == 0 ? 0x00400000u : static_cast<uint32_t>(code) << 23); }
+
+// floor(log2 v) of v > 0.
+KVF_HD int floor_log2(uint32_t v) {
+  int k = 0;
+  while (v >>= 1) ++k;
+  return k;
+}
+
+// The least power of two >= s, from the bits (DeepSeek's "ue8m0" scale): +Inf stays +Inf, above
+// 2^127 gives +Inf, a subnormal the least (subnormal) power of two >= it. Every scale the formats
+// round is positive (their floors): 0, negatives and NaN are not handled.
+KVF_HD float pow2_ceil_bits(float s) {
+  const uint32_t x = float_bits(s);
+  const uint32_t exp = x >> 23, mant = x & 0x7FFFFFu;
+  if (exp == 0xFFu || mant == 0) return s;  // +Inf, or a normal power of two
+  if (exp == 0) return float_of_bits((mant & (mant - 1)) == 0 ? mant : 2u << floor_log2(mant));  // subnormal m * 2^-149
+  return float_of_bits(exp == 0xFEu ? 0x7F800000u : (exp + 1u) << 23);
+}
+
+// exp2f(ceilf(log2f(s))) as vLLM's indexer writes it, with a correctly rounded log2f (the
+// IndexerScale ue8m0_log2f rule): pow2_ceil_bits(s), except just above a power of two 2^k, where
+// log2 s = k + log2(1 + f) is within half an ulp of the integer k, log2f gives k and the result is
+// 2^k < s. Computed from the bits, not with the GPU's log2f, which is within 1 ulp but not
+// correctly rounded: f * 2^23 may be at most 44, 22, 11, 5, 2, 1 for the ulp binades p = 7..2 of
+// k's neighbourhood (p <= 1 and k = 0, -1: never). Positive finite s only (as pow2_ceil_bits).
+KVF_HD float pow2_ceil_log2f_bits(float s) {
+  const uint32_t x = float_bits(s);
+  const uint32_t exp = x >> 23, mant = x & 0x7FFFFFu;
+  if (exp == 0xFFu) return s;
+  int k;
+  uint32_t frac23;  // f * 2^23
+  if (exp != 0) {
+    k = static_cast<int>(exp) - 127;
+    frac23 = mant;
+  } else {
+    const int q = floor_log2(mant);  // s = m * 2^-149, 2^q <= m < 2^(q+1)
+    k = q - 149;
+    frac23 = (mant - (1u << q)) << (23 - q);
+  }
+  const float up = pow2_ceil_bits(s);
+  if (frac23 == 0 || k == 0 || k == -1) return up;
+  const int p = k >= 1 ? floor_log2(static_cast<uint32_t>(k)) : floor_log2(static_cast<uint32_t>(-k - 1));
+  const uint32_t limit = p == 7 ? 44u : p == 6 ? 22u : p == 5 ? 11u : p == 4 ? 5u : p == 3 ? 2u : p == 2 ? 1u : 0u;
+  if (frac23 > limit) return up;
+  return float_of_bits(k >= -126 ? static_cast<uint32_t>(k + 127) << 23 : 1u << (k + 149));  // 2^k
+}
+
+// The fp8 code of v itself (no scale; MX's nv_ceil multiplies by 2^-E first).
+template <typename QT>
+KVF_HD uint8_t fp8_code(float v);
+template <>
+KVF_HD uint8_t fp8_code<Fp8E4M3>(float v) {
+  return static_cast<uint8_t>(__nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3));
+}
+template <>
+KVF_HD uint8_t fp8_code<Fp8E5M2>(float v) {
+  return static_cast<uint8_t>(__nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E5M2));
+}
+
+// max |x| over n values (NaN ignored, from 0): chunks read whole, zeros past n.
+template <typename InT>
+KVF_HD float group_amax(const InT* src, int64_t n) {
+  constexpr int64_t kVec = 16 / sizeof(InT);
+  float amax = 0.0f;
+  for (int64_t lo = 0; lo < n; lo += kVec) {
+    const Vec16 x = load_chunk(src, lo, lo + kVec < n ? lo + kVec : n);
+    KVF_UNROLL
+    for (int e = 0; e < kVec; ++e) amax = fmaxf(amax, fabsf(to_float(vec_elem<InT>(x, e))));
+  }
+  return amax;
+}
+
+// One group's codes from its values: the encoders of the formats (x the input value as fp32).
+struct Nvfp4Encode {  // Nvfp4Rule (both): e2m1(x * os), NaN -> 0
+  float os;
+  KVF_HD uint8_t operator()(float x) const { return e2m1_code(x * os, 0x0); }
+};
+template <typename QT>
+struct Fp8DivideEncode {  // e4m3 / e5m2 of x / s (MX ocp_floor, ds_mla, indexer_k, fp8_inline)
+  float s;
+  KVF_HD uint8_t operator()(float x) const { return static_cast<uint8_t>(quantize<QT>(x, s).bits); }
+};
+template <typename QT>
+struct Fp8MultiplyEncode {  // e4m3 / e5m2 of x * 2^-E (MX nv_ceil)
+  float inverse;
+  KVF_HD uint8_t operator()(float x) const { return fp8_code<QT>(x * inverse); }
+};
+struct E2m1DivideEncode {  // MXFP4 ocp_floor: e2m1(x / X), NaN -> +6
+  float s;
+  KVF_HD uint8_t operator()(float x) const { return e2m1_code(x / s, 0x7); }
+};
+struct E2m1MultiplyEncode {  // MXFP4 nv_ceil: e2m1(x * 2^-E), NaN -> +6
+  float inverse;
+  KVF_HD uint8_t operator()(float x) const { return e2m1_code(x * inverse, 0x7); }
+};
+struct Int8DivideEncode {  // int8_inline: the classic int8 conversion of x / s
+  float s;
+  KVF_HD uint8_t operator()(float x) const { return static_cast<uint8_t>(quantize<Int8>(x, s).value); }
+};
+
+// Stores the codes of n values src[0..n) (n <= kFormatPiece, even for nibbles) at dst: one byte
+// each, or (kNibbles) two a byte, value 2j in the low nibble of byte j. Whole 16-, 8- or 4-byte
+// stores where aligned, bytes elsewhere.
+template <bool kNibbles, typename InT, typename Encode>
+KVF_HD void store_codes(const InT* src, int64_t n, uint8_t* dst, const Encode& encode) {
+  constexpr int64_t kVec = 16 / sizeof(InT);
+  uint8_t bytes[kFormatPiece] = {};
+  KVF_UNROLL
+  for (int64_t lo = 0; lo < kFormatPiece; lo += kVec) {
+    if (lo >= n) break;
+    const Vec16 x = load_chunk(src, lo, lo + kVec < n ? lo + kVec : n);
+    KVF_UNROLL
+    for (int e = 0; e < kVec; ++e) {
+      const int64_t i = lo + e;
+      if (i >= n) break;
+      const uint8_t code = encode(to_float(vec_elem<InT>(x, e)));
+      if constexpr (kNibbles) {
+        bytes[i / 2] = static_cast<uint8_t>(bytes[i / 2] | (code & 0xFu) << (4 * (i % 2)));
+      } else {
+        bytes[i] = code;
+      }
+    }
+  }
+  const int64_t len = kNibbles ? n / 2 : n;
+  for (int64_t i = 0; i < len;) {
+    Vec16 v{};
+    if (len - i >= 16 && aligned_to(dst + i, 16)) {
+      std::memcpy(&v, bytes + i, 16);
+      store_bytes<16>(dst + i, v);
+      i += 16;
+    } else if (len - i >= 8 && aligned_to(dst + i, 8)) {
+      std::memcpy(&v, bytes + i, 8);
+      store_bytes<8>(dst + i, v);
+      i += 8;
+    } else if (len - i >= 4 && aligned_to(dst + i, 4)) {
+      std::memcpy(&v, bytes + i, 4);
+      store_bytes<4>(dst + i, v);
+      i += 4;
+    } else {
+      dst[i] = bytes[i];
+      ++i;
+    }
+  }
+}
+
+// Whether this kernel writes the call's format: the formats but the asymmetric ones, codes at dim
+// stride 1 (4-bit codes from even nibbles), ds_mla's rope dims at dim stride 1. The launchers refuse
+// the rest (unsupported), which the harness never sends (cuda_kernel_capabilities).
+inline bool format_supported(const KvAppendParams& p) {
+  switch (p.quant_format) {
+    case QuantFormatId::nvfp4:
+    case QuantFormatId::mxfp8_e4m3:
+    case QuantFormatId::mxfp8_e5m2:
+    case QuantFormatId::mxfp4:
+    case QuantFormatId::ds_mla:
+    case QuantFormatId::indexer_k:
+    case QuantFormatId::fp8_inline:
+    case QuantFormatId::int8_inline: break;
+    default: return false;  // none, asym_int8, asym_int4
+  }
+  const bool ds_mla = p.quant_format == QuantFormatId::ds_mla;
+  const int64_t dims = ds_mla ? p.latent_dim : p.head_dim;
+  if (p.format_group <= 0 || dims % p.format_group != 0) return false;
+  const auto dim_contiguous = [](const Mode& m) {
+    for (int i = 1; i < m.rank; ++i)
+      if (m.extent[i] > 1) return false;
+    return m.extent[0] <= 1 || m.stride[0] == 1;
+  };
+  const bool nibbles = p.cache_dtype == DType::fp4_e2m1;
+  for (int t = 0; t < (p.has_value ? 2 : 1); ++t) {
+    const FieldLayout& f = p.code_layout[t];
+    if (!dim_contiguous(f.mode[3])) return false;
+    if (nibbles && f.offset % 2 != 0) return false;
+    for (int a = 0; a < 3 && nibbles; ++a)
+      for (int i = 0; i < f.mode[a].rank; ++i)
+        if (f.mode[a].extent[i] > 1 && f.mode[a].stride[i] % 2 != 0) return false;
+  }
+  return !ds_mla || (p.rope_dim > 0 && dim_contiguous(p.rope_layout.mode[3]));
+}
+
+// Work item (tensor is_value, head, group g, dims [first, first + n) of the group) of row `token`
+// stored at (block, pos): the group's scale (by the piece at its dim 0) and the piece's codes.
+template <typename InT>
+KVF_HD void append_format_piece(const KvAppendParams& p, int64_t token, int64_t block, int64_t pos, bool is_value, int64_t head,
+                                int64_t g, int64_t first, int64_t n) {
+  const int t = is_value ? 1 : 0;
+  const int64_t group = p.format_group;
+  const InT* src = input_row<InT>(p, is_value, token, head) + g * group;  // ds_mla: the latent dims of key
+  const float amax = group_amax(src, group);
+  const int64_t code = field_offset(p.code_layout[t], block, pos, head, g * group + first);  // in code elements
+  uint8_t* codes = static_cast<uint8_t*>(p.format_cache);
+  const int64_t scale = field_offset(p.scale_layout[t], block, pos, head, g);  // in scale elements
+  uint8_t* scale_bytes = static_cast<uint8_t*>(p.format_scales);               // e4m3 / e8m0 scales
+  float* scale_words = static_cast<float*>(p.format_scales);                   // fp32 scales
+  const bool store_scale = first == 0;
+  src += first;
+
+  switch (p.quant_format) {
+    case QuantFormatId::nvfp4: {
+      // FlashInfer's nvfp4_append_quantize_block: sf = amax / (6 g) (flashinfer) or amax * RN(1 / (6 g))
+      // (flashinfer_precise), its e4m3 code; os = 1 / (e4m3_value * g); code e2m1(x * os).
+      const float gs = (is_value ? p.v_scale : p.k_scale)[0];  // the decode global scale
+      float sf = 0.0f;
+      if (amax > 0.0f && gs > 0.0f) {
+        const float six_g = 6.0f * gs;
+        sf = p.format_rules.nvfp4 == 1 ? amax * (1.0f / six_g) : amax / six_g;
+      }
+      const uint8_t sf_code = fp8_code<Fp8E4M3>(sf);
+      const float sf_value = e4m3_value(sf_code);
+      const float os = amax > 0.0f && sf_value > 0.0f && gs > 0.0f ? 1.0f / (sf_value * gs) : 0.0f;
+      if (store_scale) scale_bytes[scale] = sf_code;
+      store_codes<true>(src, n, codes + code / 2, Nvfp4Encode{os});
+      return;
+    }
+    case QuantFormatId::mxfp8_e4m3:
+    case QuantFormatId::mxfp8_e5m2:
+    case QuantFormatId::mxfp4: {
+      // OCP MX: shared exponent E in [-127, 127]; ocp_floor E = floor(log2 amax) - emax, codes of
+      // x / 2^E; nv_ceil E = ceil(log2(amax / qmax)), codes of x * 2^-E. amax 0: E = -127; Inf: 127.
+      const bool fp4 = p.quant_format == QuantFormatId::mxfp4;
+      const bool e5m2 = p.quant_format == QuantFormatId::mxfp8_e5m2;
+      const bool ceil = p.format_rules.mx == 1;
+      int e = 127;
+      if (amax == 0.0f) {
+        e = -127;
+      } else if (float_bits(amax) != 0x7F800000u) {  // amax < +Inf
+        const int emax = fp4 ? 2 : e5m2 ? 15 : 8;
+        const float qmax = fp4 ? 6.0f : e5m2 ? 57344.0f : 448.0f;
+        e = ceil ? static_cast<int>(e8m0_code(amax / qmax, true)) - 127 : static_cast<int>(e8m0_code(amax, false)) - 127 - emax;
+        e = e < -127 ? -127 : (e > 127 ? 127 : e);
+      }
+      const float scale_value = e8m0_value(static_cast<uint8_t>(e + 127));  // 2^E
+      const float inverse = e8m0_value(static_cast<uint8_t>(127 - e));      // 2^-E
+      if (store_scale) scale_bytes[scale] = static_cast<uint8_t>(e + 127);
+      if (fp4) {
+        if (ceil) store_codes<true>(src, n, codes + code / 2, E2m1MultiplyEncode{inverse});
+        else store_codes<true>(src, n, codes + code / 2, E2m1DivideEncode{scale_value});
+      } else if (e5m2) {
+        if (ceil) store_codes<false>(src, n, codes + code, Fp8MultiplyEncode<Fp8E5M2>{inverse});
+        else store_codes<false>(src, n, codes + code, Fp8DivideEncode<Fp8E5M2>{scale_value});
+      } else {
+        if (ceil) store_codes<false>(src, n, codes + code, Fp8MultiplyEncode<Fp8E4M3>{inverse});
+        else store_codes<false>(src, n, codes + code, Fp8DivideEncode<Fp8E4M3>{scale_value});
+      }
+      return;
+    }
+    case QuantFormatId::ds_mla:
+    case QuantFormatId::indexer_k:
+    case QuantFormatId::fp8_inline:
+    case QuantFormatId::int8_inline: {
+      // fp32 scale s, codes e4m3(x / s) (int8_inline: int8(x / s)). ds_mla flt_min: max(amax / 448,
+      // FLT_MIN); pow2: pow2_ceil(max(amax / 448, 1e-4)). indexer_k: max(amax, 1e-4) / 448, then
+      // (ue8m0_log2f) exp2f(ceilf(log2f(s))) or (ue8m0_exact) pow2_ceil. Inline: the contract's
+      // per_token_head scale, max(amax, 1e-6) / QMAX.
+      float s;
+      switch (p.quant_format) {
+        case QuantFormatId::ds_mla: {
+          const float ratio = amax / 448.0f;
+          s = p.format_rules.ds_mla == 1 ? pow2_ceil_bits(fmaxf(ratio, 1e-4f)) : fmaxf(ratio, float_of_bits(0x00800000u));
+          break;
+        }
+        case QuantFormatId::indexer_k:
+          s = fmaxf(amax, 1e-4f) / 448.0f;
+          if (p.format_rules.indexer == 1) s = pow2_ceil_log2f_bits(s);
+          if (p.format_rules.indexer == 2) s = pow2_ceil_bits(s);
+          break;
+        case QuantFormatId::int8_inline: s = dynamic_scale<Int8>(amax); break;
+        default: s = dynamic_scale<Fp8E4M3>(amax); break;
+      }
+      if (store_scale) scale_words[scale] = s;
+      if (p.quant_format == QuantFormatId::int8_inline) store_codes<false>(src, n, codes + code, Int8DivideEncode{s});
+      else store_codes<false>(src, n, codes + code, Fp8DivideEncode<Fp8E4M3>{s});
+      return;
+    }
+    default: return;  // not written by this kernel (format_supported)
+  }
+}
+
+// The rows of `token` at (block, pos) in a quantised format: work items (format_group's pieces of
+// each (tensor, head) row, then ds_mla's rope chunks) strided over the block's threads.
+template <typename InT>
+KVF_HD void append_format_rows(const KvAppendParams& p, int64_t token, int64_t block, int64_t pos, int thread, int threads) {
+  constexpr int64_t kVec = 16 / sizeof(InT);
+  const int64_t group = p.format_group;
+  const int64_t groups = (p.quant_format == QuantFormatId::ds_mla ? p.latent_dim : p.head_dim) / group;
+  const int64_t piece = group < kFormatPiece ? group : kFormatPiece;
+  const int64_t pieces = (group + piece - 1) / piece;
+  const int64_t code_items = (p.has_value ? 2 : 1) * int64_t{p.num_heads} * groups * pieces;
+  const int64_t rope_chunks = p.quant_format == QuantFormatId::ds_mla ? (p.rope_dim + kVec - 1) / kVec : 0;
+  const int64_t items = code_items + int64_t{p.num_heads} * rope_chunks;
+  for (int64_t work = thread; work < items; work += threads) {
+    if (work < code_items) {
+      const int64_t k = work % pieces, g = work / pieces % groups, row = work / (pieces * groups);
+      const int64_t first = k * piece;
+      append_format_piece<InT>(p, token, block, pos, row >= p.num_heads, row % p.num_heads, g, first,
+                               first + piece < group ? piece : group - first);
+      continue;
+    }
+    // ds_mla's rope: copied as the input holds it (16-bit), into the record after the scales.
+    const int64_t item = work - code_items, head = item / rope_chunks;
+    const int64_t lo = item % rope_chunks * kVec, hi = lo + kVec < p.rope_dim ? lo + kVec : p.rope_dim;
+    const InT* src = static_cast<const InT*>(p.rope) + input_elem_offset(p.rope_stride_token, p.rope_stride_head, token, head, 0);
+    InT* dst = static_cast<InT*>(p.format_cache) + field_offset(p.rope_layout, block, pos, head, 0);
+    store_chunk(load_chunk(src, lo, hi), dst, lo, hi);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
 // Per-thread body. Thread block `cta` handles slot entry `cta`; its threads stride over
 // heads x 16-byte chunks of head_dim, each work item covering that chunk of the K row and of the V
 // row, so any head count and head_dim are covered. With a dynamic per-token-head scale a work item
@@ -670,12 +1062,15 @@ KVF_HD void kv_append_thread(const KvAppendParams& p, int64_t cta, int thread, i
   const int64_t block = slot / p.cache.block_size;
   const int64_t pos = slot % p.cache.block_size;
   if constexpr (kFields) {
-    if (p.vllm_legacy) {
+    if constexpr (kIsFormat<CacheT>) {  // a quantised format: the instantiation of its own
+      append_format_rows<InT>(p, token, block, pos, thread, threads);
+      return;
+    } else if (p.vllm_legacy) {
       append_legacy_rows<InT, CacheT>(p, token, block, pos, thread, threads);
       return;
     }
   }
-  append_rows<InT, CacheT, kFields>(p, token, block, pos, thread, threads);
+  if constexpr (!kIsFormat<CacheT>) append_rows<InT, CacheT, kFields>(p, token, block, pos, thread, threads);
 }
 
 // The rows of `token` at (block, pos), work items strided over the block's threads.
@@ -760,9 +1155,11 @@ bool dispatch_slot(const KvAppendParams& p, Fn& fn) {
 }
 
 // A quantised cache needs a scale kind and a float cache must have none; other combinations are
-// refused rather than guessed (bug pattern B28).
+// refused rather than guessed (bug pattern B28). A quantised format's call is CacheT FormatCodes
+// (its codes' and scales' dtypes are the format's), if this kernel writes it (format_supported).
 template <typename InT, typename Fn>
 bool dispatch_cache(const KvAppendParams& p, Fn& fn) {
+  if (p.quant_format != QuantFormatId::none) return format_supported(p) && dispatch_slot<InT, FormatCodes>(p, fn);
   const bool scaled = p.scale_kind != ScaleKind::none;
   switch (p.cache_dtype) {
     case DType::f16: return !scaled && dispatch_slot<InT, __half>(p, fn);

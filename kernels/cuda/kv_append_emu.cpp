@@ -20,7 +20,9 @@ LaunchStatus kv_append_emu(const KvAppendParams& p) {
     const bool fields = needs_fields_path(p);  // the instantiation the GPU launcher runs
     for (int64_t cta = 0; cta < cfg.grid; ++cta)
       for (int thread = 0; thread < cfg.block; ++thread) {
-        if (fields) {
+        if constexpr (kIsFormat<CacheT>) {  // a quantised format: the fields path's instantiation only
+          kv_append_thread<InT, CacheT, SlotT, true>(p, cta, thread, cfg.block);
+        } else if (fields) {
           kv_append_thread<InT, CacheT, SlotT, true>(p, cta, thread, cfg.block);
         } else {
           kv_append_thread<InT, CacheT, SlotT, false>(p, cta, thread, cfg.block);

@@ -208,7 +208,8 @@ class CudaEmuTarget final : public Target {
       "cuda-emu",
       "kernels/cuda/kv_append.cuh compiled for the host and run by a CPU grid emulator",
       "all layouts (any strides; vllm_legacy element by element), every family (kv, kv_split, k_only, mla), f16/bf16/f32 inputs, f16/bf16/f32/fp8_e4m3/fp8_e5m2/int8 caches with "
-      "per-tensor, per-head, per-block and per-token-head scales, the quantised formats but the asymmetric ones, i32/i64 slots, any H and D",
+      "per-tensor, per-head, per-block and per-token-head scales, the quantised formats nvfp4, mxfp8_e4m3, mxfp8_e5m2, mxfp4, ds_mla, "
+      "indexer_k, fp8_inline and int8_inline under every convention of theirs (not asym_int8, asym_int4), i32/i64 slots, any H and D",
       "exact",
       false,
       "exact",

@@ -199,7 +199,7 @@ class Abi(unittest.TestCase):
             decl = decl.strip()
             if decl:
                 first, *rest = decl.split(",")
-                names += [first.split()[-1].lstrip("*")] + [r.strip().lstrip("*") for r in rest]
+                names += [first.split()[-1].lstrip("*").split("[")[0]] + [r.strip().lstrip("*") for r in rest]
         self.assertEqual([n for n, _ in bench.AppendArgs._fields_], names)
         # The C compiler's size of the struct (cuda_entry.cu's kvfuzz_bench_args_size() returns the same).
         cc = shutil.which("cc") or shutil.which("gcc")

@@ -33,7 +33,11 @@ using kvf::ScaleKind;
 // The ABI's enums are the kernel's enums, value for value, so a cast converts them.
 static_assert(KVFZ_F16 == static_cast<int>(DType::f16) && KVFZ_BF16 == static_cast<int>(DType::bf16) &&
               KVFZ_F32 == static_cast<int>(DType::f32) && KVFZ_FP8_E4M3 == static_cast<int>(DType::fp8_e4m3) &&
-              KVFZ_FP8_E5M2 == static_cast<int>(DType::fp8_e5m2) && KVFZ_INT8 == static_cast<int>(DType::int8));
+              KVFZ_FP8_E5M2 == static_cast<int>(DType::fp8_e5m2) && KVFZ_INT8 == static_cast<int>(DType::int8) &&
+              KVFZ_FP4_E2M1 == static_cast<int>(DType::fp4_e2m1));
+static_assert(KVFZ_QUANT_NVFP4 == static_cast<int>(kvf::QuantFormatId::nvfp4) &&
+              KVFZ_QUANT_INT8_INLINE == static_cast<int>(kvf::QuantFormatId::int8_inline) &&
+              KVFZ_QUANT_ASYM_INT4 == static_cast<int>(kvf::QuantFormatId::asym_int4) && KVFZ_MAX_SUBMODES == kvf::kMaxSubModes);
 static_assert(KVFZ_I32 == static_cast<int>(IndexType::i32) && KVFZ_I64 == static_cast<int>(IndexType::i64));
 static_assert(KVFZ_SCALE_NONE == static_cast<int>(ScaleKind::none) &&
               KVFZ_SCALE_PER_TENSOR == static_cast<int>(ScaleKind::per_tensor) &&
@@ -63,6 +67,54 @@ void set_error(char* error, size_t size, const char* text) {
 
 kvf::CacheGeometry geometry(const kvfz_cache_geometry& g) {
   return kvf::CacheGeometry{g.num_blocks, g.block_size, g.stride_block, g.stride_pos, g.stride_head};
+}
+
+kvf::FieldLayout field_layout(const kvfz_field& f) {
+  kvf::FieldLayout l;
+  l.offset = f.offset;
+  for (int axis = 0; axis < kvf::kAxes; ++axis) {
+    l.mode[axis].rank = f.mode[axis].rank;
+    for (int i = 0; i < kvf::kMaxSubModes; ++i) {
+      l.mode[axis].extent[i] = f.mode[axis].extent[i];
+      l.mode[axis].stride[i] = f.mode[axis].stride[i];
+    }
+  }
+  return l;
+}
+
+// ABI v2: a quantised format's call (kvfz_quant_format): its conventions as the kernel's
+// FormatRules, its buffers and its fields' layouts (the kernel's code_layout, scale_layout,
+// zero_layout, rope_layout: kv_append.cuh).
+void format_params(const kvfz_append_args& a, kvf::KvAppendParams& p) {
+  const auto has = [&](int rule) { return (a.quant_rules >> rule) & 1u; };
+  p.quant_format = static_cast<kvf::QuantFormatId>(a.quant_format);
+  p.format_rules.nvfp4 = has(KVFZ_RULE_NVFP4_FLASHINFER_PRECISE) ? 1 : 0;
+  p.format_rules.mx = has(KVFZ_RULE_MX_NV_CEIL) ? 1 : 0;
+  p.format_rules.ds_mla = has(KVFZ_RULE_DS_MLA_FLT_MIN) ? 0 : 1;
+  p.format_rules.indexer = has(KVFZ_RULE_INDEXER_UE8M0_LOG2F) ? 1 : has(KVFZ_RULE_INDEXER_UE8M0_EXACT) ? 2 : 0;
+  p.format_rules.asym_arith = has(KVFZ_RULE_ASYM_F16) ? 1 : has(KVFZ_RULE_ASYM_BF16) ? 2 : 0;
+  p.format_rules.asym_lanes = has(KVFZ_RULE_ASYM_LANES_ZERO_PADDED_POW2) ? 1 : 0;
+  p.format_rules.int4_pairing = has(KVFZ_RULE_INT4_ADJACENT) ? 1 : 0;
+  p.format_group = a.quant_group;
+  p.format_cache = a.format_cache;
+  p.format_scales = a.format_cache;  // the scales' buffer: the cache's, unless their field says otherwise
+  for (int32_t i = 0; i < a.num_fields && i < KVFZ_MAX_FIELDS; ++i) {
+    const kvfz_field& f = a.fields[i];
+    const int t = f.index == 1 ? 1 : 0;
+    switch (f.role) {
+      case KVFZ_ROLE_DATA:
+        if (f.group == 0) p.rope_layout = field_layout(f);  // ds_mla's rope dims, copied
+        else p.code_layout[t] = field_layout(f);
+        break;
+      case KVFZ_ROLE_SCALE:
+        p.scale_layout[t] = field_layout(f);
+        if (f.buffer == KVFZ_BUFFER_SCALE_CACHE) p.format_scales = a.format_scale_cache;
+        break;
+      case KVFZ_ROLE_ZERO: p.zero_layout[t] = field_layout(f); break;
+      default: break;
+    }
+  }
+  if (a.quant_format == KVFZ_QUANT_DS_MLA) p.latent_dim = a.head_dim - a.rope_dim;
 }
 
 // The kernel's parameters from one ABI call: a field-by-field copy.
@@ -126,6 +178,7 @@ kvf::KvAppendParams params(const kvfz_append_args& a) {
     p.cp_world_size = a.cp_world_size;
     p.cp_interleave = a.cp_interleave;
   }
+  if (KVFZ_HAS_FIELD(&a, kvfz_append_args, fields) && a.quant_format != KVFZ_QUANT_NONE) format_params(a, p);
   return p;
 }
 
@@ -172,6 +225,13 @@ int kvfuzz_plugin_query(kvfz_capabilities* caps, int device, char* error, size_t
     caps->windows = (1u << KVFZ_WINDOW_NONE) | (1u << KVFZ_WINDOW_SLOT_MAPPING) | (1u << KVFZ_WINDOW_POSITIONS);
   if (KVFZ_HAS_FIELD(caps, kvfz_capabilities, cp_inputs))
     caps->cp_inputs = (1u << KVFZ_CP_NONE) | (1u << KVFZ_CP_SLOT_MAPPING) | (1u << KVFZ_CP_POSITIONS);
+  // The quantised formats the kernel writes (all but the asymmetric ones), under every convention of theirs.
+  if (KVFZ_HAS_FIELD(caps, kvfz_capabilities, quant_formats))
+    caps->quant_formats = (1u << KVFZ_QUANT_NONE) | (1u << KVFZ_QUANT_NVFP4) | (1u << KVFZ_QUANT_MXFP8_E4M3) |
+                          (1u << KVFZ_QUANT_MXFP8_E5M2) | (1u << KVFZ_QUANT_MXFP4) | (1u << KVFZ_QUANT_DS_MLA) |
+                          (1u << KVFZ_QUANT_INDEXER_K) | (1u << KVFZ_QUANT_FP8_INLINE) | (1u << KVFZ_QUANT_INT8_INLINE);
+  if (KVFZ_HAS_FIELD(caps, kvfz_capabilities, quant_rules))
+    caps->quant_rules = (1u << (KVFZ_RULE_INDEXER_UE8M0_EXACT + 1)) - 1;  // NVFP4_FLASHINFER .. INDEXER_UE8M0_EXACT
   return 0;
 }
 

@@ -45,7 +45,27 @@ namespace kvf {
 // The ABI's enums are kvfuzz's, value for value: a cast converts them.
 static_assert(KVFZ_F16 == static_cast<int>(DType::f16) && KVFZ_BF16 == static_cast<int>(DType::bf16) &&
               KVFZ_F32 == static_cast<int>(DType::f32) && KVFZ_FP8_E4M3 == static_cast<int>(DType::fp8_e4m3) &&
-              KVFZ_FP8_E5M2 == static_cast<int>(DType::fp8_e5m2) && KVFZ_INT8 == static_cast<int>(DType::int8));
+              KVFZ_FP8_E5M2 == static_cast<int>(DType::fp8_e5m2) && KVFZ_INT8 == static_cast<int>(DType::int8) &&
+              KVFZ_FP4_E2M1 == static_cast<int>(DType::fp4_e2m1) && KVFZ_FP8_E8M0 == static_cast<int>(DType::fp8_e8m0) &&
+              KVFZ_UINT8 == static_cast<int>(DType::uint8) && KVFZ_UINT4 == static_cast<int>(DType::uint4));
+static_assert(KVFZ_QUANT_NONE == static_cast<int>(QuantFormat::none) && KVFZ_QUANT_NVFP4 == static_cast<int>(QuantFormat::nvfp4) &&
+              KVFZ_QUANT_MXFP8_E4M3 == static_cast<int>(QuantFormat::mxfp8_e4m3) &&
+              KVFZ_QUANT_MXFP8_E5M2 == static_cast<int>(QuantFormat::mxfp8_e5m2) && KVFZ_QUANT_MXFP4 == static_cast<int>(QuantFormat::mxfp4) &&
+              KVFZ_QUANT_DS_MLA == static_cast<int>(QuantFormat::ds_mla) && KVFZ_QUANT_INDEXER_K == static_cast<int>(QuantFormat::indexer_k) &&
+              KVFZ_QUANT_FP8_INLINE == static_cast<int>(QuantFormat::fp8_inline) &&
+              KVFZ_QUANT_INT8_INLINE == static_cast<int>(QuantFormat::int8_inline) &&
+              KVFZ_QUANT_ASYM_INT8 == static_cast<int>(QuantFormat::asym_int8) && KVFZ_QUANT_ASYM_INT4 == static_cast<int>(QuantFormat::asym_int4));
+static_assert(KVFZ_RULE_NVFP4_FLASHINFER == static_cast<int>(RuleBit::nvfp4_flashinfer) &&
+              KVFZ_RULE_SCALE_LAYOUT_SWIZZLED == static_cast<int>(RuleBit::scale_layout_swizzled) &&
+              KVFZ_RULE_MX_NV_CEIL == static_cast<int>(RuleBit::mx_nv_ceil) && KVFZ_RULE_DS_MLA_POW2 == static_cast<int>(RuleBit::ds_mla_pow2) &&
+              KVFZ_RULE_INDEXER_UE8M0_EXACT == static_cast<int>(RuleBit::indexer_ue8m0_exact) &&
+              KVFZ_RULE_ASYM_BF16 == static_cast<int>(RuleBit::asym_bf16) &&
+              KVFZ_RULE_ASYM_LANES_ZERO_PADDED_POW2 == static_cast<int>(RuleBit::asym_lanes_zero_padded_pow2) &&
+              KVFZ_RULE_INT4_ADJACENT == static_cast<int>(RuleBit::int4_adjacent) && KVFZ_RULE_INT4_ADJACENT + 1 == kRuleBits);
+static_assert(KVFZ_ROLE_DATA == static_cast<int>(FieldRole::data) && KVFZ_ROLE_SCALE == static_cast<int>(FieldRole::scale) &&
+              KVFZ_ROLE_ZERO == static_cast<int>(FieldRole::zero) && KVFZ_BUFFER_CACHE == static_cast<int>(FieldBuffer::cache) &&
+              KVFZ_BUFFER_SCALE_CACHE == static_cast<int>(FieldBuffer::scale_cache));
+static_assert(KVFZ_MAX_SUBMODES == kMaxSubModes && KVFZ_MAX_FIELDS == CacheFields::kMax);
 static_assert(KVFZ_FAMILY_KV == static_cast<int>(Family::kv) && KVFZ_FAMILY_KV_SPLIT == static_cast<int>(Family::kv_split) &&
               KVFZ_FAMILY_K_ONLY == static_cast<int>(Family::k_only) && KVFZ_FAMILY_MLA == static_cast<int>(Family::mla));
 static_assert(KVFZ_I32 == static_cast<int>(IndexType::i32) && KVFZ_I64 == static_cast<int>(IndexType::i64));
@@ -256,6 +276,8 @@ Capabilities to_capabilities(const kvfz_capabilities& k) {
   c.addressings = k.addressings == 0 ? 1u : k.addressings & ((1u << 2) - 1);  // 0: slot_mapping only; CSR alone possible
   c.windows = (k.windows | 1u) & ((1u << 3) - 1);  // 0: no ring
   c.cp_inputs = (k.cp_inputs | 1u) & ((1u << 3) - 1);  // 0: no shards
+  c.quant_formats = (k.quant_formats | 1u) & ((1u << 11) - 1);  // 0: the classic caches only
+  c.quant_rules = k.quant_rules == 0 ? default_rule_bits() : k.quant_rules & ((1u << kRuleBits) - 1);  // 0: the defaults
   c.fused_qkv = (k.features & KVFZ_FEATURE_FUSED_QKV) != 0;
   c.strided_input = (k.features & KVFZ_FEATURE_STRIDED_INPUT) != 0;
   c.padded_cache = (k.features & KVFZ_FEATURE_PADDED_CACHE) != 0;
@@ -309,6 +331,17 @@ std::string supports_text(const kvfz_capabilities& k) {
   s += "; addressing " + bit_list(k.addressings == 0 ? 1u : k.addressings, {Addressing::slot_mapping, Addressing::csr});
   s += "; window " + bit_list(k.windows | 1u, {WindowInput::none, WindowInput::slot_mapping, WindowInput::positions});
   s += "; context parallel " + bit_list(k.cp_inputs | 1u, {CpInput::none, CpInput::slot_mapping, CpInput::positions});
+  s += "; quantised formats " + bit_list(k.quant_formats | 1u, {QuantFormat::none, QuantFormat::nvfp4, QuantFormat::mxfp8_e4m3,
+                                                                 QuantFormat::mxfp8_e5m2, QuantFormat::mxfp4, QuantFormat::ds_mla,
+                                                                 QuantFormat::indexer_k, QuantFormat::fp8_inline, QuantFormat::int8_inline,
+                                                                 QuantFormat::asym_int8, QuantFormat::asym_int4});
+  if (k.quant_formats & ~1u) {
+    std::string rules;
+    const uint32_t bits = to_capabilities(k).quant_rules;
+    for (int b = 0; b < kRuleBits; ++b)
+      if (bits & (1u << b)) rules += (rules.empty() ? "" : ", ") + std::string(to_string(static_cast<RuleBit>(b)));
+    s += " (conventions " + rules + ")";
+  }
   auto limit = [&](const char* what, int32_t v) {
     if (v > 0) s += std::string("; ") + what + " " + std::to_string(v);
   };
@@ -395,6 +428,37 @@ kvfz_append_args append_args(const Case& c, std::byte* base, const ArenaLayout& 
   a.cp_world_size = c.has_cp() ? static_cast<int32_t>(c.cp_world_size) : 1;
   a.cp_interleave = c.has_cp() ? static_cast<int32_t>(c.cp_interleave) : 1;
   a.cp_positions = p.cp_positions;
+  if (c.has_format()) {  // the typed fields, with the layouts the call sees (its shard's: append_params)
+    a.quant_format = static_cast<int32_t>(c.quant_format);
+    a.quant_rules = rule_bits(c.quant_format, c.quant_rules);
+    a.quant_group = p.format_group;
+    a.format_cache = base + layout.cache_begin;
+    a.format_scale_cache = c.uses_scale_cache() ? base + layout.scale_cache_begin : nullptr;
+    const CacheFields fields = c.fields();
+    for (const CacheField& f : fields) {
+      const FieldLayout& l = f.role == FieldRole::scale ? p.scale_layout[f.index]
+                             : f.role == FieldRole::zero ? p.zero_layout[f.index]
+                             : f.group == 0              ? p.rope_layout
+                                                         : p.code_layout[f.index];
+      kvfz_field& out = a.fields[a.num_fields++];
+      out.role = static_cast<int32_t>(f.role);
+      out.index = f.index;
+      out.dtype = static_cast<int32_t>(f.dtype);
+      out.buffer = static_cast<int32_t>(f.buffer);
+      out.offset = l.offset;
+      for (int axis = 0; axis < kAxes; ++axis) {
+        out.mode[axis].rank = l.mode[axis].rank;
+        for (int i = 0; i < kMaxSubModes; ++i) {
+          out.mode[axis].extent[i] = l.mode[axis].extent[i];
+          out.mode[axis].stride[i] = l.mode[axis].stride[i];
+        }
+      }
+      out.group = static_cast<int32_t>(f.group);
+      out.scale = f.scale;
+      out.zero = f.zero;
+      out.entry_dim = static_cast<int32_t>(f.entry_dim);
+    }
+  }
   return a;
 }
 
