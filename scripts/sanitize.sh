@@ -27,10 +27,11 @@ start=$SECONDS
 # assert() is on (no NDEBUG).
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g1" -DKVFUZZ_CUDA=OFF \
   -DKVFUZZ_SANITIZE="$sanitizers" >/dev/null
-# Every unit-test binary and the CLI (with one mutant kernel), but not the other mutants: they are
+# Every unit-test binary, the golden model's code table (golden.ml_dtypes runs it) and the CLI (with
+# one mutant kernel), but not the other mutants: they are
 # the same host code as kvfuzz with a rewritten kernel.
 mapfile -t test_binaries < <(cmake --build "$build" --target help | sed -n 's/^\.\.\. \(kvfuzz[a-z0-9_]*_tests\)$/\1/p')
-if ! cmake --build "$build" -j"$(nproc)" --target kvfuzz kvfuzz-mutant-padding-not-skipped "${test_binaries[@]}" \
+if ! cmake --build "$build" -j"$(nproc)" --target kvfuzz kvfuzz-mutant-padding-not-skipped kvfuzz_minifloat_table "${test_binaries[@]}" \
      >"$build/build.log" 2>&1; then
   grep -E -A5 'error|Error' "$build/build.log" | head -n 60 >&2
   echo "sanitize: build failed (full log: $build/build.log)" >&2

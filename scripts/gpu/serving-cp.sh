@@ -2,7 +2,7 @@
 # One H200 call (issue 16, context-parallel shards): configs/serving.json (the sink, CSR, rings,
 # shards with both inputs, and the default) on cuda and triton, 50,000 cases each, concurrently;
 # compare triton vs cuda; then the CUDA kernel as a device plugin (its slot-mapping producer through
-# kvfuzz_plugin_cp_slot_mapping), 20,000 cases. Carried: build-h200/bin/kvfuzz (strip -o
+# kvfuzz_plugin_cp_slot_mapping), 20,000 cases; the Triton pytest on the GPU (torch API). Carried: build-h200/bin/kvfuzz (strip -o
 # build-h200/bin/kvfuzz build/kvfuzz) and build-h200/plugins/kvfuzz_cuda_plugin_device.so. OUT set:
 #   OUT=DIR bash scripts/gpu/serving-cp.sh
 source "$(dirname "$0")/preamble.sh"  # $B, $P, $OUT/device.txt
@@ -17,6 +17,10 @@ echo "compare rc=$? $((SECONDS - s)) s" >> $OUT/device.txt
 s=$SECONDS
 timeout 120 $B run --target plugin:$P/kvfuzz_cuda_plugin_device.so --config configs/serving.json --cases 20000 --seed 39 -j 8 --stats --json $OUT/plugin-device.json --corpus-out $OUT/f-plugin > $OUT/plugin-device.log 2>&1
 echo "device plugin rc=$? $((SECONDS - s)) s" >> $OUT/device.txt
+s=$SECONDS
+KVFUZZ_TRITON_GPU=1 timeout 150 python3 -m pytest -q -x tests/triton > $OUT/pytest-gpu.log 2>&1
+echo "pytest rc=$? $((SECONDS - s)) s" >> $OUT/device.txt
 rm -rf $OUT/f-cuda/*.report $OUT/f-triton/*.report $OUT/f-plugin/*.report
+tail -3 $OUT/pytest-gpu.log
 for f in serving-cuda serving-triton compare plugin-device; do echo "== $f"; grep -E "^kvfuzz: .*(passed|identical|skipped)" $OUT/$f.log | tail -3; grep -E "context_parallel=" $OUT/$f.log; done
 cat $OUT/device.txt
