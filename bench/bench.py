@@ -35,8 +35,20 @@ The expected caches are built in this file (torch advanced indexing into tensors
 shape, cross-checked at sampled elements against the flat offset formulas of elem_offset()), and
 compared whole, bit for bit; a row that fails verification is reported and not timed. The Triton
 kernel takes paged NHD/HND only: its rows of the other formats read "n/a".
+
+And two quantised formats of docs/quant-formats.md (issue 15), paged NHD, bf16 inputs, H 8, D 128:
+  - nhd-nvfp4-*: e2m1 codes two per byte [nb, bs, H, 64] and an e4m3 scale per 16 dims [nb, bs, H,
+    8] under an fp32 decode global scale per tensor (FlashInfer's convention, linear scales);
+  - nhd-mxfp8-e4m3-*: e4m3 codes [nb, bs, H, 128] and an e8m0 scale per 32 dims [nb, bs, H, 4]
+    (OCP MX, floor rule).
+The CUDA kernel gets kvfz_append_args' quantised fields as kvfuzz's plugin target fills them; the
+Triton kernel runs through kvfuzz_triton.kv_append_quant. Verification (check_format_rows): every
+byte outside the slots' rows is still poison, the bytes at the slots decode (numpy, this file's
+tables) to within the format's quantisation error of the input, and all implementations wrote the
+same bytes, bit for bit (bit-exactness against the contract is what the kvfuzz campaigns check).
+Bytes per call: the bf16 K and V read, codes and scales written, 8 B of slot per token.
 Select case groups with --cases (comma = or, '+' = and), e.g.
-    --cases nhd-bf16-h8-d128,hnd-bf16-h8-d128,vllm_legacy,mla
+    --cases nhd-bf16-h8-d128,hnd-bf16-h8-d128,vllm_legacy,mla,nvfp4,mxfp8
 """
 import argparse
 import ctypes
@@ -62,12 +74,39 @@ MLA_KV_C_DIM, MLA_ROPE_DIM = 512, 64  # DeepSeek's latent entry: kv_c then k_pe,
 TRITON_LAYOUTS = ("nhd", "hnd")  # kvfuzz_triton.kv_append's layouts (family kv only)
 
 
+class QuantSpec:
+    """One quantised format as the bench writes it: include/kvfuzz_plugin.h's numbers for it and the
+    Triton API's names. abi: kvfz_quant_format; code_dtype, scale_dtype: kvfz_dtype (their names are
+    CODE_VALUES' keys); code_bits: 4 (two codes a byte, element 2j in the low nibble) or 8; group: dims
+    per scale; rule_bits: 1u << kvfz_quant_rule of the conventions benched (kvfuzz's defaults);
+    emax: the element's largest exponent (MX's scale rule)."""
+
+    def __init__(self, abi, code, code_dtype, code_bits, scale, scale_dtype, group, rule_bits, rules, emax=0):
+        self.abi, self.code, self.code_dtype, self.code_bits = abi, code, code_dtype, code_bits
+        self.scale, self.scale_dtype, self.group, self.rule_bits = scale, scale_dtype, group, rule_bits
+        self.rules, self.emax = rules, emax
+
+
+QUANT = {
+    # KVFZ_QUANT_NVFP4; FP4_E2M1 codes, FP8_E4M3 scales; rules NVFP4_FLASHINFER (0), SCALE_LAYOUT_LINEAR (2)
+    "nvfp4": QuantSpec(1, "fp4_e2m1", 6, 4, "fp8_e4m3", 3, 16, (1 << 0) | (1 << 2),
+                       {"nvfp4": "flashinfer"}),
+    # KVFZ_QUANT_MXFP8_E4M3; FP8_E4M3 codes, FP8_E8M0 scales; rule MX_OCP_FLOOR (5)
+    "mxfp8_e4m3": QuantSpec(2, "fp8_e4m3", 3, 8, "fp8_e8m0", 7, 32, 1 << 5, {"mx": "ocp_floor"}, emax=8),
+}
+# NVFP4's fp32 decode global scales g (value = e2m1 x e4m3 scale x g): randn inputs (amax < 8 for K,
+# < 12 for V) keep every block scale amax / (6 g) below e4m3's 448. K and V differ so a swap shows.
+NVFP4_GLOBAL = {"k": 1 / 336, "v": 1 / 224}
+
+
 # ---------------------------------------------------------------------------------------------
 # Cases, byte counts and cache addressing (no GPU needed)
 
 class Case:
     """One benchmark case. layout: "nhd", "hnd" or "vllm_legacy"; family: "kv" (K and V [T, H, D])
     or "mla" (one latent entry of head_dim = 512 + 64 dims per token, layout "nhd" with H 1)."""
+
+    quant = None  # a FormatCase's quantised format
 
     def __init__(self, layout, cache_dtype, scale, heads, head_dim, tokens, family="kv"):
         self.layout, self.cache_dtype, self.scale = layout, cache_dtype, scale
@@ -142,6 +181,60 @@ class Case:
                 "bytes_moved": self.bytes_moved(), "copy_bytes": self.copy_bytes()}
 
 
+class FormatCase(Case):
+    """A quantised format's case (QUANT), paged NHD, K and V: a codes tensor [nb, bs, H, code_row]
+    and a scales tensor [nb, bs, H, D / group] per field."""
+
+    def __init__(self, quant, heads, head_dim, tokens):
+        super().__init__("nhd", QUANT[quant].code, "none", heads, head_dim, tokens)
+        self.quant = quant
+
+    @property
+    def spec(self):
+        return QUANT[self.quant]
+
+    @property
+    def name(self):
+        return f"nhd-{self.quant.replace('_', '-')}-h{self.heads}-d{self.head_dim}-t{self.tokens}"
+
+    @property
+    def code_row(self):
+        """Bytes of one (token, head) row of codes."""
+        return self.head_dim * self.spec.code_bits // 8
+
+    @property
+    def scale_row(self):
+        """Scales (one byte each) of one (token, head) row."""
+        return self.head_dim // self.spec.group
+
+    def forms(self):
+        return {f: "nhd" for f in ("k_codes", "k_scales", "v_codes", "v_scales")}
+
+    def cache_shape(self, field):
+        row = self.code_row if field.endswith("_codes") else self.scale_row
+        return (self.num_blocks, BLOCK_SIZE, self.heads, row)
+
+    def triton_supported(self):
+        return True  # kvfuzz_triton.kv_append_quant
+
+    def bytes_moved(self):
+        """Per token: K and V bf16 rows read, their codes and scales written, 8 B of slot."""
+        return self.tokens * (2 * self.heads * (self.head_dim * INPUT_BYTES + self.code_row + self.scale_row) + 8)
+
+    def as_dict(self):
+        d = super().as_dict()
+        d.update({"quant_format": self.quant, "code_dtype": self.spec.code, "scale_dtype": self.spec.scale,
+                  "group": self.spec.group, "quant_rules": self.spec.rules, "scale": "none"})
+        if self.quant == "nvfp4":
+            d["global_scales"] = NVFP4_GLOBAL
+        return d
+
+
+def is_format_group(group):
+    """True for the group of a FormatCase (no issue-7 targets)."""
+    return any(f"-{q.replace('_', '-')}-" in f"{group}-" for q in QUANT)
+
+
 def cache_shape(form, num_blocks, block_size, heads, head_dim, x=0):
     """Tensor shape of one cache field of the given form:
          nhd         [nb, bs, H, D]         paged, token-major
@@ -207,7 +300,7 @@ def place_rows(form, cache, rows, blk, pos):
 
 def all_cases(tokens=TOKENS):
     """Every case, the issue's main shape first (a --budget-s cut drops the last groups); the
-    vllm_legacy and MLA groups last."""
+    vllm_legacy, MLA and quantised-format groups last."""
     groups = [("bf16", "none", 8, 128), ("fp8_e4m3", "per_tensor", 8, 128), ("fp8_e4m3", "per_token_head", 8, 128),
               ("bf16", "none", 8, 96), ("bf16", "none", 32, 128)]
     cases = [Case(layout, dtype, scale, heads, head_dim, t)
@@ -216,6 +309,8 @@ def all_cases(tokens=TOKENS):
         cases += [Case("vllm_legacy", dtype, scale, 8, 128, t) for t in tokens]
     for dtype, scale in (("bf16", "none"), ("fp8_e4m3", "per_tensor")):
         cases += [Case("nhd", dtype, scale, 1, MLA_KV_C_DIM + MLA_ROPE_DIM, t, family="mla") for t in tokens]
+    for quant in QUANT:
+        cases += [FormatCase(quant, 8, 128, t) for t in tokens]
     return cases
 
 
@@ -274,6 +369,97 @@ def parse_args(argv):
 
 
 # ---------------------------------------------------------------------------------------------
+# Quantised formats: codecs and the decode check (pure Python tables, numpy; no GPU needed)
+
+def e2m1_value(code):
+    """fp4 e2m1 (1 sign, 2 exponent, 1 mantissa bit, bias 1): magnitudes 0, 0.5, 1, 1.5, 2, 3, 4, 6."""
+    return (-1.0 if code & 8 else 1.0) * (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)[code & 7]
+
+
+def e4m3_value(code):
+    """fp8 e4m3fn (bias 7, no Inf): exponent 0 is subnormal m 2^-9; S.1111.111 is NaN; max 448."""
+    sign = -1.0 if code & 0x80 else 1.0
+    e, m = (code >> 3) & 0xF, code & 7
+    if e == 15 and m == 7:
+        return float("nan")
+    return sign * (m * 2.0 ** -9 if e == 0 else (1 + m / 8) * 2.0 ** (e - 7))
+
+
+def e8m0_value(code):
+    """e8m0 (OCP MX scale): 2^(code - 127); 255 is NaN."""
+    return float("nan") if code == 255 else 2.0 ** (code - 127)
+
+
+CODE_VALUES = {"fp4_e2m1": tuple(e2m1_value(c) for c in range(16)),  # value of each code
+               "fp8_e4m3": tuple(e4m3_value(c) for c in range(256)),
+               "fp8_e8m0": tuple(e8m0_value(c) for c in range(256))}
+
+
+def finite_grid(values):
+    """The magnitudes a code table holds, ascending (NaN left out)."""
+    return tuple(sorted({abs(v) for v in values if v == v}))
+
+
+def within_half_step(y, q, grid):
+    """Element-wise (numpy): |y - q| <= half the gap between the two grid magnitudes around |y|, the
+    most round-to-nearest moves a value; past the grid's largest magnitude M, |y| - M (saturation:
+    q must be +-M). Plus 2^-20 |y| for the fp32 arithmetic in which a kernel computes its y."""
+    import numpy as np
+    g = np.asarray(grid, dtype=np.float64)
+    mag = np.abs(y)
+    i = np.clip(np.searchsorted(g, mag, side="right"), 1, len(g) - 1)
+    bound = np.where(mag >= g[-1], mag - g[-1], (g[i] - g[i - 1]) / 2)
+    return np.abs(y - q) <= bound + mag * 2.0 ** -20
+
+
+def check_format_rows(quant, x, codes, scales, global_scale=None):
+    """None when every row decodes to within the format's quantisation error of its input, else
+    (row, description) of the first row that does not. One (token, head) row per line: x [N, D] float32 (the
+    bf16 input, widened exactly), codes [N, D * code_bits / 8] and scales [N, D / group] uint8 as
+    stored. With amax = max |x| of a group, S its decoded scale and q its decoded codes:
+      nvfp4       sf = amax / (6 g) (g = global_scale); S must be within half an e4m3 step of sf (448
+                  past 448); y = x / (S g) and |y - q| within half an e2m1 step at |y| (|y| - 6 past 6);
+                  so |x - q S g| <= that half step x S g. S = 0 leaves y = 0: q must be +-0;
+      mxfp8_e4m3  S = 2^(floor(log2 amax) - 8) exactly (OCP's floor rule; 2^-127 for amax 0);
+                  y = x / S and |y - q| within half an e4m3 step at |y| (|y| - 448 past 448)."""
+    import numpy as np
+    spec = QUANT[quant]
+    x = np.asarray(x, dtype=np.float32)
+    N, D = x.shape
+    G = spec.group
+    codes = np.asarray(codes, dtype=np.uint8)
+    scales = np.asarray(scales, dtype=np.uint8)
+    if spec.code_bits == 4:
+        codes = np.stack([codes & 0xF, codes >> 4], axis=-1).reshape(N, D)
+    q = np.asarray(CODE_VALUES[spec.code])[codes].reshape(N, D // G, G)
+    S = np.asarray(CODE_VALUES[spec.scale])[scales]  # [N, D / G]
+    xg = x.astype(np.float64).reshape(N, D // G, G)
+    amax = np.abs(xg).max(axis=-1)
+    if quant == "nvfp4":
+        g = float(np.float32(global_scale))
+        scale_ok = within_half_step(amax / (6 * g), S, finite_grid(CODE_VALUES["fp8_e4m3"]))
+        unit = S * g
+    elif quant == "mxfp8_e4m3":
+        _, e = np.frexp(amax)  # amax = m 2^e, m in [0.5, 1): floor(log2 amax) = e - 1
+        want = np.where(amax > 0, np.clip(e - 1 - spec.emax, -127, 127), -127) + 127
+        scale_ok = scales == want
+        unit = S
+    else:
+        raise ValueError(f"no decode check for {quant!r}")
+    with np.errstate(divide="ignore", invalid="ignore"):
+        y = np.where(unit[..., None] > 0, xg / unit[..., None], 0.0)
+    code_ok = within_half_step(y, q, finite_grid(CODE_VALUES[spec.code])).all(axis=-1)
+    bad = np.argwhere(~(scale_ok & code_ok))
+    if not len(bad):
+        return None
+    r, grp = (int(v) for v in bad[0])
+    what = "scale" if not scale_ok[r, grp] else "codes"
+    return r, (f"group {grp} (dims {grp * G}..{grp * G + G - 1}): {what} out of bound ({len(bad)} groups in "
+            f"all): amax {amax[r, grp]:.6g}, scale code 0x{int(scales[r, grp]):02x} = {S[r, grp]:.6g}, "
+            f"x {xg[r, grp, :4].tolist()}... decode to {(q[r, grp, :4] * unit[r, grp]).tolist()}...")
+
+
+# ---------------------------------------------------------------------------------------------
 # Rendering (no GPU needed)
 
 def fmt(x, digits=2):
@@ -311,7 +497,8 @@ def find(results, impl, name):
 
 def evaluate_targets(results, meta, impl):
     """Issue 7's targets for one implementation: [{'target', 'value', 'met'}]. Over the issue's
-    cases, the paged NHD/HND ones ("all cases" = all of those); vllm_legacy and MLA rows have none."""
+    cases, the paged NHD/HND ones ("all cases" = all of those); vllm_legacy, MLA and quantised-format
+    rows have none."""
     out = []
 
     def ratio_target(label, name, need):
@@ -322,7 +509,8 @@ def evaluate_targets(results, meta, impl):
     ratio_target("bf16 NHD T=65536 >= 95% of copy", "nhd-bf16-h8-d128-t65536", 0.95)
     ratio_target("fp8 per-tensor NHD T=65536 >= 90% of copy", "nhd-fp8-per-tensor-h8-d128-t65536", 0.90)
     ratio_target("fp8 per-token-head NHD T=65536 >= 90% of copy", "nhd-fp8-per-token-head-h8-d128-t65536", 0.90)
-    paged = [r for r in results if r["impl"] == impl and r["group"].startswith(("nhd-", "hnd-"))]
+    paged = [r for r in results if r["impl"] == impl and r["group"].startswith(("nhd-", "hnd-"))
+             and not is_format_group(r["group"])]
     groups = sorted({r["group"][4:] for r in paged})
     for g in groups:
         n, h = find(results, impl, f"nhd-{g}-t65536"), find(results, impl, f"hnd-{g}-t65536")
@@ -347,6 +535,12 @@ def render_markdown(results, meta):
               "event-to-event median of one call issued back to back, host = Python wall time per call "
               "without sync. GB/s and ratio use graph µs; ratio = copy ceiling µs (min of its graph and stream µs) / µs. verify: whole "
               "cache bit-exact against the reference before timing.", ""]
+    if any(is_format_group(r["group"]) for r in results):
+        lines += ["Quantised formats (nvfp4, mxfp8): verify = every byte outside the slots' rows still poison, the "
+                  "codes and scales at the slots decode to within the format's quantisation error of the bf16 input "
+                  "(half a code step at their scale, saturation past the largest code; check_format_rows), and all "
+                  "implementations' bytes identical; bit-exactness against the contract is the kvfuzz campaigns'. "
+                  "MB moved: bf16 K and V read, codes and scales written, 8 B of slot per token.", ""]
     if meta.get("targets"):
         lines += ["## Targets (issue 7)", "", "| impl | target | value | met |", "|---|---|---|---|"]
         for t in meta["targets"]:
@@ -580,7 +774,7 @@ class Setup:
         for t in self.tensors.values():
             t.view(self.torch.uint8).fill_(0xFF)
 
-    def verify(self):
+    def verify(self, impl=None):
         """'ok' or a description of the first tensor that differs (whole tensors compared, bit for bit)."""
         torch = self.torch
         torch.cuda.synchronize()
@@ -608,6 +802,114 @@ class Setup:
                 f"{tuple(reversed(index))}: got 0x{g:0{bits // 4}x}, want 0x{w:0{bits // 4}x}")
 
 
+    def disagreements(self):
+        """{impl: verdict} of verified implementations to fail for differing from each other: none here,
+        where each was compared with the one expected image."""
+        return {}
+
+
+class FormatSetup:
+    """Tensors of one quantised-format case (FormatCase) on the GPU, and the checks of what an
+    implementation wrote.
+
+    Inputs key, value [T, H, D] bf16 (randn). Two byte buffers, as kvfuzz's arena has them: codes
+    (K's [nb, bs, H, code_row] then V's) and scales (K's [nb, bs, H, D / group] then V's); k_codes,
+    v_codes, k_scales, v_scales are views into them. nvfp4: k_global, v_global fp32 [1] decode global
+    scales. verify() checks one implementation's bytes; disagreements() the implementations against
+    each other."""
+
+    ROWS_PER_CHECK = 1 << 16  # rows of check_format_rows per numpy call (memory)
+
+    def __init__(self, torch, case, gen):
+        self.torch, self.case = torch, case
+        H, D, T = case.heads, case.head_dim, case.tokens
+        dev = "cuda"
+        self.key = torch.randn(T, H, D, generator=gen, device=dev).to(torch.bfloat16)
+        self.value = torch.randn(T, H, D, generator=gen, device=dev).to(torch.bfloat16)
+        self.num_blocks = case.num_blocks
+        self.slots = torch.randperm(case.capacity, generator=gen, device=dev)[:T].contiguous()
+        self.blk, self.pos = self.slots // BLOCK_SIZE, self.slots % BLOCK_SIZE
+        self.buffers = {}  # "codes" / "scales": uint8 [2 x field bytes], K's then V's
+        self.views = {}  # field name: [nb, bs, H, row] view into its buffer
+        for kind in ("codes", "scales"):
+            shape = case.cache_shape(f"k_{kind}")
+            n = shape[0] * shape[1] * shape[2] * shape[3]
+            buf = self.buffers[kind] = torch.empty(2 * n, dtype=torch.uint8, device=dev)
+            self.views[f"k_{kind}"], self.views[f"v_{kind}"] = buf[:n].view(shape), buf[n:].view(shape)
+        self.k_codes, self.v_codes = self.views["k_codes"], self.views["v_codes"]
+        self.k_scales, self.v_scales = self.views["k_scales"], self.views["v_scales"]
+        self.k_global = self.v_global = None
+        if case.quant == "nvfp4":
+            self.k_global = torch.tensor([NVFP4_GLOBAL["k"]], dtype=torch.float32, device=dev)
+            self.v_global = torch.tensor([NVFP4_GLOBAL["v"]], dtype=torch.float32, device=dev)
+        self.images = {}  # impl: (codes, scales) clones of what it wrote, for verified implementations
+        self.decoded = []  # images that passed check_format_rows
+
+    def poison(self):
+        for t in self.buffers.values():
+            t.fill_(0xFF)
+
+    def verify(self, impl):
+        """'ok' when every byte outside the slots' rows is still poison and the rows at the slots
+        decode to within the format's quantisation error of the input (check_format_rows), else what
+        is wrong. An image equal to one already decoded is not decoded again."""
+        torch, c = self.torch, self.case
+        torch.cuda.synchronize()
+        H = c.heads
+        for kind, buf in self.buffers.items():
+            rest = buf.clone()
+            n = buf.numel() // 2
+            for half in (rest[:n], rest[n:]):
+                half.view(-1, H, half.numel() // (self.num_blocks * BLOCK_SIZE * H))[self.slots] = 0xFF
+            stray = rest != 0xFF
+            if bool(stray.any()):
+                first = int(stray.nonzero()[0])
+                side, off = ("K", first) if first < n else ("V", first - n)
+                shape = self.views[f"k_{kind}"].shape
+                at = (off // (shape[1] * shape[2] * shape[3]), off // (shape[2] * shape[3]) % shape[1],
+                      off // shape[3] % shape[2], off % shape[3])
+                return (f"MISMATCH {kind}: {int(stray.sum())} bytes outside the {c.tokens} slots' rows are no longer "
+                        f"poison; first: byte {first} ({side} {kind} [block, pos, head, byte] {list(at)}) holds "
+                        f"0x{int(buf[first]):02x}")
+        image = tuple(b.clone() for b in self.buffers.values())
+        self.images[impl] = image
+        if any(all(torch.equal(a, b) for a, b in zip(image, seen)) for seen in self.decoded):
+            return "ok"
+        for side, x, g in (("K", self.key, NVFP4_GLOBAL["k"]), ("V", self.value, NVFP4_GLOBAL["v"])):
+            codes = self.views[f"{side.lower()}_codes"].reshape(-1, H, c.code_row)[self.slots].reshape(-1, c.code_row)
+            scales = self.views[f"{side.lower()}_scales"].reshape(-1, H, c.scale_row)[self.slots].reshape(-1, c.scale_row)
+            rows = x.reshape(-1, c.head_dim)
+            for r0 in range(0, rows.shape[0], self.ROWS_PER_CHECK):
+                part = slice(r0, r0 + self.ROWS_PER_CHECK)
+                bad = check_format_rows(c.quant, rows[part].float().cpu().numpy(), codes[part].cpu().numpy(),
+                                        scales[part].cpu().numpy(), g)
+                if bad is not None:
+                    r = bad[0] + r0
+                    return f"DECODE {side} token {r // H} head {r % H}: {bad[1]}"
+        self.decoded.append(image)
+        return "ok"
+
+    def disagreements(self):
+        """{impl: verdict} for every verified implementation when their bytes are not all identical
+        (which one is right is then the kvfuzz campaigns' to say, so none is timed)."""
+        torch = self.torch
+        names = list(self.images)
+        if len(names) < 2:
+            return {}
+        first = self.images[names[0]]
+        differ = []
+        for name in names[1:]:
+            for kind, a, b in zip(self.buffers, first, self.images[name]):
+                diff = a != b
+                if bool(diff.any()):
+                    at = int(diff.nonzero()[0])
+                    differ.append(f"{name} and {names[0]} differ in {int(diff.sum())} {kind} bytes (first: byte {at}: "
+                                  f"{name} 0x{int(b[at]):02x}, {names[0]} 0x{int(a[at]):02x})")
+        if not differ:
+            return {}
+        return {name: "MISMATCH between implementations: " + "; ".join(differ) for name in names}
+
+
 def cache_geometry(s, field):
     """(stride_block, stride_pos, stride_head) of the ABI's kvfz_cache_geometry for one cache field."""
     c = s.case
@@ -628,26 +930,74 @@ def cache_geometry(s, field):
     raise ValueError(f"{c.name}: no geometry for {field} of form {form}")
 
 
+def flat_field(f, role, index, dtype, buffer, offset, extents, strides, group, partner):
+    """Fills kvfz_field f as plugin_target's append_args does for one field of a paged tensor:
+    one rank-1 mode per axis (block, pos, head, dim or group), extents and strides in elements of
+    the field's dtype (nibbles for 4-bit codes); partner: its scale field (data) or data field (scale)."""
+    f.role, f.index, f.dtype, f.buffer, f.offset = role, index, dtype, buffer, offset
+    for axis, (extent, stride) in enumerate(zip(extents, strides)):
+        f.mode[axis].rank = 1
+        f.mode[axis].extent[:] = [extent, 1, 1]
+        f.mode[axis].stride[:] = [stride, 0, 0]
+    f.group, f.scale, f.zero, f.entry_dim = group, partner, -1, 0
+
+
+def set_format_args(a, s):
+    """kvfz_append_args' quantised-format part of a FormatSetup, as kvfuzz's plugin target fills it
+    (src/targets/plugin/plugin_target.cpp append_args): codes dtype as cache_dtype, no classic caches,
+    `cache` with the capacity and the codes' strides in bytes, nvfp4's global scales as per-tensor
+    k_scale / v_scale, the default conventions' rule bits, and the fields K codes, K scales, V codes,
+    V scales (each data field followed by its scale), offsets from their buffer's byte 0."""
+    c = s.case
+    spec = c.spec
+    nib = 2 if spec.code_bits == 4 else 1  # code elements per byte
+    st = s.k_codes.stride()
+    a.k_cache = a.v_cache = None
+    a.cache = CacheGeometry(s.num_blocks, BLOCK_SIZE, st[0], st[1], st[2])
+    a.cache_dtype = spec.code_dtype
+    if c.quant == "nvfp4":
+        a.scale_kind = SCALE_ENUM["per_tensor"]
+        a.k_scale, a.v_scale = s.k_global.data_ptr(), s.v_global.data_ptr()
+    a.quant_format, a.quant_rules, a.quant_group = spec.abi, spec.rule_bits, spec.group
+    a.format_cache, a.format_scale_cache = s.buffers["codes"].data_ptr(), s.buffers["scales"].data_ptr()
+    a.num_fields = 4
+    for index, side in enumerate("kv"):
+        codes, scales = s.views[f"{side}_codes"], s.views[f"{side}_scales"]
+        cs, ss = codes.stride(), scales.stride()
+        flat_field(a.fields[2 * index], 0, index, spec.code_dtype, 0,
+                   nib * (codes.data_ptr() - s.buffers["codes"].data_ptr()),
+                   (s.num_blocks, BLOCK_SIZE, c.heads, c.head_dim), (nib * cs[0], nib * cs[1], nib * cs[2], 1),
+                   spec.group, 2 * index + 1)
+        flat_field(a.fields[2 * index + 1], 1, index, spec.scale_dtype, 1,
+                   scales.data_ptr() - s.buffers["scales"].data_ptr(),
+                   (s.num_blocks, BLOCK_SIZE, c.heads, c.scale_row), (ss[0], ss[1], ss[2], 1), spec.group, 2 * index)
+
+
 def make_cuda_impl(torch, lib, s):
     c = s.case
     a = AppendArgs()
     a.struct_size = ctypes.sizeof(AppendArgs)
     a.memory = 1
+    a.cp_world_size = a.cp_interleave = 1  # no context-parallel shards, as plugin_target says it
     a.key = s.key.data_ptr()
     a.key_stride_token = s.key.stride(0)
     a.key_stride_head = s.key.stride(1) if c.family == "kv" else MLA_KV_C_DIM  # kv_c as a [T, 1, 512] view
     if c.has_value:
         a.value = s.value.data_ptr()
         a.value_stride_token, a.value_stride_head = s.value.stride(0), s.value.stride(1)
-        a.v_cache = s.v_cache.data_ptr()
     a.input_dtype = DTYPE_ENUM["bf16"]
     a.slot_mapping, a.slot_type = s.slots.data_ptr(), 1
     a.num_slots = a.num_input_rows = c.tokens
+    a.num_heads, a.head_dim = c.heads, c.head_dim
+    a.layout, a.family = LAYOUT_ENUM[c.layout], FAMILY_ENUM[c.family]
+    if c.quant:
+        set_format_args(a, s)
+        return cuda_launcher(torch, lib, a, f"quantised format {c.quant}")
     a.k_cache = s.k_cache.data_ptr()
+    if c.has_value:
+        a.v_cache = s.v_cache.data_ptr()
     a.cache = CacheGeometry(s.num_blocks, BLOCK_SIZE, *cache_geometry(s, "k_cache"))
     a.cache_dtype = DTYPE_ENUM[c.cache_dtype]
-    a.layout = LAYOUT_ENUM[c.layout]
-    a.num_heads, a.head_dim = c.heads, c.head_dim
     a.scale_kind = SCALE_ENUM[c.scale]
     if c.scale == "per_tensor":
         a.k_scale = s.k_scale.data_ptr()
@@ -657,11 +1007,16 @@ def make_cuda_impl(torch, lib, s):
         a.k_scale_cache, a.v_scale_cache = s.k_scale_cache.data_ptr(), s.v_scale_cache.data_ptr()
         ss = s.k_scale_cache.stride()
         a.scale_cache = CacheGeometry(s.num_blocks, BLOCK_SIZE, ss[0], *((ss[1], ss[2]) if c.layout == "nhd" else (ss[2], ss[1])))
-    a.family = FAMILY_ENUM[c.family]
     if c.family == "mla":
         a.rope = s.rope.data_ptr()
         a.rope_stride_token, a.rope_stride_head = s.rope.stride(0), MLA_ROPE_DIM  # k_pe as a [T, 1, 64] view
         a.rope_dim = c.rope_dim
+    return cuda_launcher(torch, lib, a, f"layout {c.layout}" if c.family == "kv" else f"family {c.family}")
+
+
+def cuda_launcher(torch, lib, a, lacks):
+    """A call of kvfuzz_bench_append(a) on the current stream; raises Unsupported (naming `lacks`)
+    when the build's kernel lacks the case's format, RuntimeError on a launch error."""
     fn_c = lib.kvfuzz_bench_append
     ref = ctypes.byref(a)
     current_stream = torch.cuda.current_stream
@@ -670,7 +1025,6 @@ def make_cuda_impl(torch, lib, s):
         a.stream = current_stream().cuda_stream
         rc = fn_c(ref)
         if rc == KVFZ_BENCH_UNSUPPORTED:
-            lacks = f"layout {c.layout}" if c.family == "kv" else f"family {c.family}"
             raise Unsupported(f"the kernel of this build has no {lacks} (nothing launched)")
         if rc != 0:
             raise RuntimeError(f"kvfuzz_bench_append returned cudaError {rc}")
@@ -679,6 +1033,8 @@ def make_cuda_impl(torch, lib, s):
 
 def make_triton_impl(torch, kt, s, variant=None, num_warps=None):
     c = s.case
+    if c.quant:
+        return make_triton_quant_impl(kt, s)
     kw = {}
     if c.scale == "per_tensor":
         kw = dict(scale_kind="per_tensor", k_scale=s.k_scale, v_scale=s.v_scale, cache_dtype="fp8_e4m3")
@@ -709,6 +1065,18 @@ def make_triton_impl(torch, kt, s, variant=None, num_warps=None):
 
     def run():
         kt.launch(p, variant=variant, num_warps=num_warps)
+    return run
+
+
+def make_triton_quant_impl(kt, s):
+    """kvfuzz_triton.kv_append_quant on a FormatSetup's tensors (the same buffers the CUDA kernel gets)."""
+    c = s.case
+    kw = dict(quant_format=c.quant, layout="nhd", key_scales=s.k_scales, value_scales=s.v_scales, rules=c.spec.rules)
+    if c.quant == "nvfp4":
+        kw.update(k_scale=s.k_global, v_scale=s.v_global, scale_layout="linear")
+
+    def run():
+        kt.kv_append_quant(s.key, s.value, s.k_codes, s.v_codes, s.slots, **kw)
     return run
 
 
@@ -958,13 +1326,13 @@ def verified(row):
 
 
 def run_case(torch, kt, libs, args, case, gen):
-    """Verifies and times every implementation on one case; returns its rows."""
-    s = Setup(torch, case, gen)
+    """Verifies every implementation on one case, then times those that passed; returns its rows."""
+    s = FormatSetup(torch, case, gen) if case.quant else Setup(torch, case, gen)
     impls = []
     rows = []
     for name, pattern, lib in libs:
         if select_cases([case], [pattern] if pattern else []):
-            if lib.kv_only and not (case.family == "kv" and case.layout in ("nhd", "hnd")):
+            if lib.kv_only and (case.quant or not (case.family == "kv" and case.layout in ("nhd", "hnd"))):
                 rows.append({"impl": name, "verify": "n/a: entry built before ABI v2"})
             else:
                 impls.append((name, make_cuda_impl(torch, lib, s)))
@@ -972,7 +1340,7 @@ def run_case(torch, kt, libs, args, case, gen):
         rows.append({"impl": "triton", "verify": f"n/a: kvfuzz_triton takes layouts {'/'.join(TRITON_LAYOUTS)}, family kv"})
     elif kt is not None:
         impls.append(("triton", make_triton_impl(torch, kt, s)))
-        if case.tokens in args.triton_variants and case.heads == 8 and case.head_dim == 128:
+        if case.tokens in args.triton_variants and case.heads == 8 and case.head_dim == 128 and not case.quant:
             for w in (2, 8):
                 impls.append((f"triton:w{w}", make_triton_impl(torch, kt, s, num_warps=w)))
             other = "token" if case.layout == "hnd" else "head"
@@ -980,24 +1348,28 @@ def run_case(torch, kt, libs, args, case, gen):
             if case.layout == "hnd":
                 impls.append(("triton:token:w8", make_triton_impl(torch, kt, s, variant="token", num_warps=8)))
                 impls.append(("triton:head:w1", make_triton_impl(torch, kt, s, variant="head", num_warps=1)))
-    if not args.no_torch:
+    if not args.no_torch and not case.quant:
         impls += list(make_torch_impls(torch, s).items())
     src = torch.empty(case.copy_bytes(), dtype=torch.uint8, device="cuda").random_(0, 255, generator=gen)
     dst = torch.empty_like(src)
     copy_t = time_impl(torch, lambda: dst.copy_(src), case.tokens, args.reps)
     rows.insert(0, {"impl": "copy", "verify": "ok" if torch.equal(src, dst) else "FAIL", **copy_t})
+    verdicts = {}
     for name, fn in impls:
         try:
             s.poison()
             fn()
-            verdict = s.verify()
+            verdicts[name] = s.verify(name)
         except Unsupported as e:
-            rows.append({"impl": name, "verify": f"n/a: {e}"})
-            continue
+            verdicts[name] = f"n/a: {e}"
         except Exception as e:  # a launch or compile error is a result, not a crash of the bench
-            verdict = f"error: {type(e).__name__}: {e}"[:300]
+            verdicts[name] = f"error: {type(e).__name__}: {e}"[:300]
+    verdicts.update(s.disagreements())
+    for name, fn in impls:
+        verdict = verdicts[name]
         if verdict != "ok":  # a wrong cache is reported, never timed
-            print(f"bench: VERIFY FAILED {case.name} {name}: {verdict}", file=sys.stderr)
+            if not verdict.startswith("n/a"):
+                print(f"bench: VERIFY FAILED {case.name} {name}: {verdict}", file=sys.stderr)
             rows.append({"impl": name, "verify": verdict[:600]})
             continue
         try:

@@ -4,16 +4,27 @@
 // It converts the plugin ABI's argument struct (include/kvfuzz_plugin.h, v2) into kvf::KvAppendParams
 // and calls kvf::kv_append_cuda(): the launcher and kernel the fuzzer's `cuda` target runs, nothing more.
 //
+// A kernel folder with the quantised formats (KVFUZZ_BENCH_PLUGIN_PARAMS, which build_cuda_entry.sh
+// defines when kv_append.cuh has QuantFormatId) gets its parameters from the example CUDA plugin's
+// params() (examples/plugins/cuda/plugin.cpp, included here): the one ABI -> KvAppendParams mapping,
+// the one kvfuzz's plugin target fuzzes, quantised formats and their fields' layouts included.
+//
 // The same file builds against an older kernel folder (a baseline commit) whose KvAppendParams lacks
-// vllm_legacy or the format families: the fields are set only where the struct has them (a
-// requires-expression), and a case needing what the kernel lacks is refused with
-// KVFZ_BENCH_UNSUPPORTED before anything is launched.
+// vllm_legacy, the format families or the quantised formats: the fields are copied one by one and set
+// only where the struct has them (a requires-expression), and a case needing what the kernel lacks is
+// refused with KVFZ_BENCH_UNSUPPORTED before anything is launched.
 #include "kv_append_cuda.h"
 #include "kvfuzz_plugin.h"
+
+#if KVFUZZ_BENCH_PLUGIN_PARAMS
+#define KVFUZZ_PLUGIN_DEVICE 1
+#include "plugin.cpp"  // examples/plugins/cuda: params(const kvfz_append_args&)
+#endif
 
 // kvfuzz_bench_append's return for "this build's kernel has no such format": no cudaError_t is negative.
 #define KVFZ_BENCH_UNSUPPORTED (-1)
 
+#if !KVFUZZ_BENCH_PLUGIN_PARAMS
 namespace {
 
 kvf::CacheGeometry geometry(const kvfz_cache_geometry& g) {
@@ -47,17 +58,10 @@ bool set_format(P& p, const kvfz_append_args* a) {
   }
 }
 
-}  // namespace
-
-// sizeof(kvfz_append_args) as compiled here: bench.py checks its ctypes mirror against it.
-extern "C" __attribute__((visibility("default"))) long long kvfuzz_bench_args_size() {
-  return static_cast<long long>(sizeof(kvfz_append_args));
-}
-
-// Returns 0 after a successful launch, KVFZ_BENCH_UNSUPPORTED (nothing launched) when the kernel
-// this was built with lacks the case's layout or family, else the cudaError_t of the launch.
-extern "C" __attribute__((visibility("default"))) int kvfuzz_bench_append(const kvfz_append_args* a) {
-  kvf::KvAppendParams p;
+// The kernel's parameters from one ABI call, field by field; false when the kernel lacks the case's
+// layout, family or quantised format (this path has none: those kernels take KVFUZZ_BENCH_PLUGIN_PARAMS).
+bool legacy_params(const kvfz_append_args* a, kvf::KvAppendParams& p) {
+  if (a->quant_format != KVFZ_QUANT_NONE) return false;
   p.key = a->key;
   p.value = a->value;
   p.key_stride_token = a->key_stride_token;
@@ -82,7 +86,27 @@ extern "C" __attribute__((visibility("default"))) int kvfuzz_bench_append(const 
   p.k_scale_cache = a->k_scale_cache;
   p.v_scale_cache = a->v_scale_cache;
   p.scale_cache = geometry(a->scale_cache);
-  if (!set_format(p, a)) return KVFZ_BENCH_UNSUPPORTED;
+  return set_format(p, a);
+}
+
+}  // namespace
+#endif
+
+// sizeof(kvfz_append_args) as compiled here: bench.py checks its ctypes mirror against it.
+extern "C" __attribute__((visibility("default"))) long long kvfuzz_bench_args_size() {
+  return static_cast<long long>(sizeof(kvfz_append_args));
+}
+
+// Returns 0 after a successful launch, KVFZ_BENCH_UNSUPPORTED (nothing launched) when the kernel
+// this was built with lacks the case's layout, family or quantised format, else the cudaError_t of
+// the launch.
+extern "C" __attribute__((visibility("default"))) int kvfuzz_bench_append(const kvfz_append_args* a) {
+#if KVFUZZ_BENCH_PLUGIN_PARAMS
+  const kvf::KvAppendParams p = params(*a);
+#else
+  kvf::KvAppendParams p;
+  if (!legacy_params(a, p)) return KVFZ_BENCH_UNSUPPORTED;
+#endif
   return static_cast<int>(kvf::kv_append_cuda(p, static_cast<cudaStream_t>(a->stream)));
 }
 
@@ -97,6 +121,9 @@ extern "C" __attribute__((visibility("default"))) void kvfuzz_bench_launch_confi
   p.input_dtype = static_cast<kvf::DType>(a->input_dtype);
   p.cache_dtype = static_cast<kvf::DType>(a->cache_dtype);
   p.scale_kind = static_cast<kvf::ScaleKind>(a->scale_kind);
+#if KVFUZZ_BENCH_PLUGIN_PARAMS
+  p.quant_format = static_cast<kvf::QuantFormatId>(a->quant_format);
+#endif
   const kvf::LaunchConfig cfg = kvf::kv_append_launch_config(p);
   *grid = cfg.grid;
   *block = cfg.block;

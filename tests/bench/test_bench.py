@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """CPU tests of bench/bench.py's non-GPU logic: arguments, cases, byte counts, cache addressing,
-targets, rendering. Run: python3 tests/bench/test_bench.py (ctest: bench.cpu). The place_rows tests
-need torch (CPU tensors) and are skipped without it."""
+the quantised formats' codecs, decode check and ABI fields, targets, rendering. Run: python3
+tests/bench/test_bench.py (ctest: bench.cpu). The place_rows tests need torch (CPU tensors), the
+decode-check tests numpy (build/venv-triton/bin/python has it); each is skipped without them."""
 import contextlib
 import ctypes
 import io
@@ -22,6 +23,10 @@ try:
     import torch
 except ImportError:
     torch = None
+try:
+    import numpy as np
+except ImportError:
+    np = None
 
 
 def fake_results(cases, us):
@@ -64,7 +69,7 @@ class Args(unittest.TestCase):
 class Cases(unittest.TestCase):
     def test_case_grid(self):
         cases = bench.all_cases()
-        self.assertEqual(len(cases), 2 * (3 + 2) * 5 + 2 * 5 + 2 * 5)  # paged, vllm_legacy, mla
+        self.assertEqual(len(cases), 2 * (3 + 2) * 5 + 2 * 5 + 2 * 5 + 2 * 5)  # paged, vllm_legacy, mla, quantised
         self.assertEqual(len({c.name for c in cases}), len(cases))
         self.assertEqual([c.name for c in bench.select_cases(cases, ["hnd+fp8-per-tensor+t65536"])],
                          ["hnd-fp8-per-tensor-h8-d128-t65536"])
@@ -127,6 +132,100 @@ class Cases(unittest.TestCase):
         self.assertEqual(bf16.cache_shape("k_cache"), (8192, 16, 576))
         self.assertFalse(bf16.has_value)
         self.assertEqual(bf16.rope_dim, 64)
+
+
+class QuantisedFormats(unittest.TestCase):
+    def test_cases_are_named_like_the_others_and_selectable(self):
+        cases = bench.all_cases()
+        groups = [c.group for c in cases if c.quant]
+        self.assertEqual(sorted(set(groups)), ["nhd-mxfp8-e4m3-h8-d128", "nhd-nvfp4-h8-d128"])
+        got = bench.select_cases(cases, ["nvfp4,mxfp8"])
+        self.assertEqual([c.name for c in got if c.tokens == 256], ["nhd-nvfp4-h8-d128-t256", "nhd-mxfp8-e4m3-h8-d128-t256"])
+        self.assertEqual(sorted(c.tokens for c in got), sorted(2 * bench.TOKENS))
+        self.assertTrue(all(c.triton_supported() and c.layout == "nhd" for c in got))
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            self.assertEqual(bench.main(["--list", "--cases", "nvfp4,mxfp8", "--tokens", "16"]), 0)
+        self.assertEqual(out.getvalue().splitlines(), ["nhd-nvfp4-h8-d128-t16  0.084 MB",
+                                                       "nhd-mxfp8-e4m3-h8-d128-t16  0.099 MB"])
+
+    def test_bytes_are_inputs_read_codes_and_scales_written_and_slots(self):
+        # Per (token, field, head): 128 bf16 read; nvfp4 64 code bytes + 8 e4m3 scales, mxfp8 128 + 4.
+        nv = bench.FormatCase("nvfp4", 8, 128, 65536)
+        self.assertEqual(nv.bytes_moved(), 65536 * (2 * 8 * (256 + 64 + 8) + 8))
+        mx = bench.FormatCase("mxfp8_e4m3", 8, 128, 1)
+        self.assertEqual(mx.bytes_moved(), 2 * 8 * (256 + 128 + 4) + 8)
+        self.assertEqual(nv.cache_shape("k_codes"), (8192, 16, 8, 64))
+        self.assertEqual(nv.cache_shape("v_scales"), (8192, 16, 8, 8))
+        self.assertEqual(mx.cache_shape("k_codes"), (256, 16, 8, 128))
+        self.assertEqual(mx.cache_shape("k_scales"), (256, 16, 8, 4))
+        self.assertEqual(nv.copy_bytes() % 16, 0)
+        self.assertGreaterEqual(2 * nv.copy_bytes(), nv.bytes_moved())
+
+    def test_format_rows_have_no_issue_7_targets(self):
+        cases = bench.select_cases(bench.all_cases(), ["nhd-bf16-h8-d128,nvfp4,mxfp8"])
+        res = fake_results(cases, {"copy": lambda c: 1.0, "cuda": lambda c: 9.0 if c.quant else 1.0})
+        got = {t["target"]: t for t in bench.evaluate_targets(res, {}, "cuda")}
+        self.assertTrue(got["graph replay per call at T <= 256 <= 1.3 us (all cases)"]["met"])
+        self.assertFalse(any("nvfp4" in t or "mxfp8" in t for t in got))
+        self.assertTrue(bench.is_format_group("nhd-nvfp4-h8-d128") and not bench.is_format_group("nhd-bf16-h8-d128"))
+        md = bench.render_markdown(res, {"device": "test"})
+        self.assertIn("## nhd-mxfp8-e4m3-h8-d128", md)
+        self.assertIn("Quantised formats (nvfp4, mxfp8)", md)
+
+    def test_codecs_by_hand(self):
+        e2m1 = bench.CODE_VALUES["fp4_e2m1"]
+        self.assertEqual(e2m1[:8], (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0))
+        self.assertEqual((e2m1[0x9], e2m1[0xF]), (-0.5, -6.0))
+        e4m3 = bench.CODE_VALUES["fp8_e4m3"]
+        self.assertEqual(e4m3[0x38], 1.0)  # 0.0111.000: 2^(7-7)
+        self.assertEqual(e4m3[0x7E], 448.0)  # 0.1111.110: 1.75 x 2^8, the largest
+        self.assertEqual(e4m3[0x01], 2.0 ** -9)  # the smallest subnormal
+        self.assertEqual(e4m3[0xB4], -0.75)  # 1.0110.100: -1.5 x 2^-1
+        self.assertTrue(e4m3[0x7F] != e4m3[0x7F] and e4m3[0xFF] != e4m3[0xFF])  # NaN
+        e8m0 = bench.CODE_VALUES["fp8_e8m0"]
+        self.assertEqual((e8m0[127], e8m0[0], e8m0[254]), (1.0, 2.0 ** -127, 2.0 ** 127))
+        self.assertTrue(e8m0[255] != e8m0[255])
+        self.assertEqual(bench.finite_grid(e2m1), (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0))
+        self.assertEqual(len(bench.finite_grid(e4m3)), 127)  # 0, 7 subnormals, 15 x 8 normals less NaN
+
+    @unittest.skipIf(np is None, "numpy is not installed")
+    def test_half_step_bound_by_hand(self):
+        grid = bench.finite_grid(bench.CODE_VALUES["fp4_e2m1"])
+        y = np.array([1.2, 1.25, 1.3, 2.6, 5.0, 7.0, 7.0, -0.2, 0.2])
+        q = np.array([1.0, 1.5, 1.0, 3.0, 4.0, 6.0, 4.0, 0.0, -0.5])
+        # steps 0.5 below 2 (half 0.25), 1 in [2, 4] (0.5), 2 in [4, 6] (1); past 6: |y| - 6
+        self.assertEqual(bench.within_half_step(y, q, grid).tolist(), [True, True, False, True, True, True, False, True, False])
+
+    @unittest.skipIf(np is None, "numpy is not installed")
+    def test_decode_check_of_a_hand_quantised_nvfp4_group(self):
+        # g = 1/320: amax 6 gives sf = 6 / (6/320) = 320 = e4m3 0x7A (1.25 x 2^8); y = x / (320 g) = x.
+        x = np.zeros((1, 16), np.float32)
+        x[0, :4] = [6.0, -1.2, 0.3, 2.6]
+        nib = [0x7, 0xA, 0x1, 0x5] + [0] * 12  # +6, -1 (1.2: 0.2 from 1, 0.3 from 1.5), +0.5, +3
+        codes = np.array([[nib[2 * j] | nib[2 * j + 1] << 4 for j in range(8)]], np.uint8)
+        g = np.float32(1 / 320)
+        self.assertIsNone(bench.check_format_rows("nvfp4", x, codes, np.array([[0x7A]], np.uint8), g))
+        bad = codes.copy()
+        bad[0, 0] = 0xA6  # first code +4: 6 is 2 codes away
+        self.assertIn("codes out of bound", bench.check_format_rows("nvfp4", x, bad, np.array([[0x7A]], np.uint8), g)[1])
+        self.assertIn("scale out of bound", bench.check_format_rows("nvfp4", x, codes, np.array([[0x7C]], np.uint8), g)[1])  # 384
+
+    @unittest.skipIf(np is None, "numpy is not installed")
+    def test_decode_check_of_a_hand_quantised_mxfp8_group(self):
+        # amax 3 -> floor(log2 3) = 1, E = 1 - 8 = -7: scale code 120; x / 2^-7 = 128 x.
+        x = np.zeros((2, 32), np.float32)
+        x[0, :3] = [3.0, -0.5, 0.01]  # 384 (0x7C: 1.5 x 2^8), -64 (0xE8: -2^6), 1.28 -> 1.25 (0x3A)
+        x[1, :2] = [3.75, 1.0]  # 480: past 448, saturates to 0x7E; 128 (0x70)
+        codes = np.zeros((2, 32), np.uint8)
+        codes[0, :3] = [0x7C, 0xE8, 0x3A]
+        codes[1, :2] = [0x7E, 0x70]
+        scales = np.array([[120], [120]], np.uint8)
+        self.assertIsNone(bench.check_format_rows("mxfp8_e4m3", x, codes, scales))
+        self.assertEqual(bench.check_format_rows("mxfp8_e4m3", x, codes, np.array([[120], [121]], np.uint8))[0], 1)
+        bad = codes.copy()
+        bad[0, 2] = 0x3B  # 1.375: 0.095 from 1.28, half the step is 0.0625
+        self.assertEqual(bench.check_format_rows("mxfp8_e4m3", x, bad, scales)[0], 0)
 
 
 class Addressing(unittest.TestCase):
@@ -212,6 +311,25 @@ class Abi(unittest.TestCase):
             subprocess.run([cc, "-I", str(ROOT / "include"), str(src), "-o", str(exe)], check=True)
             size = int(subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout)
         self.assertEqual(ctypes.sizeof(bench.AppendArgs), size)
+
+    def test_format_numbers_are_the_headers(self):
+        header = (ROOT / "include" / "kvfuzz_plugin.h").read_text()
+        enum = dict((n, int(v)) for n, v in re.findall(r"\b(KVFZ_[A-Z0-9_]+) = (\d+)", header))
+        nv, mx = bench.QUANT["nvfp4"], bench.QUANT["mxfp8_e4m3"]
+        self.assertEqual((nv.abi, mx.abi), (enum["KVFZ_QUANT_NVFP4"], enum["KVFZ_QUANT_MXFP8_E4M3"]))
+        self.assertEqual((nv.code_dtype, nv.scale_dtype), (enum["KVFZ_FP4_E2M1"], enum["KVFZ_FP8_E4M3"]))
+        self.assertEqual((mx.code_dtype, mx.scale_dtype), (enum["KVFZ_FP8_E4M3"], enum["KVFZ_FP8_E8M0"]))
+        self.assertEqual(nv.rule_bits, 1 << enum["KVFZ_RULE_NVFP4_FLASHINFER"] | 1 << enum["KVFZ_RULE_SCALE_LAYOUT_LINEAR"])
+        self.assertEqual(mx.rule_bits, 1 << enum["KVFZ_RULE_MX_OCP_FLOOR"])
+
+    def test_format_fields_are_filled_as_the_plugin_target_does(self):
+        a = bench.AppendArgs()
+        bench.flat_field(a.fields[1], 1, 0, 3, 1, 8, (4, 16, 8, 8), (1024, 64, 8, 1), 16, 0)
+        f = a.fields[1]
+        self.assertEqual((f.role, f.index, f.dtype, f.buffer, f.offset, f.group, f.scale, f.zero), (1, 0, 3, 1, 8, 16, 0, -1))
+        self.assertEqual([(m.rank, list(m.extent), list(m.stride)) for m in f.mode],
+                         [(1, [4, 1, 1], [1024, 0, 0]), (1, [16, 1, 1], [64, 0, 0]), (1, [8, 1, 1], [8, 0, 0]),
+                          (1, [8, 1, 1], [1, 0, 0])])
 
     def test_n_a_rows_are_not_failures(self):
         self.assertTrue(bench.verified({"verify": "ok"}))
