@@ -34,7 +34,7 @@ wait $pc; echo "compare rc=$? $((SECONDS - s)) s" >> $OUT/device.txt
 wait $pp; echo "pytest rc=$? $((SECONDS - s)) s" >> $OUT/device.txt
 if [ -n "$build" ]; then wait $build; echo "bench entry build rc=$?" >> $OUT/device.txt; fi
 s=$SECONDS
-KVFUZZ_BENCH_COMMIT=$(git rev-parse --short HEAD 2>/dev/null || echo unknown) PYTHONUNBUFFERED=1 timeout 170 \
+KVFUZZ_BENCH_COMMIT=${KVFUZZ_BENCH_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)} PYTHONUNBUFFERED=1 timeout 170 \
   python3 bench/bench.py --cuda-lib cuda=$lib --cases nvfp4,mxfp8,nhd-bf16-h8-d128 --budget-s 130 --out $OUT/bench > $OUT/bench.log 2>&1
 echo "bench rc=$? $((SECONDS - s)) s" >> $OUT/device.txt
 rm -rf $OUT/f-cuda/*.report $OUT/f-triton/*.report
