@@ -42,7 +42,11 @@ class Anywhere(unittest.TestCase):
     def test_listed_as_a_gpu_target_with_exact_values(self):
         out = kvfuzz("targets").stdout
         entry = out[out.index("\ntriton\n"):].split("\ntriton-interp")[0]
-        self.assertIn("compiled ahead of time (triton 3.6.0, 36 cubins for sm_90a)", entry)
+        # kv_append per (input, cache, slot dtype): 3 x 6 x 2; the quantised formats' kernel per
+        # (input dtype, format, slot dtype): 3 x 10 x 2.
+        cubins = 3 * 6 * 2 + 3 * 10 * 2
+        self.assertIn(f"compiled ahead of time (triton 3.6.0, {cubins} cubins for sm_90a)", entry)
+        self.assertIn("(60 format cubins)", entry)
         self.assertIn("values checked: exact", entry)
         self.assertIn("needs a GPU: yes", entry)
 
