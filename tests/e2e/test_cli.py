@@ -61,7 +61,13 @@ class Basics(unittest.TestCase):
         self.assertIn("  formats: layouts paged_nhd, paged_hnd, contiguous_bshd, contiguous_bhsd, packed_kv_nhd, "
                       "packed_content_hnd, vllm_legacy; families kv, kv_split, k_only, mla; padding negative, sink; "
                       "addressing slot_mapping, csr; window none, slot_mapping, positions; context parallel none, "
-                      "slot_mapping, positions\n", text)
+                      "slot_mapping, positions; quantised formats none, nvfp4, mxfp8_e4m3, mxfp8_e5m2, mxfp4, ds_mla, "
+                      "indexer_k, fp8_inline, int8_inline\n", text)  # cuda-emu: not the asymmetric formats
+        everything = ["none", "nvfp4", "mxfp8_e4m3", "mxfp8_e5m2", "mxfp4", "ds_mla", "indexer_k", "fp8_inline",
+                      "int8_inline", "asym_int8", "asym_int4"]
+        self.assertEqual(by_name["cuda-emu"]["capabilities"]["quant_formats"], everything[:-2])
+        for own in ("golden", "triton-interp"):
+            self.assertEqual(by_name[own]["capabilities"]["quant_formats"], everything, own)
         for own in ("cuda-emu", "triton-interp"):  # both kernels take FlashInfer's CSR addressing
             self.assertEqual(by_name[own]["capabilities"]["addressings"], ["slot_mapping", "csr"])
 
