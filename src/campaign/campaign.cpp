@@ -272,7 +272,9 @@ void campaign_thread(CampaignState& st, const CampaignOptions& campaign, const C
         return;
       ++st.next;
     }
+    const auto draw_began = std::chrono::steady_clock::now();
     const DrawnCase drawn = source.draw(o.seed, i);
+    const double draw_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - draw_began).count();
     if (!drawn.outside.empty()) {
       std::lock_guard<std::mutex> lock(st.mutex);
       ++st.result.skipped;
@@ -289,9 +291,15 @@ void campaign_thread(CampaignState& st, const CampaignOptions& campaign, const C
     }
     // --repeat: a kernel right most of the time (a race) fails on some launch of the case.
     CaseOutcome outcome = check_case(isolator, c, o.check.tolerance);
-    for (int r = 1; r < o.repeat && outcome.pass() && !stop_requested(); ++r) outcome = check_case(isolator, c, o.check.tolerance);
+    StageSeconds stages = outcome.stages;
+    stages.draw = draw_seconds;
+    for (int r = 1; r < o.repeat && outcome.pass() && !stop_requested(); ++r) {
+      outcome = check_case(isolator, c, o.check.tolerance);
+      stages += outcome.stages;
+    }
     {
       std::lock_guard<std::mutex> lock(st.mutex);
+      st.result.stages += stages;
       if (!outcome.skipped.empty()) {  // the kernel declined it (KVFZ_APPEND_SKIP): not run, by its reason
         if (drawn.outside.empty()) {
           ++st.result.skipped;

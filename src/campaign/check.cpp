@@ -1,6 +1,7 @@
 // check.cpp — see check.h.
 #include "campaign/check.h"
 
+#include <algorithm>
 #include <chrono>
 #include <utility>
 
@@ -33,18 +34,30 @@ CaseOutcome check_case(Target& target, const Case& c, const CheckOptions& option
 }
 
 CaseRun run_case(Isolator& isolator, const Case& c, const TolerancePolicy& tolerance) {
+  using Clock = std::chrono::steady_clock;
+  const auto seconds = [](Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); };
+  StageSeconds stages;
+  const auto began = Clock::now();
   // A large cache runs windowed (arena/windows.h): the host holds the windows, the target checks
   // the rest of the cache. The windows are planned from the geometry, so a layout the geometry
   // cannot express (vllm_legacy) is always checked whole.
   const ArenaLayout layout = plan_arena(c);
   const bool windowed = layout.cache_bytes > isolator.options().windowed_above_bytes && c.layout != Layout::vllm_legacy;
   Arena initial = windowed ? make_initial_arena(c, plan_windows(c, layout)) : make_initial_arena(c);
+  const auto filled = Clock::now();
+  stages.arena_fill = seconds(began, filled);
   Arena expected = initial;
   golden::golden_append(c, expected);
+  const auto golden_done = Clock::now();
+  stages.golden = seconds(filled, golden_done);
   Arena actual = initial;
   IsolatedRun run = isolator.run(c, actual);
+  const auto ran = Clock::now();
+  stages.target = run.target_seconds;
+  stages.copy_back = run.copy_back_seconds;
+  stages.handoff = std::max(0.0, seconds(golden_done, ran) - run.target_seconds - run.copy_back_seconds);
 
-  CaseRun r{std::move(initial), std::move(expected), std::move(actual), run.status, Verdict{}, std::move(run.outside), {}};
+  CaseRun r{std::move(initial), std::move(expected), std::move(actual), run.status, Verdict{}, std::move(run.outside), {}, {}};
   switch (run.status) {
     case IsolatedStatus::ok:
       r.verdict = compare_arenas(c, r.initial, r.expected, r.actual, tolerance, r.initial.windowed() ? &r.outside : nullptr);
@@ -62,6 +75,8 @@ CaseRun run_case(Isolator& isolator, const Case& c, const TolerancePolicy& toler
       r.skipped = "skipped by the kernel: " + (run.message.empty() ? std::string("(no reason given)") : run.message);
       break;
   }
+  stages.diff = seconds(ran, Clock::now());
+  r.stages = stages;
   return r;
 }
 
@@ -71,6 +86,7 @@ CaseOutcome check_case(Isolator& isolator, const Case& c, const TolerancePolicy&
   CaseRun run = run_case(isolator, c, tolerance);
   out.verdict = std::move(run.verdict);
   out.skipped = std::move(run.skipped);
+  out.stages = run.stages;
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return out;
 }

@@ -41,6 +41,7 @@ struct CaseRun {
   Verdict verdict;  // ok: compare_arenas() of the three; else one crash, timeout or launch_error finding
   OutsideDiff outside;  // windowed arenas: what the target found in the cache outside the windows
   std::string skipped;  // status skip: "skipped by the kernel: REASON" (no verdict, not a finding)
+  StageSeconds stages;  // host time by stage (draw 0: the caller's)
 };
 
 // Builds the initial arena (windowed when the cache is large), derives the expected arena with the

@@ -394,9 +394,11 @@ IsolatedRun Isolator::run_in_process(const Case& c, Arena& image) {
     started_in_process_ = true;
   }
   IsolatedRun run;
+  const auto began = Clock::now();
   const RunResult r = image.windowed()
                           ? target_.run_windowed(c, image.data(), image.layout(), plan_windows(c, image.layout()), run.outside)
                           : target_.run(c, image.data(), image.layout());
+  run.target_seconds = std::chrono::duration<double>(Clock::now() - began).count();
   if (r.status != RunStatus::ok) {
     run.status = r.status == RunStatus::device_fault ? IsolatedStatus::crash
                  : r.status == RunStatus::skip       ? IsolatedStatus::skip
@@ -418,6 +420,7 @@ Isolator::Attempt Isolator::attempt(const Case& c, Arena& image, IsolatedRun& ou
   uint8_t mark = 0;
   if (read_all(w.sock, &mark, 1, after(options_.start_timeout_s)) != 1 || mark != kLaunching) return Attempt::stalled;
 
+  const auto launched = Clock::now();
   const auto deadline = after(options_.timeout_s);
   uint8_t status = 0;
   uint32_t len = 0;
@@ -439,8 +442,11 @@ Isolator::Attempt Isolator::attempt(const Case& c, Arena& image, IsolatedRun& ou
     }
   }
   if (got != 1) return got < 0 ? Attempt::hung : Attempt::died;
+  const auto answered = Clock::now();
   copy_ranges(image.data(), shared, image);
   out = IsolatedRun{static_cast<IsolatedStatus>(status), message, {}};
+  out.target_seconds = std::chrono::duration<double>(answered - launched).count();
+  out.copy_back_seconds = std::chrono::duration<double>(Clock::now() - answered).count();
   if (image.windowed()) {
     try {
       out.outside = decode_outside_diff(outside);

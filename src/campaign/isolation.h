@@ -67,6 +67,8 @@ struct IsolatedRun {
   IsolatedStatus status = IsolatedStatus::ok;
   std::string message;  // launch error text, how the worker died, the timeout limit, or why the kernel skipped
   OutsideDiff outside;  // windowed images: what the target found in the cache outside the windows
+  double target_seconds = 0;     // the answered try: from the worker's start of the case to its answer (in process: the run)
+  double copy_back_seconds = 0;  // the answered try: the image copied back from the worker
 };
 
 // argv[1] of a kvfuzz worker process.

@@ -80,6 +80,7 @@ SummaryMerge merge_summaries(const std::vector<std::filesystem::path>& files) {
   std::map<std::string, json> duplicates;                              // signature id -> merged entry
   json failures = json::array(), failing_cases = json::array(), shard_list = json::array();
   double seconds_max = 0, seconds_sum = 0, cpu_seconds = 0;
+  json stages = json::object();  // host seconds by stage, summed (absent in summaries of older kvfuzz)
   int64_t flaky = 0, skipped = 0;
   int worst = kExitClean;
   for (const auto& file : files) {
@@ -130,6 +131,9 @@ SummaryMerge merge_summaries(const std::vector<std::filesystem::path>& files) {
     seconds_sum += secs;
     if (const auto host = j.find("host"); host != j.end() && host->is_object() && host->contains("cpu_seconds"))
       cpu_seconds += (*host)["cpu_seconds"].get<double>();
+    if (const auto st = j.find("stages"); st != j.end() && st->is_object())
+      for (const auto& [stage, s] : st->items())
+        if (s.is_number()) stages[stage] = stages.value(stage, 0.0) + s.get<double>();
     if (const auto sk = j.find("skipped"); sk != j.end() && sk->is_object() && sk->contains("cases")) skipped += (*sk)["cases"].get<int64_t>();
     if (const auto fm = j.find("formats"); fm != j.end() && fm->is_object())  // absent in summaries of older kvfuzz
       for (const auto& [family, n] : fm->items())
@@ -197,7 +201,7 @@ SummaryMerge merge_summaries(const std::vector<std::filesystem::path>& files) {
               {"skipped", {{"cases", skipped}}}, {"formats", formats},
               {"seconds", seconds_max}, {"shard_seconds", seconds_sum},
               {"cases_per_second", seconds_sum > 0 ? r.cases / seconds_sum : 0.0},
-              {"host", {{"cpu_seconds", cpu_seconds}}},
+              {"host", {{"cpu_seconds", cpu_seconds}}}, {"stages", stages},
               {"exit_code", r.exit_code}, {"findings_by_kind", findings_by_kind},
               {"failing_cases_by_signature", signatures}, {"failing_cases", failing_cases},
               {"failures", failures}, {"duplicates", dups}};

@@ -479,6 +479,7 @@ int cmd_run(kvf::CampaignOptions o, const CommonOptions& common, bool seed_given
   }
   out << kvf::render_skipped(r);  // cases outside a plugin's capabilities, by reason
   out << kvf::render_stats(r);
+  out << kvf::render_stages(r);
   out << kvf::render_duplicates(r);
   out << kvf::render_devices(r);
   out << kvf::render_workers(r.workers);

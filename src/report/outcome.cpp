@@ -5,6 +5,17 @@
 
 namespace kvf {
 
+StageSeconds& StageSeconds::operator+=(const StageSeconds& o) {
+  draw += o.draw;
+  arena_fill += o.arena_fill;
+  golden += o.golden;
+  handoff += o.handoff;
+  target += o.target;
+  copy_back += o.copy_back;
+  diff += o.diff;
+  return *this;
+}
+
 std::string CaseOutcome::first_kind() const {
   return verdict.pass() ? std::string() : std::string(to_string(verdict.findings.front().kind));
 }

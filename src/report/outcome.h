@@ -15,11 +15,26 @@
 
 namespace kvf {
 
+// Where the host time of checking cases goes, stage by stage, in seconds of wall time of the thread
+// that checks them (a campaign sums its threads: `run --stats`, the summary's "stages").
+struct StageSeconds {
+  double draw = 0;        // generate and materialise the case (campaigns only)
+  double arena_fill = 0;  // plan the arena and give every byte its pre-run value
+  double golden = 0;      // copy the arena and run the golden model on it
+  double handoff = 0;     // copy the image to the worker and hand it the case, until the target starts (retries too)
+  double target = 0;      // the target's run: device copies, launch and kernel (in the worker, or in process)
+  double copy_back = 0;   // the image back from the worker
+  double diff = 0;        // compare the whole image with the expectation
+  StageSeconds& operator+=(const StageSeconds& o);
+  double total() const { return draw + arena_fill + golden + handoff + target + copy_back + diff; }
+};
+
 // The result of one case on one target. A run that did not finish (crash, timeout, launch error)
 // is a Verdict with a single finding of that kind.
 struct CaseOutcome {
   Verdict verdict;
   double seconds = 0;  // wall time of build + run + verify
+  StageSeconds stages;  // `seconds`, stage by stage (draw 0)
   // Non-empty when the kernel declined the case (a plugin's KVFZ_APPEND_SKIP): "skipped by the
   // kernel: REASON". Such a case neither passes nor fails; campaigns count it as skipped by reason.
   std::string skipped;
@@ -119,6 +134,7 @@ struct CampaignResult {
   std::vector<FailingCase> failing_cases;    // every failing case, by case index
   std::vector<DeviceUse> devices;            // --devices: per device; empty without it
   double host_cpu_seconds = 0;               // CPU time of kvfuzz and its workers during the campaign
+  StageSeconds stages;                       // the checked cases' host time by stage, summed over threads
   int host_cores = 0;                        // cores this process may use (sched_getaffinity)
 };
 

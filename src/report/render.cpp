@@ -65,6 +65,44 @@ std::string render_stats(const CampaignResult& r) {
   return s.str();
 }
 
+namespace {
+
+// The stages of StageSeconds in order, with their names in the summary JSON and on the terminal.
+struct StageName {
+  const char* key;
+  const char* text;
+  double StageSeconds::*seconds;
+};
+constexpr StageName kStages[] = {
+    {"draw", "draw", &StageSeconds::draw},           {"arena_fill", "arena fill", &StageSeconds::arena_fill},
+    {"golden", "golden model", &StageSeconds::golden}, {"handoff", "hand-off", &StageSeconds::handoff},
+    {"target", "target run", &StageSeconds::target},   {"copy_back", "copy back", &StageSeconds::copy_back},
+    {"diff", "diff", &StageSeconds::diff},
+};
+
+}  // namespace
+
+nlohmann::json stages_json(const StageSeconds& s) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const StageName& n : kStages) j[n.key] = s.*n.seconds;
+  return j;
+}
+
+std::string render_stages(const CampaignResult& r) {
+  const double total = r.stages.total();
+  if (r.stats.empty() || r.cases == 0 || total <= 0) return "";
+  std::ostringstream s;
+  s << std::fixed << std::setprecision(1);
+  s << "kvfuzz: host time per case by stage (µs of a campaign thread; " << 1e6 * total / r.cases << " in all):";
+  for (const StageName& n : kStages) {
+    const double v = r.stages.*n.seconds;
+    s << (n.seconds == &StageSeconds::draw ? " " : ", ") << n.text << " " << 1e6 * v / r.cases << " (" << std::setprecision(0) << 100 * v / total
+      << "%)" << std::setprecision(1);
+  }
+  s << "\n";
+  return s.str();
+}
+
 std::string render_duplicates(const CampaignResult& r) {
   std::ostringstream s;
   for (const auto& [id, d] : r.duplicates) {
@@ -227,7 +265,7 @@ nlohmann::json campaign_json(const CampaignResult& r, const std::string& command
           {"seed", r.seed}, {"tolerance", r.tolerance}, {"cases", r.cases}, {"passed", r.passed}, {"failed", r.failed},
           {"seconds", r.seconds}, {"cases_per_second", r.cases_per_second()}, {"interrupted", r.interrupted},
           {"stop_signal", r.stop_signal}, {"flaky", r.flaky()}, {"exit_code", exit_code(r)}, {"workers", workers_json(r.workers)},
-          {"duplicates", duplicates_json(r)}, {"stats", r.stats}, {"formats", r.formats},
+          {"duplicates", duplicates_json(r)}, {"stats", r.stats}, {"formats", r.formats}, {"stages", stages_json(r.stages)},
           {"findings_by_kind", findings_by_kind(verdicts)}, {"failures", failures},
           {"skipped", {{"cases", r.skipped}, {"replaced", r.replaced}, {"not_run", r.skipped - r.replaced},
                        {"reasons", r.skip_reasons}}}};

@@ -29,6 +29,11 @@ std::string render_workers(const WorkerEvents& w);
 std::string render_devices(const CampaignResult& r);
 // --stats: the feature buckets with their counts and shares; "" without --stats.
 std::string render_stats(const CampaignResult& r);
+
+// --stats: where the checked cases' host time went, µs per case by stage (StageSeconds), one line;
+// "" without --stats. stages_json: the summary's "stages" object (seconds by stage, all threads).
+std::string render_stages(const CampaignResult& r);
+nlohmann::json stages_json(const StageSeconds& s);
 // One line per known signature whose failures were not saved again; "" when there were none.
 std::string render_duplicates(const CampaignResult& r);
 nlohmann::json duplicates_json(const CampaignResult& r);

@@ -96,6 +96,10 @@ class Shards(unittest.TestCase):
                          by_signature(self.single))
         self.assertEqual(len(m["failures"]), sum(len(s["failures"]) for s in self.shards))
         self.assertTrue(all("shard" in f and f["replay"] for f in m["failures"]))
+        # Host time by stage: every shard's, summed.
+        for stage in ("draw", "arena_fill", "golden", "handoff", "target", "copy_back", "diff"):
+            self.assertAlmostEqual(m["stages"][stage], sum(s["stages"][stage] for s in self.shards), places=9, msg=stage)
+        self.assertGreater(m["stages"]["target"], 0)
 
     def test_a_missing_shard_is_named_and_the_merge_exits_3(self):
         out = self.d / "partial.json"

@@ -16,7 +16,7 @@ namespace {
 // A target whose behaviour each test chooses.
 class FakeTarget final : public Target {
  public:
-  enum class Mode { segfault, hang, refuse, skip, write_guard, golden };
+  enum class Mode { segfault, hang, refuse, skip, write_guard, golden, slow_golden };
   explicit FakeTarget(Mode m) : mode_(m) {}
   const TargetInfo& info() const override { return info_; }
   RunResult run(const Case& c, std::byte* image, const ArenaLayout& layout) override {
@@ -26,6 +26,9 @@ class FakeTarget final : public Target {
       case Mode::refuse: return {RunStatus::launch_error, "no specialisation"};
       case Mode::skip: return {RunStatus::skip, "head_dim 3 is not implemented"};
       case Mode::write_guard: image[0] = std::byte{0}; break;  // first byte of the image is guard
+      case Mode::slow_golden:  // the golden model after 200 ms: a target whose run dominates the case
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        [[fallthrough]];
       case Mode::golden: {
         Arena a(layout);
         std::memcpy(a.data(), image, layout.total_bytes);
@@ -99,6 +102,29 @@ TEST(Isolation, aKernelThatDoesWhatTheGoldenModelDoesPasses) {
     CheckOptions opts;
     opts.isolation.fork = fork;
     EXPECT_TRUE(check_case(t, small_case(), opts).pass()) << "fork=" << fork;
+  }
+}
+
+// The case's time lands in the stage that spent it: a target that sleeps 200 ms shows as the
+// target run, not as the hand-off to the worker or the copy back (measured on the second case, once
+// the worker has started); the stages never add up to more than the case.
+TEST(Isolation, stagesPutTheTargetsTimeInTheTargetRunInAWorkerAndInProcess) {
+  for (bool fork : {true, false}) {
+    FakeTarget t(FakeTarget::Mode::slow_golden);
+    IsolationOptions opts;
+    opts.fork = fork;
+    Isolator isolator(t, opts);
+    ASSERT_TRUE(check_case(isolator, small_case(), {}).pass()) << "fork=" << fork;
+    const CaseOutcome o = check_case(isolator, small_case(), {});
+    ASSERT_TRUE(o.pass()) << "fork=" << fork;
+    const StageSeconds& s = o.stages;
+    EXPECT_GE(s.target, 0.2) << "fork=" << fork;
+    EXPECT_LT(s.handoff, 0.2) << "fork=" << fork;
+    EXPECT_LT(s.copy_back, 0.2) << "fork=" << fork;
+    for (double v : {s.arena_fill, s.golden, s.handoff, s.copy_back, s.diff}) EXPECT_GE(v, 0.0);
+    EXPECT_EQ(s.draw, 0.0);  // drawing is the campaign's
+    if (!fork) EXPECT_EQ(s.copy_back, 0.0);
+    EXPECT_LE(s.total(), o.seconds) << "fork=" << fork;
   }
 }
 

@@ -35,6 +35,26 @@ TEST(Render, campaignJsonKeepsTheSeedAsAStringAndCountsKinds) {
   EXPECT_EQ(j.at("failures").at(0).at("replay"), "kvfuzz replay out/abc.json --target cuda-emu");
 }
 
+TEST(Render, stagesAreInTheJsonAlwaysAndOnTheTerminalWithStats) {
+  CampaignResult r;
+  r.cases = 4;
+  r.passed = 4;
+  r.stages.draw = 0.001;
+  r.stages.arena_fill = 0.002;
+  r.stages.golden = 0.001;
+  r.stages.target = 0.004;
+  r.stages.diff = 0.002;
+  const nlohmann::json j = campaign_json(r, "kvfuzz run");
+  EXPECT_EQ(j.at("stages").at("target"), 0.004);
+  EXPECT_EQ(j.at("stages").at("handoff"), 0.0);
+  EXPECT_EQ(j.at("stages").size(), 7u);
+  EXPECT_EQ(render_stages(r), "");  // without --stats
+  r.stats["layout=paged_nhd"] = 4;
+  EXPECT_EQ(render_stages(r),
+            "kvfuzz: host time per case by stage (µs of a campaign thread; 2500.0 in all): draw 250.0 (10%), arena fill 500.0 (20%), "
+            "golden model 250.0 (10%), hand-off 0.0 (0%), target run 1000.0 (40%), copy back 0.0 (0%), diff 500.0 (20%)\n");
+}
+
 TEST(Render, failureTextCarriesTheReproductionCommand) {
   FailureRecord f;
   Finding x;
