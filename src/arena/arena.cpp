@@ -8,6 +8,7 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <vector>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -361,19 +362,17 @@ void fill_block(const Case& c, const CacheLocator& loc, Arena& a, int64_t b) {
     std::byte* buffer = field_buffer(a, field);
     const uint32_t free_block = golden::canary_bits(field.dtype, Canary::free_block);
     const uint32_t tail = golden::canary_bits(field.dtype, Canary::block_tail);
+    std::vector<uint32_t> row(static_cast<size_t>(field.head_dim));
     for (int64_t p = 0; p < c.cache.block_size; ++p) {
       const CacheCell role = loc.cell(is_value, b, p, 0, 0);
       for (int64_t h = 0; h < field.num_heads; ++h) {
-        for (int64_t d = 0; d < field.head_dim; ++d) {
-          uint32_t bits;
-          switch (role.role) {
-            case CacheCell::Role::context: bits = golden::context_field_bits(c, field, role.request, role.token, h, d); break;
-            case CacheCell::Role::free_block:
-            case CacheCell::Role::sink: bits = free_block; break;  // no owner
-            default: bits = tail; break;  // new-token cells (not yet written), holes and block tails
-          }
-          store_field_elem(buffer, field.dtype, field_offset(field.layout, b, p, h, d), bits);
+        switch (role.role) {
+          case CacheCell::Role::context: golden::context_field_row_bits(c, field, role.request, role.token, h, row.data()); break;
+          case CacheCell::Role::free_block:
+          case CacheCell::Role::sink: std::fill(row.begin(), row.end(), free_block); break;  // no owner
+          default: std::fill(row.begin(), row.end(), tail); break;  // new-token cells (not yet written), holes and block tails
         }
+        for (int64_t d = 0; d < field.head_dim; ++d) store_field_elem(buffer, field.dtype, field_offset(field.layout, b, p, h, d), row[d]);
       }
     }
   }

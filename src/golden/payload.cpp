@@ -133,12 +133,10 @@ ExpRange shared_exponents(DType src, DType dst) {
 
 // A finite value of dtype `src` (never NaN or Inf), see the file comment. `h` supplies sign and
 // exponent, `index` the mantissa bijection, `dst` the dtype the value is headed for.
-uint32_t finite_bits(DType src, DType dst, uint64_t h, uint64_t index) {
-  const Format f = format_of(src);
+uint32_t finite_bits(const Format& f, const ExpRange& r, uint64_t h, uint64_t index) {
   const int max_field = (1 << f.exp_bits) - 2;  // largest finite exponent field
   int field;
   if ((h & 7u) != 0) {
-    const ExpRange r = shared_exponents(src, dst);
     field = r.lo + static_cast<int>((h >> 3) % static_cast<uint64_t>(r.hi - r.lo + 1));
   } else {
     field = static_cast<int>((h >> 3) % static_cast<uint64_t>(max_field + 1));
@@ -146,6 +144,9 @@ uint32_t finite_bits(DType src, DType dst, uint64_t h, uint64_t index) {
   const uint32_t sign = static_cast<uint32_t>((h >> 40) & 1u) << (f.exp_bits + f.mant_bits);
   const uint32_t mant = permute_bits(index, f.mant_bits);
   return sign | (static_cast<uint32_t>(field) << f.mant_bits) | mant;
+}
+uint32_t finite_bits(DType src, DType dst, uint64_t h, uint64_t index) {
+  return finite_bits(format_of(src), shared_exponents(src, dst), h, index);
 }
 
 // A real NaN of dtype t that is neither a canary, the guard pattern nor the canonical NaN.
@@ -482,13 +483,11 @@ uint32_t context_bits(const Case& c, Tensor t, int64_t request, int64_t pos, int
   return finite_bits(dt, dt, h, index + mix64(c.payload_seed ^ kSaltContext));
 }
 
-uint32_t context_field_bits(const Case& c, const CacheField& f, int64_t request, int64_t pos, int64_t head, int64_t dim) {
-  const Tensor t = f.index == 1 ? Tensor::value : Tensor::key;
-  if (!c.has_format()) return context_bits(c, t, request, pos, head, dim);
-  const uint64_t field = static_cast<uint64_t>(f.role) * 2 + static_cast<uint64_t>(f.index);
-  const uint64_t h = coord_hash(c.payload_seed, kSaltContext ^ (field << 56), static_cast<uint64_t>(request),
-                                static_cast<uint64_t>(pos), static_cast<uint64_t>(head), static_cast<uint64_t>(dim), 7);
-  switch (f.dtype) {
+namespace {
+
+// A format field's context value of dtype t from its coordinate hash h (context_field_bits).
+uint32_t format_context_bits(DType t, uint64_t h) {
+  switch (t) {
     case DType::fp4_e2m1:
     case DType::uint4: return static_cast<uint32_t>(h % 12);  // 0x0..0xB: below the nibble canaries
     case DType::fp8_e8m0: return static_cast<uint32_t>(100 + h % 60);  // 2^-27 .. 2^32
@@ -496,12 +495,52 @@ uint32_t context_field_bits(const Case& c, const CacheField& f, int64_t request,
     case DType::f32:  // a scale or zero point: positive, finite, of a modest exponent
       return (static_cast<uint32_t>(127 + static_cast<int>(h % 21) - 10) << 23) | static_cast<uint32_t>((h >> 8) & 0x7FFFFFu);
     case DType::bf16:
-    case DType::f16: return finite_bits(f.dtype, f.dtype, h, h >> 20);
+    case DType::f16: return finite_bits(t, t, h, h >> 20);
     default: {
-      const std::vector<uint8_t>& codes = context_codes(f.dtype);
+      const std::vector<uint8_t>& codes = context_codes(t);
       return codes[h % codes.size()];
     }
   }
+}
+
+}  // namespace
+
+void context_field_row_bits(const Case& c, const CacheField& f, int64_t request, int64_t pos, int64_t head, uint32_t* out) {
+  // context_field_bits() for every dim, with what does not depend on the dim computed once: the
+  // coordinate hash's prefix (coord_hash mixes its coordinates in order, the dim last but one or
+  // last), the index offset, and finite_bits()'s exponent range. Bit-identical by construction;
+  // payload_test checks it against context_field_bits() on every format.
+  const uint64_t r = static_cast<uint64_t>(request), p = static_cast<uint64_t>(pos), hd = static_cast<uint64_t>(head);
+  if (!c.has_format()) {
+    const DType dt = c.cache_dtype;
+    const uint64_t tensor = f.index == 1 ? 1 : 0;
+    const uint64_t prefix = mix64(mix64(mix64(mix64(mix64(c.payload_seed ^ kSaltContext) ^ tensor) ^ r) ^ p) ^ hd);
+    const uint64_t requests = c.requests.empty() ? 1 : c.requests.size();
+    const uint64_t base = (((p * requests + r) * 2 + tensor) * static_cast<uint64_t>(c.num_heads) + hd) *
+                              static_cast<uint64_t>(c.max_head_dim()) + mix64(c.payload_seed ^ kSaltContext);
+    if (is_byte_dtype(dt)) {
+      const std::vector<uint8_t>& codes = context_codes(dt);
+      for (int64_t d = 0; d < f.head_dim; ++d) out[d] = codes[(base + static_cast<uint64_t>(d)) % codes.size()];
+      return;
+    }
+    const Format fm = format_of(dt);
+    const ExpRange range = shared_exponents(dt, dt);
+    for (int64_t d = 0; d < f.head_dim; ++d)
+      out[d] = finite_bits(fm, range, mix64(prefix ^ static_cast<uint64_t>(d)), base + static_cast<uint64_t>(d));
+    return;
+  }
+  const uint64_t field = static_cast<uint64_t>(f.role) * 2 + static_cast<uint64_t>(f.index);
+  const uint64_t prefix = mix64(mix64(mix64(mix64(c.payload_seed ^ (kSaltContext ^ (field << 56))) ^ r) ^ p) ^ hd);
+  for (int64_t d = 0; d < f.head_dim; ++d) out[d] = format_context_bits(f.dtype, mix64(mix64(prefix ^ static_cast<uint64_t>(d)) ^ 7));
+}
+
+uint32_t context_field_bits(const Case& c, const CacheField& f, int64_t request, int64_t pos, int64_t head, int64_t dim) {
+  const Tensor t = f.index == 1 ? Tensor::value : Tensor::key;
+  if (!c.has_format()) return context_bits(c, t, request, pos, head, dim);
+  const uint64_t field = static_cast<uint64_t>(f.role) * 2 + static_cast<uint64_t>(f.index);
+  const uint64_t h = coord_hash(c.payload_seed, kSaltContext ^ (field << 56), static_cast<uint64_t>(request),
+                                static_cast<uint64_t>(pos), static_cast<uint64_t>(head), static_cast<uint64_t>(dim), 7);
+  return format_context_bits(f.dtype, h);
 }
 
 uint32_t canary_bits(DType t, Canary tag) {

@@ -47,6 +47,9 @@ uint32_t context_bits(const Case& c, Tensor t, int64_t request, int64_t pos, int
 // zero field), in the field's dtype: context_bits() for the classic caches' fields; for a quantised
 // format's fields a code or scale that is neither NaN nor a canary of the dtype.
 uint32_t context_field_bits(const Case& c, const CacheField& f, int64_t request, int64_t pos, int64_t head, int64_t dim);
+// The same for every dim of the row: out[d] for d in [0, f.head_dim), computed once per row where
+// it can be (the arena fill's inner loop).
+void context_field_row_bits(const Case& c, const CacheField& f, int64_t request, int64_t pos, int64_t head, uint32_t* out);
 // The canaries of the 4-bit dtypes (fp4_e2m1, uint4) are nibbles: 0xD (gap), 0xE (free block),
 // 0xF (block tail), 0xC (the rest); of fp8_e8m0 bytes 0xFD, 0xFF (NaN), 0xFE; of uint8 int8's.
 uint32_t canary_bits(DType t, Canary tag);
