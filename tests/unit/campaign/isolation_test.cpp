@@ -26,8 +26,8 @@ class FakeTarget final : public Target {
       case Mode::refuse: return {RunStatus::launch_error, "no specialisation"};
       case Mode::skip: return {RunStatus::skip, "head_dim 3 is not implemented"};
       case Mode::write_guard: image[0] = std::byte{0}; break;  // first byte of the image is guard
-      case Mode::slow_golden:  // the golden model after 200 ms: a target whose run dominates the case
-        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      case Mode::slow_golden:  // the golden model after 500 ms: a target whose run dominates the case
+        std::this_thread::sleep_for(std::chrono::milliseconds(500));
         [[fallthrough]];
       case Mode::golden: {
         Arena a(layout);
@@ -105,9 +105,11 @@ TEST(Isolation, aKernelThatDoesWhatTheGoldenModelDoesPasses) {
   }
 }
 
-// The case's time lands in the stage that spent it: a target that sleeps 200 ms shows as the
-// target run, not as the hand-off to the worker or the copy back (measured on the second case, once
-// the worker has started); the stages never add up to more than the case.
+// The case's time lands in the stage that spent it: a target that sleeps 500 ms shows as the target
+// run, not as the hand-off to the worker or the copy back (measured on the second case, once the
+// worker has started). In process the target run holds the whole sleep; in a worker it starts when
+// the harness has read the worker's "launching" mark, so a harness scheduled late moves some of the
+// sleep into the hand-off: the test allows half of it. The stages never add up to more than the case.
 TEST(Isolation, stagesPutTheTargetsTimeInTheTargetRunInAWorkerAndInProcess) {
   for (bool fork : {true, false}) {
     FakeTarget t(FakeTarget::Mode::slow_golden);
@@ -118,9 +120,10 @@ TEST(Isolation, stagesPutTheTargetsTimeInTheTargetRunInAWorkerAndInProcess) {
     const CaseOutcome o = check_case(isolator, small_case(), {});
     ASSERT_TRUE(o.pass()) << "fork=" << fork;
     const StageSeconds& s = o.stages;
-    EXPECT_GE(s.target, 0.2) << "fork=" << fork;
-    EXPECT_LT(s.handoff, 0.2) << "fork=" << fork;
-    EXPECT_LT(s.copy_back, 0.2) << "fork=" << fork;
+    EXPECT_GE(s.target, fork ? 0.25 : 0.5) << "fork=" << fork;
+    EXPECT_GE(s.target + s.handoff, 0.5) << "fork=" << fork;
+    EXPECT_LT(s.handoff, 0.25) << "fork=" << fork;
+    EXPECT_LT(s.copy_back, 0.25) << "fork=" << fork;
     for (double v : {s.arena_fill, s.golden, s.handoff, s.copy_back, s.diff}) EXPECT_GE(v, 0.0);
     EXPECT_EQ(s.draw, 0.0);  // drawing is the campaign's
     if (!fork) EXPECT_EQ(s.copy_back, 0.0);
