@@ -163,6 +163,31 @@ def _int8_bits(q):
 
 
 @triton.jit
+def _row_slot(token, slot_ptr, block_size, csr, csr_batch_ptr, csr_pos_ptr, csr_indices_ptr, csr_indptr_ptr,
+              window, window_size, window_sinks, window_pos_ptr, window_len_ptr,
+              cp, cp_rank, cp_world_size, cp_interleave, cp_pos_ptr):
+    """(slot, write) of input row `token`: its slot (slot_mapping, or under CSR addressing its
+    request's page holding its position), and whether this call writes it: not padding (slot < 0),
+    not evicted by this call's later tokens (ring window), not another rank's (context parallel).
+    Shared by kv_append_kernel and kv_append_format_kernel."""
+    if csr != 0:  # the row's page: its request's page holding its position, and the offset there
+        seq_pos = tl.load(csr_pos_ptr + token).to(tl.int64)
+        page_at = tl.load(csr_indptr_ptr + tl.load(csr_batch_ptr + token)).to(tl.int64) + seq_pos // block_size
+        slot = tl.load(csr_indices_ptr + page_at).to(tl.int64) * block_size + seq_pos % block_size
+    else:
+        slot = tl.load(slot_ptr + token).to(tl.int64)
+    write = slot >= 0  # slot < 0: padding, skipped
+    if window != 0:  # a token evicted by this call's later tokens is skipped like padding
+        seq_pos = tl.load(window_pos_ptr + token).to(tl.int64)
+        seq_len = tl.load(window_len_ptr + token).to(tl.int64)
+        write = write & ((seq_pos < window_sinks) | (seq_pos >= seq_len - (window_size - window_sinks)))
+    if cp != 0:  # a token another rank's shard holds is skipped like padding
+        cp_pos = tl.load(cp_pos_ptr + token).to(tl.int64)
+        write = write & ((cp_pos < 0) | (cp_pos // cp_interleave % cp_world_size == cp_rank))
+    return slot, write
+
+
+@triton.jit
 def _head_scales(src_rows, rope_rows, key_dims, scale_ptr, block, pos, heads, head_mask, num_heads, head_dim,
                  scale_kind, scale_stride_block, scale_stride_pos, scale_stride_head, IN_DTYPE: tl.constexpr,
                  CACHE_DTYPE: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_D: tl.constexpr):
@@ -287,20 +312,9 @@ def kv_append_kernel(
     BLOCK_H: tl.constexpr, BLOCK_D: tl.constexpr,
 ):
     token = tl.program_id(0).to(tl.int64)
-    if csr != 0:  # the row's page: its request's page holding its position, and the offset there
-        seq_pos = tl.load(csr_pos_ptr + token).to(tl.int64)
-        page_at = tl.load(csr_indptr_ptr + tl.load(csr_batch_ptr + token)).to(tl.int64) + seq_pos // block_size
-        slot = tl.load(csr_indices_ptr + page_at).to(tl.int64) * block_size + seq_pos % block_size
-    else:
-        slot = tl.load(slot_ptr + token).to(tl.int64)
-    write = slot >= 0  # slot < 0: padding, skipped
-    if window != 0:  # a token evicted by this call's later tokens is skipped like padding
-        seq_pos = tl.load(window_pos_ptr + token).to(tl.int64)
-        seq_len = tl.load(window_len_ptr + token).to(tl.int64)
-        write = write & ((seq_pos < window_sinks) | (seq_pos >= seq_len - (window_size - window_sinks)))
-    if cp != 0:  # a token another rank's shard holds is skipped like padding
-        cp_pos = tl.load(cp_pos_ptr + token).to(tl.int64)
-        write = write & ((cp_pos < 0) | (cp_pos // cp_interleave % cp_world_size == cp_rank))
+    slot, write = _row_slot(token, slot_ptr, block_size, csr, csr_batch_ptr, csr_pos_ptr, csr_indices_ptr, csr_indptr_ptr,
+                            window, window_size, window_sinks, window_pos_ptr, window_len_ptr,
+                            cp, cp_rank, cp_world_size, cp_interleave, cp_pos_ptr)
     h_begin = tl.program_id(1) * heads_per_program
     h_end = tl.minimum(h_begin + heads_per_program, num_heads)
     if write:

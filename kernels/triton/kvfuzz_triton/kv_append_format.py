@@ -52,7 +52,7 @@ FlashInfer's CSR arrays, ring windows, context-parallel ranks), invalid slots co
 import triton
 import triton.language as tl
 
-from .kv_append import BF16, F16, F32, FP8_E4M3, FP8_E5M2, INT8, _bits_ptr, _fp8_bits, _int8_bits, _load_f32
+from .kv_append import BF16, F16, F32, FP8_E4M3, FP8_E5M2, INT8, _bits_ptr, _fp8_bits, _int8_bits, _load_f32, _row_slot
 
 # The formats; the values are those of kvf::QuantFormatId (kernels/cuda/kv_append.cuh).
 NVFP4 = tl.constexpr(1)
@@ -449,20 +449,9 @@ def kv_append_format_kernel(
     scales_ptr = scales_ptr.to(tl.pointer_type(tl.uint8))
     token = tl.program_id(0).to(tl.int64)
     head = tl.program_id(1).to(tl.int64)
-    if csr != 0:  # the row's page: its request's page holding its position, and the offset there
-        seq_pos = tl.load(csr_pos_ptr + token).to(tl.int64)
-        page_at = tl.load(csr_indptr_ptr + tl.load(csr_batch_ptr + token)).to(tl.int64) + seq_pos // block_size
-        slot = tl.load(csr_indices_ptr + page_at).to(tl.int64) * block_size + seq_pos % block_size
-    else:
-        slot = tl.load(slot_ptr + token).to(tl.int64)
-    write = slot >= 0  # slot < 0: padding, skipped
-    if window != 0:  # a token evicted by this call's later tokens is skipped like padding
-        seq_pos = tl.load(window_pos_ptr + token).to(tl.int64)
-        seq_len = tl.load(window_len_ptr + token).to(tl.int64)
-        write = write & ((seq_pos < window_sinks) | (seq_pos >= seq_len - (window_size - window_sinks)))
-    if cp != 0:  # a token another rank's shard holds is skipped like padding
-        cp_pos = tl.load(cp_pos_ptr + token).to(tl.int64)
-        write = write & ((cp_pos < 0) | (cp_pos // cp_interleave % cp_world_size == cp_rank))
+    slot, write = _row_slot(token, slot_ptr, block_size, csr, csr_batch_ptr, csr_pos_ptr, csr_indices_ptr, csr_indptr_ptr,
+                            window, window_size, window_sinks, window_pos_ptr, window_len_ptr,
+                            cp, cp_rank, cp_world_size, cp_interleave, cp_pos_ptr)
     if write:
         block = slot // block_size
         pos = slot - block * block_size
