@@ -155,11 +155,16 @@ class TritonTarget final : public Target {
     if (plan.grid[0] == 0) return {};  // nothing to write: never launch an empty grid
     PackedArgs args;
     if (std::string why = pack_format_arguments(*k, p, args); !why.empty()) return {RunStatus::launch_error, why};
+    return load_and_launch(*k, plan, args);
+  }
+
+  // Launches kernel k (its module loaded on first use) with the plan and the packed arguments on the stream.
+  RunResult load_and_launch(const AotKernel& k, const AotLaunchPlan& plan, PackedArgs& args) {
     CUfunction f = nullptr;
-    if (CUresult r = loader_.function(*k, set_.cubins.at(k->cubin), f); r != CUDA_SUCCESS)
-      return fault(r, ("loading " + k->cubin).c_str());
-    if (CUresult r = loader_.launch(*k, f, plan, args, stream_); r != CUDA_SUCCESS)
-      return fault(r, ("launching " + k->name).c_str());
+    if (CUresult r = loader_.function(k, set_.cubins.at(k.cubin), f); r != CUDA_SUCCESS)
+      return fault(r, ("loading " + k.cubin).c_str());
+    if (CUresult r = loader_.launch(k, f, plan, args, stream_); r != CUDA_SUCCESS)
+      return fault(r, ("launching " + k.name).c_str());
     return {};
   }
 
@@ -176,12 +181,7 @@ class TritonTarget final : public Target {
     if (plan.grid[0] == 0) return {};  // no slot entries: never launch an empty grid
     PackedArgs args;
     if (std::string why = pack_arguments(*k, p, plan, args); !why.empty()) return {RunStatus::launch_error, why};
-    CUfunction f = nullptr;
-    if (CUresult r = loader_.function(*k, set_.cubins.at(k->cubin), f); r != CUDA_SUCCESS)
-      return fault(r, ("loading " + k->cubin).c_str());
-    if (CUresult r = loader_.launch(*k, f, plan, args, stream_); r != CUDA_SUCCESS)
-      return fault(r, ("launching " + k->name).c_str());
-    return {};
+    return load_and_launch(*k, plan, args);
   }
 
   static std::string supported(const AotManifest& m) {
