@@ -158,24 +158,6 @@ int64_t static_scale_count(ScaleKind k, int64_t num_heads, int64_t num_blocks) {
   return 0;  // not a ScaleKind; validate() refuses such a case
 }
 
-int dtype_size(DType t) {
-  switch (t) {
-    case DType::f16: return 2;
-    case DType::bf16: return 2;
-    case DType::f32: return 4;
-    case DType::fp8_e4m3:
-    case DType::fp8_e5m2:
-    case DType::int8:
-    case DType::fp8_e8m0:
-    case DType::uint8:
-    case DType::fp4_e2m1:  // two to a byte: the byte that holds one
-    case DType::uint4: return 1;
-  }
-  return 0;  // not a DType; validate() refuses such a case
-}
-
-int dtype_bits(DType t) { return t == DType::fp4_e2m1 || t == DType::uint4 ? 4 : 8 * dtype_size(t); }
-
 bool is_classic_cache_dtype(DType t) {
   return t == DType::f16 || t == DType::bf16 || t == DType::f32 || t == DType::fp8_e4m3 || t == DType::fp8_e5m2 || t == DType::int8;
 }

@@ -130,9 +130,24 @@ bool is_quantized(DType t);
 int64_t static_scale_count(ScaleKind k, int64_t num_heads, int64_t num_blocks);
 
 // Size in bytes of one element; 1 for the 4-bit dtypes (fp4_e2m1, uint4), two of which share a byte.
-int dtype_size(DType t);
+// Inline: the arena fill, the golden model and the diff ask per element.
+inline int dtype_size(DType t) {
+  switch (t) {
+    case DType::f16: return 2;
+    case DType::bf16: return 2;
+    case DType::f32: return 4;
+    case DType::fp8_e4m3:
+    case DType::fp8_e5m2:
+    case DType::int8:
+    case DType::fp8_e8m0:
+    case DType::uint8:
+    case DType::fp4_e2m1:  // two to a byte: the byte that holds one
+    case DType::uint4: return 1;
+  }
+  return 0;  // not a DType; validate() refuses such a case
+}
 // Bits of one element: 4, 8, 16 or 32.
-int dtype_bits(DType t);
+inline int dtype_bits(DType t) { return t == DType::fp4_e2m1 || t == DType::uint4 ? 4 : 8 * dtype_size(t); }
 // The cache dtypes of the classic caches (quant format none): f16, bf16, f32, fp8_e4m3, fp8_e5m2,
 // int8. The others (fp4_e2m1, fp8_e8m0, uint8, uint4) are fields of the quantised formats only.
 bool is_classic_cache_dtype(DType t);
