@@ -353,26 +353,74 @@ void reset_sink(const Case& c, const Arena& initial, Arena& a) {
 
 namespace {
 
+// `count` elements of `size` bytes (1, 2 or 4) from `begin`, every one holding `bits`: a pattern fill.
+void fill_elems(std::byte* begin, int64_t count, int size, uint32_t bits) {
+  if (count <= 0) return;
+  if (size == 1) {
+    std::memset(begin, static_cast<int>(bits & 0xFFu), static_cast<size_t>(count));
+    return;
+  }
+  store_elem(begin, 0, size, bits);  // then the filled prefix doubles until it covers the range
+  const int64_t bytes = count * size;
+  for (int64_t done = size; done < bytes;) {
+    const int64_t n = std::min(done, bytes - done);
+    std::memcpy(begin + done, begin, static_cast<size_t>(n));
+    done += n;
+  }
+}
+
+// row[i] at elements first + i * step of a buffer of T, i in [0, count).
+template <typename T>
+void store_strided(std::byte* buffer, int64_t first, int64_t step, int64_t count, const uint32_t* row) {
+  for (int64_t i = 0; i < count; ++i) {
+    const auto v = static_cast<T>(row[i]);
+    std::memcpy(buffer + (first + i * step) * static_cast<int64_t>(sizeof(T)), &v, sizeof v);
+  }
+}
+
+// Stores row[d] at cell (b, p, h, d) of `field` for every dim d. Where the dim mode is one stride
+// of whole elements (every layout but vLLM's x-packed key, and every dtype but the 4-bit ones), the
+// row's first offset comes from field_offset() and the others step along that stride, which is
+// what field_offset() gives them; otherwise field_offset() and store_field_elem() per element.
+void store_row(std::byte* buffer, const CacheField& field, int64_t b, int64_t p, int64_t h, const uint32_t* row) {
+  const Mode& dim = field.layout.mode[static_cast<int>(Axis::dim)];
+  const int bits = dtype_bits(field.dtype);
+  if (dim.rank != 1 || bits == 4) {
+    for (int64_t d = 0; d < field.head_dim; ++d) store_field_elem(buffer, field.dtype, field_offset(field.layout, b, p, h, d), row[d]);
+    return;
+  }
+  const int64_t first = field_offset(field.layout, b, p, h, 0), step = dim.stride[0];
+  switch (bits) {
+    case 32: return store_strided<uint32_t>(buffer, first, step, field.head_dim, row);
+    case 16: return store_strided<uint16_t>(buffer, first, step, field.head_dim, row);
+    default: return store_strided<uint8_t>(buffer, first, step, field.head_dim, row);
+  }
+}
+
 // Cells (tensor, b, pos, head, dim) of block `b` of the KV cache by their role: context cells hold
 // earlier tokens, free blocks the free-block canary, new-token cells and block tails the tail canary.
 void fill_block(const Case& c, const CacheLocator& loc, Arena& a, int64_t b) {
   using golden::Canary;
+  std::vector<uint32_t> row, free_row, tail_row;  // [head_dim] values of one (pos, head) of a field
   for (const CacheField& field : c.fields()) {
     const bool is_value = field.index == 1;
     std::byte* buffer = field_buffer(a, field);
-    const uint32_t free_block = golden::canary_bits(field.dtype, Canary::free_block);
-    const uint32_t tail = golden::canary_bits(field.dtype, Canary::block_tail);
-    std::vector<uint32_t> row(static_cast<size_t>(field.head_dim));
+    const auto dims = static_cast<size_t>(field.head_dim);
+    row.resize(dims);
+    free_row.assign(dims, golden::canary_bits(field.dtype, Canary::free_block));
+    tail_row.assign(dims, golden::canary_bits(field.dtype, Canary::block_tail));
     for (int64_t p = 0; p < c.cache.block_size; ++p) {
       const CacheCell role = loc.cell(is_value, b, p, 0, 0);
       for (int64_t h = 0; h < field.num_heads; ++h) {
         switch (role.role) {
-          case CacheCell::Role::context: golden::context_field_row_bits(c, field, role.request, role.token, h, row.data()); break;
+          case CacheCell::Role::context:
+            golden::context_field_row_bits(c, field, role.request, role.token, h, row.data());
+            store_row(buffer, field, b, p, h, row.data());
+            break;
           case CacheCell::Role::free_block:
-          case CacheCell::Role::sink: std::fill(row.begin(), row.end(), free_block); break;  // no owner
-          default: std::fill(row.begin(), row.end(), tail); break;  // new-token cells (not yet written), holes and block tails
+          case CacheCell::Role::sink: store_row(buffer, field, b, p, h, free_row.data()); break;  // no owner
+          default: store_row(buffer, field, b, p, h, tail_row.data()); break;  // new-token cells (not yet written), holes and block tails
         }
-        for (int64_t d = 0; d < field.head_dim; ++d) store_field_elem(buffer, field.dtype, field_offset(field.layout, b, p, h, d), row[d]);
       }
     }
   }
@@ -390,20 +438,20 @@ void fill_all_but_cache(const Case& c, Arena& a) {
   // Input buffer: input-gap canary everywhere, then each field's source views row by row. An
   // element holds the payload of the entry dim it supplies (an MLA k_pe dim d: entry dim D_c + d).
   const int in_size = dtype_size(c.input_dtype);
-  const uint32_t input_gap = golden::canary_bits(c.input_dtype, Canary::input_gap);
-  for (int64_t e = 0; e < c.input_buffer_elems; ++e) store_elem(a.input(), e, in_size, input_gap);
+  fill_elems(a.input(), c.input_buffer_elems, in_size, golden::canary_bits(c.input_dtype, Canary::input_gap));
+  std::vector<uint32_t> values;  // [width] one (row, head) of a view
   for (const CacheField& field : c.fields()) {
     const Tensor t = field.index == 1 ? Tensor::value : Tensor::key;
     int64_t first = 0;
     for (int part = 0; part < field.num_parts; ++part) {
       const CacheField::Part& src = field.parts[part];
       const InputView& v = src.view;
+      values.resize(static_cast<size_t>(src.width));
       for (int64_t row = 0; row < c.num_input_rows; ++row) {
         for (int64_t h = 0; h < field.num_heads; ++h) {
-          for (int64_t d = 0; d < src.width; ++d) {
-            const int64_t e = v.offset + input_elem_offset(v.stride_token, v.stride_head, row, h, d);
-            store_elem(a.input(), e, in_size, golden::input_bits(c, t, row, h, first + d));
-          }
+          golden::input_row_bits(c, t, row, h, first, src.width, values.data());
+          const int64_t e = v.offset + input_elem_offset(v.stride_token, v.stride_head, row, h, 0);  // dims are contiguous
+          for (int64_t d = 0; d < src.width; ++d) store_elem(a.input(), e + d, in_size, values[static_cast<size_t>(d)]);
         }
       }
       first += src.width;
@@ -469,7 +517,7 @@ void fill_all_but_cache(const Case& c, Arena& a) {
   if (c.has_format()) {
     std::memset(a.scale_cache(), static_cast<int>(golden::canary_bits(DType::uint8, Canary::cache_gap)), static_cast<size_t>(l.scale_cache_bytes));
   } else {
-    for (int64_t e = 0; e < c.scale_cache_elems; ++e) store_elem(a.scale_cache(), e, 4, scale_gap);
+    fill_elems(a.scale_cache(), c.scale_cache_elems, 4, scale_gap);
   }
   if (c.scale_kind == ScaleKind::per_token_head) {
     const CacheLocator scale_loc = CacheLocator::scale_cache(c);
@@ -510,7 +558,7 @@ Arena make_initial_arena(const Case& c) {
   const DType unit = c.has_format() ? DType::uint8 : c.cache_dtype;
   const int cache_size = dtype_size(unit);
   const uint32_t gap = golden::canary_bits(unit, golden::Canary::cache_gap);
-  for (int64_t e = 0; e < c.cache_buffer_elems; ++e) store_elem(a.cache(), e, cache_size, gap);
+  fill_elems(a.cache(), c.cache_buffer_elems, cache_size, gap);
   const CacheLocator loc(c);  // roles by (block, pos): the same in every buffer
   for (int64_t b = 0; b < c.cache.num_blocks; ++b) fill_block(c, loc, a, b);
   return a;

@@ -463,6 +463,46 @@ uint32_t input_bits(const Case& c, Tensor t, int64_t row, int64_t head, int64_t 
   return finite_bits(dt, dst, mix64(h), index + mix64(c.payload_seed ^ kSaltInput));
 }
 
+void input_row_bits(const Case& c, Tensor t, int64_t row, int64_t head, int64_t first, int64_t count, uint32_t* out) {
+  // input_bits() for every dim, with the row's class (graph, padding or invalid row, a constant row)
+  // decided once and, for dists finite and special, the coordinate hash's prefix, the index offset
+  // and finite_bits()'s exponent range hoisted out of the dim loop (coord_hash mixes the dim last
+  // but one). Bit-identical by construction; fill_rows_test checks it against input_bits(). Ties
+  // are computed element by element.
+  const DType dt = c.input_dtype;
+  auto fill = [&](uint32_t bits) { std::fill(out, out + count, bits); };
+  if (row >= c.num_slots()) return fill(canary_bits(dt, Canary::graph_row));
+  const int64_t slot = c.slot_mapping[static_cast<size_t>(row)];
+  if (c.is_padding(slot)) return fill(canary_bits(dt, Canary::padding_row));
+  if (slot >= c.capacity()) return fill(canary_bits(dt, Canary::invalid_row));
+  if (c.dist == ValueDist::ties) {
+    for (int64_t i = 0; i < count; ++i) out[i] = input_bits(c, t, row, head, first + i);
+    return;
+  }
+  if (c.dist == ValueDist::constant) return fill(input_bits(c, t, row, head, first));  // one value per (row, tensor)
+
+  const uint64_t tensor = t == Tensor::key ? 0 : 1;
+  const DType dst = c.has_format() ? dt : c.cache_dtype;
+  const Format fm = format_of(dt);
+  const ExpRange range = shared_exponents(dt, dst);
+  const bool special = c.dist == ValueDist::special;
+  const uint64_t prefix = mix64(mix64(mix64(mix64(c.payload_seed ^ kSaltInput) ^ tensor) ^ static_cast<uint64_t>(row)) ^
+                                static_cast<uint64_t>(head));
+  const uint64_t base =
+      ((static_cast<uint64_t>(row) * 2 + tensor) * static_cast<uint64_t>(c.num_heads) + static_cast<uint64_t>(head)) *
+          static_cast<uint64_t>(c.max_head_dim()) +
+      mix64(c.payload_seed ^ kSaltInput);
+  for (int64_t i = 0; i < count; ++i) {
+    const uint64_t dim = static_cast<uint64_t>(first + i);
+    const uint64_t h = mix64(mix64(prefix ^ dim) ^ 0);
+    if (special && (h >> 56) % 6 == 0) {
+      out[i] = special_bits(dt, static_cast<int>((h >> 16) % 10), h);
+      continue;
+    }
+    out[i] = finite_bits(fm, range, mix64(h), base + dim);
+  }
+}
+
 uint32_t context_bits(const Case& c, Tensor t, int64_t request, int64_t pos, int64_t head, int64_t dim) {
   const DType dt = c.cache_dtype;
   const uint64_t tensor = t == Tensor::key ? 0 : 1;

@@ -42,6 +42,9 @@ enum class Canary : uint8_t {
 };
 
 uint32_t input_bits(const Case& c, Tensor t, int64_t row, int64_t head, int64_t dim);
+// The same for dims [first, first + count) of one (row, head): out[i] = input_bits(.., first + i),
+// with what does not depend on the dim computed once (the arena fill's inner loop).
+void input_row_bits(const Case& c, Tensor t, int64_t row, int64_t head, int64_t first, int64_t count, uint32_t* out);
 uint32_t context_bits(const Case& c, Tensor t, int64_t request, int64_t pos, int64_t head, int64_t dim);
 // The bits an earlier context token holds in field `f` at (head, dim) (dim: the group of a scale or
 // zero field), in the field's dtype: context_bits() for the classic caches' fields; for a quantised
