@@ -3,6 +3,7 @@
 // Wire protocol on a SOCK_STREAM socketpair, native byte order:
 //   hello    = u8 ready (1) or not (0), u32 message_bytes, message      (once, after Target::start())
 //   request  = u64 json_bytes, u64 image_bytes, u64 windowed (0 or 1), json_bytes of case JSON (case_json.h)
+//              without its genotype
 //   response = u8 kLaunching (the case is read; the launch timeout starts here),
 //              u8 IsolatedStatus, u32 message_bytes, message,
 //              and for a windowed request: u64 outside_bytes, encode(OutsideDiff) (arena/outside_diff.h)
@@ -413,7 +414,11 @@ Isolator::Attempt Isolator::attempt(const Case& c, Arena& image, IsolatedRun& ou
   auto* shared = static_cast<std::byte*>(w.shared);
   copy_ranges(shared, image.data(), image);
 
-  const std::string json = case_to_json(c).dump();
+  // The worker needs the batch, not the genotype it was drawn from (a third of the text): it is
+  // neither sent nor parsed.
+  nlohmann::json wire = case_to_json(c);
+  wire.erase("genotype");
+  const std::string json = wire.dump();
   const uint64_t header[3] = {json.size(), static_cast<uint64_t>(image.size()), image.windowed() ? 1u : 0u};
   if (!write_all(w.sock, header, sizeof header) || !write_all(w.sock, json.data(), json.size())) return Attempt::stalled;
   // Until the worker has read the case, the time is the harness's, not the kernel's.
