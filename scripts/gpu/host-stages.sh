@@ -12,7 +12,7 @@ for spec in cuda:8 cuda:16 golden:16 golden-nofork:16; do
   t=${name%-nofork} extra=()
   [ "$name" != "$t" ] && extra=(--no-fork)
   s=$SECONDS
-  timeout 150 $B run --target $t --cases 20000 --seed 1 -j $j --stats "${extra[@]}" --json $OUT/$name-j$j.json > $OUT/$name-j$j.log 2>&1
+  timeout 150 $B run --target $t --cases 20000 --seed 1 -j $j --stats ${extra[@]+"${extra[@]}"} --json $OUT/$name-j$j.json > $OUT/$name-j$j.log 2>&1
   echo "$name -j $j rc=$? $((SECONDS - s)) s" >> $OUT/device.txt
   grep -E "^kvfuzz: (host time|host CPU|[0-9]+ cases in)" $OUT/$name-j$j.log
 done
