@@ -69,8 +69,12 @@ struct FormatRules {
   uint8_t int4_pairing = 0;  // Int4Pairing: 0 split_half, 1 adjacent (nibble placement is in the codes' layout)
 };
 
-// One append call. Pointers are device pointers for the GPU launcher, host pointers for the emulator.
-struct KvAppendParams {
+// One append call, in two parts: KvAppendCore, everything a classic cache's call and the format
+// families need, and KvAppendParams, which adds the quantised formats' fields. The kernels of the
+// classic caches take KvAppendCore by value: a kernel's parameters are copied into its constant bank
+// on every launch, and the formats' seven field layouts would make them 2 KB instead of ~0.4 KB.
+// Pointers are device pointers for the GPU launcher, host pointers for the emulator.
+struct KvAppendCore {
   const void* key = nullptr;        // [T_in, H, D] view, last dim contiguous; rows >= num_slots never read
   const void* value = nullptr;      // [T_in, H, D] view, last dim contiguous
   int64_t key_stride_token = 0;     // elements between key rows
@@ -141,7 +145,9 @@ struct KvAppendParams {
   int32_t cp_rank = 0;
   int32_t cp_world_size = 1;
   int32_t cp_interleave = 1;
+};
 
+struct KvAppendParams : KvAppendCore {
   // A quantised format (quant_format none: everything above). Each data field's row is stored as
   // codes, `format_group` dims to a scale (and a zero point), through the fields' layouts
   // (kv_format.cuh), in elements of their dtypes: the codes (cache_dtype; nibbles for fp4_e2m1 and
@@ -171,8 +177,8 @@ struct LaunchConfig {
 inline namespace KVF_KERNEL_NS {  // the kernel's functions (kv_layout.cuh)
 
 // V's head dim and geometry (K's unless kv_split).
-KVF_HD int64_t value_dim(const KvAppendParams& p) { return p.value_head_dim > 0 ? p.value_head_dim : p.head_dim; }
-KVF_HD const CacheGeometry& value_geometry(const KvAppendParams& p) { return p.value_cache.num_blocks > 0 ? p.value_cache : p.cache; }
+KVF_HD int64_t value_dim(const KvAppendCore& p) { return p.value_head_dim > 0 ? p.value_head_dim : p.head_dim; }
+KVF_HD const CacheGeometry& value_geometry(const KvAppendCore& p) { return p.value_cache.num_blocks > 0 ? p.value_cache : p.cache; }
 
 // Threads per block: 128, or 64 for caches quantised with a static scale, whose per-element
 // division and conversion make the fixed per-thread work worth sharing between two work items
@@ -356,7 +362,7 @@ KVF_HD float dynamic_scale(float amax) {
 
 // Static scale of (tensor, block, head) for per_tensor / per_head / per_block; `block` is the
 // slot's physical block.
-KVF_HD float static_scale(const KvAppendParams& p, bool is_value, int64_t block, int64_t head) {
+KVF_HD float static_scale(const KvAppendCore& p, bool is_value, int64_t block, int64_t head) {
   const float* scale = is_value ? p.v_scale : p.k_scale;
   switch (p.scale_kind) {
     case ScaleKind::per_tensor: return scale[0];
@@ -374,21 +380,21 @@ KVF_HD int64_t load_slot(const void* slot_mapping, int64_t t) {
 
 // Row pointers of (token, head) in the input and of (block, pos, head) in the caches.
 template <typename InT>
-KVF_HD const InT* input_row(const KvAppendParams& p, bool is_value, int64_t token, int64_t head) {
+KVF_HD const InT* input_row(const KvAppendCore& p, bool is_value, int64_t token, int64_t head) {
   return is_value ? static_cast<const InT*>(p.value) + input_elem_offset(p.value_stride_token, p.value_stride_head, token, head, 0)
                   : static_cast<const InT*>(p.key) + input_elem_offset(p.key_stride_token, p.key_stride_head, token, head, 0);
 }
 template <typename CacheT>
-KVF_HD CacheT* cache_base(const KvAppendParams& p, bool is_value) {
+KVF_HD CacheT* cache_base(const KvAppendCore& p, bool is_value) {
   return static_cast<CacheT*>(is_value ? p.v_cache : p.k_cache);
 }
 // kFields: the format families' path (V of its own geometry, no V, an MLA entry), else K and V of
 // one shape and geometry (family kv), whose code does not pay for the others.
 template <typename CacheT, bool kFields = true>
-KVF_HD CacheT* cache_row(const KvAppendParams& p, bool is_value, int64_t block, int64_t pos, int64_t head) {
+KVF_HD CacheT* cache_row(const KvAppendCore& p, bool is_value, int64_t block, int64_t pos, int64_t head) {
   return cache_base<CacheT>(p, is_value) + cache_elem_offset(kFields && is_value ? value_geometry(p) : p.cache, block, pos, head, 0);
 }
-KVF_HD float* scale_cell(const KvAppendParams& p, bool is_value, int64_t block, int64_t pos, int64_t head) {
+KVF_HD float* scale_cell(const KvAppendCore& p, bool is_value, int64_t block, int64_t pos, int64_t head) {
   return (is_value ? p.v_scale_cache : p.k_scale_cache) + cache_elem_offset(p.scale_cache, block, pos, head, 0);
 }
 
@@ -460,7 +466,7 @@ struct RowPart {
 
 // The parts of tensor is_value's row of (token, head) stored at (block, pos, head); returns their count.
 template <typename InT, typename CacheT, bool kFields>
-KVF_HD int row_parts(const KvAppendParams& p, bool is_value, int64_t token, int64_t block, int64_t pos, int64_t head,
+KVF_HD int row_parts(const KvAppendCore& p, bool is_value, int64_t token, int64_t block, int64_t pos, int64_t head,
                      RowPart<InT, CacheT> (&out)[2]) {
   CacheT* dst = cache_row<CacheT, kFields>(p, is_value, block, pos, head);
   const InT* src = input_row<InT>(p, is_value, token, head);
@@ -498,7 +504,7 @@ KVF_HD bool row_chunk(const RowPart<InT, CacheT> (&parts)[2], int num_parts, int
 // has_k / has_v). Both loads are issued before either store (the compiler cannot reorder them: it
 // must assume inputs and caches alias).
 template <typename InT, typename CacheT>
-KVF_HD void append_chunk(const KvAppendParams& p, int64_t block, int64_t head, bool has_k, const RowPart<InT, CacheT>& k, int64_t k_lo,
+KVF_HD void append_chunk(const KvAppendCore& p, int64_t block, int64_t head, bool has_k, const RowPart<InT, CacheT>& k, int64_t k_lo,
                          int64_t k_hi, bool has_v, const RowPart<InT, CacheT>& v, int64_t v_lo, int64_t v_hi) {
   if constexpr (std::is_same_v<InT, CacheT>) {
     Vec16 kx{}, vx{};
@@ -522,7 +528,7 @@ KVF_HD void append_chunk(const KvAppendParams& p, int64_t block, int64_t head, b
 // Work item (head, chunk) of row `token`, stored at (block, pos): the chunk of the K row (or MLA
 // entry) and of the V row.
 template <typename InT, typename CacheT, bool kFields>
-KVF_HD void append_item(const KvAppendParams& p, int64_t token, int64_t block, int64_t pos, int64_t head, int64_t chunk) {
+KVF_HD void append_item(const KvAppendCore& p, int64_t token, int64_t block, int64_t pos, int64_t head, int64_t chunk) {
   RowPart<InT, CacheT> k_parts[2], v_parts[2], k, v;
   int64_t k_lo = 0, k_hi = 0, v_lo = 0, v_hi = 0;
   const bool has_k = row_chunk(k_parts, row_parts<InT, CacheT, kFields>(p, false, token, block, pos, head, k_parts), chunk, k, k_lo, k_hi);
@@ -567,7 +573,7 @@ KVF_HD void store_run(const InT* src, CacheT* dst, int64_t lo, int64_t hi, int64
 // head scale needs the whole row's amax first, so there a work item is a whole (tensor, head) row.
 // Values follow the geometry path's rules (bit copy, conversion, static or per-token-head scale).
 template <typename InT, typename CacheT>
-KVF_HD void append_legacy_rows(const KvAppendParams& p, int64_t token, int64_t block, int64_t pos, int thread, int threads) {
+KVF_HD void append_legacy_rows(const KvAppendCore& p, int64_t token, int64_t block, int64_t pos, int thread, int threads) {
   constexpr int64_t kVec = 16 / sizeof(InT);
   const int64_t x = 16 / static_cast<int64_t>(sizeof(CacheT));
   const FieldLayout fields[2] = {xpacked_key_layout(p.cache, 0, p.num_heads, p.head_dim, x),
@@ -1019,37 +1025,51 @@ KVF_HD void append_format_rows(const KvAppendParams& p, int64_t token, int64_t b
 // is a whole (K or V, head) row instead: the row's amax must be known before any element is stored.
 
 template <typename InT, typename CacheT, bool kFields>
-KVF_HD void append_rows(const KvAppendParams& p, int64_t token, int64_t block, int64_t pos, int thread, int threads);
+KVF_HD void append_rows(const KvAppendCore& p, int64_t token, int64_t block, int64_t pos, int thread, int threads);
 
 // Which of the kernel's two instantiations runs a call: kFields false for family kv in a geometry
 // (K and V of one shape; the common case, whose registers and occupancy then owe nothing to the
 // rest), true for the format families and vllm_legacy. The GPU launcher and the emulator both
 // choose by this, so cuda-emu runs the path the GPU runs.
-KVF_HD bool needs_fields_path(const KvAppendParams& p) {
+KVF_HD bool needs_fields_path(const KvAppendCore& p) {
   return p.vllm_legacy || !p.has_value || p.rope_dim != 0 || p.value_head_dim != 0 || p.value_cache.num_blocks != 0;
 }
 
 // Row t's slot under CSR addressing: its request's page holding its position, and the offset there.
-KVF_HD int64_t csr_slot(const KvAppendParams& p, int64_t t) {
+KVF_HD int64_t csr_slot(const KvAppendCore& p, int64_t t) {
   const int64_t pos = p.csr_positions[t];
   const int64_t page = p.csr_kv_indices[p.csr_kv_indptr[p.csr_batch_indices[t]] + pos / p.cache.block_size];
   return page * p.cache.block_size + pos % p.cache.block_size;
 }
 
 // Whether row t's token is already outside its request's window (window_positions set).
-KVF_HD bool outside_window(const KvAppendParams& p, int64_t t) {
+KVF_HD bool outside_window(const KvAppendCore& p, int64_t t) {
   const int64_t pos = p.window_positions[t];
   return pos >= p.window_sinks && pos < p.window_seq_lens[t] - (p.window_size - p.window_sinks);
 }
 
 // Whether row t's token is another context-parallel rank's (cp_positions set).
-KVF_HD bool other_ranks_token(const KvAppendParams& p, int64_t t) {
+KVF_HD bool other_ranks_token(const KvAppendCore& p, int64_t t) {
   const int64_t pos = p.cp_positions[t];
   return pos >= 0 && pos / p.cp_interleave % p.cp_world_size != p.cp_rank;
 }
 
-template <typename InT, typename CacheT, typename SlotT, bool kFields>
-KVF_HD void kv_append_thread(const KvAppendParams& p, int64_t cta, int thread, int threads) {
+// Splits a slot into (block, pos): in 32-bit arithmetic when both fit, which the GPU divides in a
+// few instructions instead of a 64-bit division's subroutine (every thread of a call pays it first).
+KVF_HD void split_slot(int64_t slot, int64_t block_size, int64_t& block, int64_t& pos) {
+  if (((slot | block_size) >> 31) == 0) {
+    const uint32_t s = static_cast<uint32_t>(slot), bs = static_cast<uint32_t>(block_size);
+    block = s / bs;
+    pos = s - static_cast<uint32_t>(block) * bs;
+    return;
+  }
+  block = slot / block_size;
+  pos = slot % block_size;
+}
+
+// P: KvAppendCore for a classic cache's instantiations, KvAppendParams for a quantised format's.
+template <typename InT, typename CacheT, typename SlotT, bool kFields, typename P>
+KVF_HD void kv_append_thread(const P& p, int64_t cta, int thread, int threads) {
   const int64_t token = cta;
   const int64_t slot = p.csr_batch_indices != nullptr ? csr_slot(p, token) : load_slot<SlotT>(p.slot_mapping, token);
   if (slot < 0) return;  // padding
@@ -1059,8 +1079,8 @@ KVF_HD void kv_append_thread(const KvAppendParams& p, int64_t cta, int thread, i
     if (thread == 0) count_invalid_slot(p.invalid_slots);
     return;
   }
-  const int64_t block = slot / p.cache.block_size;
-  const int64_t pos = slot % p.cache.block_size;
+  int64_t block = 0, pos = 0;
+  split_slot(slot, p.cache.block_size, block, pos);
   if constexpr (kFields) {
     if constexpr (kIsFormat<CacheT>) {  // a quantised format: the instantiation of its own
       append_format_rows<InT>(p, token, block, pos, thread, threads);
@@ -1075,7 +1095,7 @@ KVF_HD void kv_append_thread(const KvAppendParams& p, int64_t cta, int thread, i
 
 // The rows of `token` at (block, pos), work items strided over the block's threads.
 template <typename InT, typename CacheT, bool kFields>
-KVF_HD void append_rows(const KvAppendParams& p, int64_t token, int64_t block, int64_t pos, int thread, int threads) {
+KVF_HD void append_rows(const KvAppendCore& p, int64_t token, int64_t block, int64_t pos, int thread, int threads) {
   constexpr int64_t kVec = 16 / sizeof(InT);  // elements per chunk
   const int num_tensors = !kFields || p.has_value ? 2 : 1;
 
