@@ -465,18 +465,18 @@ struct RowPart {
 };
 
 // The parts of tensor is_value's row of (token, head) stored at (block, pos, head); returns their count.
-template <typename InT, typename CacheT, bool kFields>
+template <typename InT, typename CacheT>
 KVF_HD int row_parts(const KvAppendCore& p, bool is_value, int64_t token, int64_t block, int64_t pos, int64_t head,
                      RowPart<InT, CacheT> (&out)[2]) {
-  CacheT* dst = cache_row<CacheT, kFields>(p, is_value, block, pos, head);
+  CacheT* dst = cache_row<CacheT, true>(p, is_value, block, pos, head);
   const InT* src = input_row<InT>(p, is_value, token, head);
   if (is_value) {
-    out[0] = {src, dst, kFields ? value_dim(p) : p.head_dim};
+    out[0] = {src, dst, value_dim(p)};
     return 1;
   }
-  const int64_t key_dims = p.head_dim - (kFields ? p.rope_dim : 0);
+  const int64_t key_dims = p.head_dim - p.rope_dim;
   out[0] = {src, dst, key_dims};
-  if (!kFields || p.rope_dim <= 0) return 1;
+  if (p.rope_dim <= 0) return 1;
   out[1] = {static_cast<const InT*>(p.rope) + input_elem_offset(p.rope_stride_token, p.rope_stride_head, token, head, 0), dst + key_dims,
             p.rope_dim};
   return 2;
@@ -527,13 +527,13 @@ KVF_HD void append_chunk(const KvAppendCore& p, int64_t block, int64_t head, boo
 
 // Work item (head, chunk) of row `token`, stored at (block, pos): the chunk of the K row (or MLA
 // entry) and of the V row.
-template <typename InT, typename CacheT, bool kFields>
+template <typename InT, typename CacheT>
 KVF_HD void append_item(const KvAppendCore& p, int64_t token, int64_t block, int64_t pos, int64_t head, int64_t chunk) {
   RowPart<InT, CacheT> k_parts[2], v_parts[2], k, v;
   int64_t k_lo = 0, k_hi = 0, v_lo = 0, v_hi = 0;
-  const bool has_k = row_chunk(k_parts, row_parts<InT, CacheT, kFields>(p, false, token, block, pos, head, k_parts), chunk, k, k_lo, k_hi);
-  const bool has_v = (!kFields || p.has_value) &&
-                     row_chunk(v_parts, row_parts<InT, CacheT, kFields>(p, true, token, block, pos, head, v_parts), chunk, v, v_lo, v_hi);
+  const bool has_k = row_chunk(k_parts, row_parts<InT, CacheT>(p, false, token, block, pos, head, k_parts), chunk, k, k_lo, k_hi);
+  const bool has_v = p.has_value &&
+                     row_chunk(v_parts, row_parts<InT, CacheT>(p, true, token, block, pos, head, v_parts), chunk, v, v_lo, v_hi);
   append_chunk<InT, CacheT>(p, block, head, has_k, k, k_lo, k_hi, has_v, v, v_lo, v_hi);
 }
 
@@ -1019,13 +1019,7 @@ KVF_HD void append_format_rows(const KvAppendParams& p, int64_t token, int64_t b
 }
 
 // ---------------------------------------------------------------------------------------------
-// Per-thread body. Thread block `cta` handles slot entry `cta`; its threads stride over
-// heads x 16-byte chunks of head_dim, each work item covering that chunk of the K row and of the V
-// row, so any head count and head_dim are covered. With a dynamic per-token-head scale a work item
-// is a whole (K or V, head) row instead: the row's amax must be known before any element is stored.
-
-template <typename InT, typename CacheT, bool kFields>
-KVF_HD void append_rows(const KvAppendCore& p, int64_t token, int64_t block, int64_t pos, int thread, int threads);
+// Where a row goes. Every path of the kernel starts here.
 
 // Which of the kernel's two instantiations runs a call: kFields false for family kv in a geometry
 // (K and V of one shape; the common case, whose registers and occupancy then owe nothing to the
@@ -1055,7 +1049,8 @@ KVF_HD bool other_ranks_token(const KvAppendCore& p, int64_t t) {
 }
 
 // Splits a slot into (block, pos): in 32-bit arithmetic when both fit, which the GPU divides in a
-// few instructions instead of a 64-bit division's subroutine (every thread of a call pays it first).
+// few instructions instead of a 64-bit division's subroutine (0.1 µs of a one-row call on the H200,
+// bench/node_cost.cu).
 KVF_HD void split_slot(int64_t slot, int64_t block_size, int64_t& block, int64_t& pos) {
   if (((slot | block_size) >> 31) == 0) {
     const uint32_t s = static_cast<uint32_t>(slot), bs = static_cast<uint32_t>(block_size);
@@ -1067,37 +1062,161 @@ KVF_HD void split_slot(int64_t slot, int64_t block_size, int64_t& block, int64_t
   pos = slot % block_size;
 }
 
-// P: KvAppendCore for a classic cache's instantiations, KvAppendParams for a quantised format's.
-template <typename InT, typename CacheT, typename SlotT, bool kFields, typename P>
-KVF_HD void kv_append_thread(const P& p, int64_t cta, int thread, int threads) {
-  const int64_t token = cta;
+// Row `token`'s place in the cache: false when this call writes nothing of it (padding, a token
+// already outside its window or another rank's, a slot past the capacity, which thread 0 counts),
+// else true with its (block, pos).
+template <typename SlotT>
+KVF_HD bool row_destination(const KvAppendCore& p, int64_t token, int thread, int64_t& block, int64_t& pos) {
   const int64_t slot = p.csr_batch_indices != nullptr ? csr_slot(p, token) : load_slot<SlotT>(p.slot_mapping, token);
-  if (slot < 0) return;  // padding
-  if (p.window_positions != nullptr && outside_window(p, token)) return;  // evicted by this call's later tokens
-  if (p.cp_positions != nullptr && other_ranks_token(p, token)) return;   // held by another rank's shard
+  if (slot < 0) return false;  // padding
+  if (p.window_positions != nullptr && outside_window(p, token)) return false;  // evicted by this call's later tokens
+  if (p.cp_positions != nullptr && other_ranks_token(p, token)) return false;   // held by another rank's shard
   if (slot >= cache_capacity(p.cache)) {
     if (thread == 0) count_invalid_slot(p.invalid_slots);
-    return;
+    return false;
   }
-  int64_t block = 0, pos = 0;
   split_slot(slot, p.cache.block_size, block, pos);
-  if constexpr (kFields) {
-    if constexpr (kIsFormat<CacheT>) {  // a quantised format: the instantiation of its own
-      append_format_rows<InT>(p, token, block, pos, thread, threads);
-      return;
-    } else if (p.vllm_legacy) {
-      append_legacy_rows<InT, CacheT>(p, token, block, pos, thread, threads);
-      return;
-    }
-  }
-  if constexpr (!kIsFormat<CacheT>) append_rows<InT, CacheT, kFields>(p, token, block, pos, thread, threads);
+  return true;
 }
 
+// ---------------------------------------------------------------------------------------------
+// The classic caches (kFields false: family kv in a geometry, K and V rows of one shape at one
+// slot). A work item is one 16-byte chunk of input of one head: that chunk of the K row and of the V
+// row. With a dynamic per-token-head scale, K's and V's chunks are items of their own, and the
+// thread of an item computes its row's amax from the whole row itself: max is exact in any order,
+// so every thread of a row derives the same scale, and no thread waits for or talks to another.
+//
+// A small call's time is a chain of latencies (the slot's load, the rows' loads, the stores), so a
+// thread loads its first item's input before it knows the slot: row `token` of key and value exists
+// whatever its slot says (they hold num_slots rows), and nothing is stored before the slot is checked.
+
+// One work item's input: elements [lo, hi) of head `head`'s K and V rows.
+struct ClassicItem {
+  int head = 0;
+  int64_t lo = 0, hi = 0;
+  Vec16 k{}, v{};
+};
+
+// Item `item` of row `token` (chunks: 16-byte chunks per row), its input loaded.
+template <typename InT>
+KVF_HD ClassicItem load_classic_item(const KvAppendCore& p, int64_t token, int item, int chunks) {
+  constexpr int64_t kVec = 16 / sizeof(InT);
+  ClassicItem it;
+  it.head = item / chunks;
+  it.lo = static_cast<int64_t>(item - it.head * chunks) * kVec;
+  it.hi = it.lo + kVec < p.head_dim ? it.lo + kVec : p.head_dim;
+  it.k = load_chunk(input_row<InT>(p, false, token, it.head), it.lo, it.hi);
+  it.v = load_chunk(input_row<InT>(p, true, token, it.head), it.lo, it.hi);
+  return it;
+}
+
+// Stores a loaded chunk x (load_chunk) of InT elements converted to CacheT (both float dtypes).
+template <typename InT, typename CacheT>
+KVF_HD void store_converted(const Vec16& x, CacheT* dst, int64_t lo, int64_t hi) {
+  constexpr int kVec = 16 / sizeof(InT);
+  KVF_UNROLL
+  for (int i = 0; i < kVec; ++i)
+    if (lo + i < hi) dst[lo + i] = from_float<CacheT>(to_float(vec_elem<InT>(x, i)));
+}
+
+// The rows of `token`: bit copies, conversions, or a static scale's quantisation.
+template <typename InT, typename CacheT, typename SlotT>
+KVF_HD void append_classic_rows(const KvAppendCore& p, int64_t token, int thread, int threads) {
+  constexpr int64_t kVec = 16 / sizeof(InT);
+  const int chunks = static_cast<int>((p.head_dim + kVec - 1) / kVec);
+  const int items = p.num_heads * chunks;
+  ClassicItem first;
+  if (thread < items) first = load_classic_item<InT>(p, token, thread, chunks);
+  int64_t block = 0, pos = 0;
+  if (!row_destination<SlotT>(p, token, thread, block, pos)) return;
+  auto store = [&](const ClassicItem& it) {
+    CacheT* k_dst = cache_row<CacheT, false>(p, false, block, pos, it.head);
+    CacheT* v_dst = cache_row<CacheT, false>(p, true, block, pos, it.head);
+    if constexpr (std::is_same_v<InT, CacheT>) {
+      store_chunk(it.k, k_dst, it.lo, it.hi);
+      store_chunk(it.v, v_dst, it.lo, it.hi);
+    } else if constexpr (kIsQuantized<CacheT>) {
+      store_quantized<InT, CacheT>(it.k, k_dst, it.lo, it.hi, static_scale(p, false, block, it.head));
+      store_quantized<InT, CacheT>(it.v, v_dst, it.lo, it.hi, static_scale(p, true, block, it.head));
+    } else {
+      store_converted<InT, CacheT>(it.k, k_dst, it.lo, it.hi);
+      store_converted<InT, CacheT>(it.v, v_dst, it.lo, it.hi);
+    }
+  };
+  if (thread >= items) return;
+  store(first);
+  for (int item = thread + threads; item < items; item += threads) store(load_classic_item<InT>(p, token, item, chunks));
+}
+
+// Largest magnitude of a row's first `len` elements, NaN ignored (kVec partial maxima, combined
+// at the end: max is exact in any order).
+template <typename InT>
+KVF_HD float row_amax(const InT* src, int64_t len) {
+  constexpr int kVec = 16 / sizeof(InT);
+  float lane_max[kVec] = {};
+  for (int64_t lo = 0; lo < len; lo += kVec) {  // chunks read whole; zeros past the row
+    const Vec16 x = load_chunk(src, lo, lo + kVec < len ? lo + kVec : len);
+    KVF_UNROLL
+    for (int e = 0; e < kVec; ++e) lane_max[e] = fmaxf(lane_max[e], fabsf(to_float(vec_elem<InT>(x, e))));  // NaN ignored
+  }
+  float amax = 0.0f;
+  KVF_UNROLL
+  for (int e = 0; e < kVec; ++e) amax = fmaxf(amax, lane_max[e]);
+  return amax;
+}
+
+// The rows of `token` under a dynamic per-token-head scale: items (tensor, head, chunk); the thread
+// of a row's chunk 0 also stores the row's scale.
+template <typename InT, typename CacheT, typename SlotT>
+KVF_HD void append_classic_dynamic(const KvAppendCore& p, int64_t token, int thread, int threads) {
+  constexpr int64_t kVec = 16 / sizeof(InT);
+  const int chunks = static_cast<int>((p.head_dim + kVec - 1) / kVec);
+  const int per_tensor = p.num_heads * chunks;
+  struct Item {
+    bool is_value = false;
+    int head = 0;
+    int64_t lo = 0, hi = 0;
+    Vec16 x{};
+    float amax = 0.0f;
+  };
+  auto load = [&](int item) {
+    Item it;
+    it.is_value = item >= per_tensor;
+    const int rest = it.is_value ? item - per_tensor : item;
+    it.head = rest / chunks;
+    it.lo = static_cast<int64_t>(rest - it.head * chunks) * kVec;
+    it.hi = it.lo + kVec < p.head_dim ? it.lo + kVec : p.head_dim;
+    const InT* src = input_row<InT>(p, it.is_value, token, it.head);
+    it.x = load_chunk(src, it.lo, it.hi);
+    it.amax = row_amax(src, p.head_dim);
+    return it;
+  };
+  Item first;
+  if (thread < 2 * per_tensor) first = load(thread);
+  int64_t block = 0, pos = 0;
+  if (!row_destination<SlotT>(p, token, thread, block, pos)) return;
+  auto store = [&](const Item& it) {
+    const float scale = dynamic_scale<CacheT>(it.amax);
+    if (it.lo == 0) *scale_cell(p, it.is_value, block, pos, it.head) = scale;
+    store_quantized<InT, CacheT>(it.x, cache_row<CacheT, false>(p, it.is_value, block, pos, it.head), it.lo, it.hi, scale);
+  };
+  if (thread >= 2 * per_tensor) return;
+  store(first);
+  for (int item = thread + threads; item < 2 * per_tensor; item += threads) store(load(item));
+}
+
+// ---------------------------------------------------------------------------------------------
+// The format families and vllm_legacy (kFields true). Thread block `cta` handles slot entry `cta`;
+// its threads stride over heads x 16-byte chunks of head_dim, each work item covering that chunk of
+// the K row (or MLA entry) and of the V row, so any head count and head_dim are covered. With a
+// dynamic per-token-head scale a work item is a whole (K or V, head) row instead: the row's amax
+// must be known before any element is stored.
+
 // The rows of `token` at (block, pos), work items strided over the block's threads.
-template <typename InT, typename CacheT, bool kFields>
+template <typename InT, typename CacheT>
 KVF_HD void append_rows(const KvAppendCore& p, int64_t token, int64_t block, int64_t pos, int thread, int threads) {
   constexpr int64_t kVec = 16 / sizeof(InT);  // elements per chunk
-  const int num_tensors = !kFields || p.has_value ? 2 : 1;
+  const int num_tensors = p.has_value ? 2 : 1;
 
   if constexpr (kIsQuantized<CacheT>) {
     if (p.scale_kind == ScaleKind::per_token_head) {
@@ -1105,15 +1224,9 @@ KVF_HD void append_rows(const KvAppendCore& p, int64_t token, int64_t block, int
         const bool is_value = work >= p.num_heads;
         const int64_t head = work % p.num_heads;
         RowPart<InT, CacheT> parts[2];
-        const int num_parts = row_parts<InT, CacheT, kFields>(p, is_value, token, block, pos, head, parts);
+        const int num_parts = row_parts<InT, CacheT>(p, is_value, token, block, pos, head, parts);
         float amax = 0.0f;
-        for (int i = 0; i < num_parts; ++i) {
-          for (int64_t lo = 0; lo < parts[i].len; lo += kVec) {  // chunks read whole; zeros past the part
-            const Vec16 x = load_chunk(parts[i].src, lo, lo + kVec < parts[i].len ? lo + kVec : parts[i].len);
-            KVF_UNROLL
-            for (int e = 0; e < kVec; ++e) amax = fmaxf(amax, fabsf(to_float(vec_elem<InT>(x, e))));  // NaN ignored
-          }
-        }
+        for (int i = 0; i < num_parts; ++i) amax = fmaxf(amax, row_amax(parts[i].src, parts[i].len));
         const float scale = dynamic_scale<CacheT>(amax);
         *scale_cell(p, is_value, block, pos, head) = scale;
         for (int i = 0; i < num_parts; ++i) {
@@ -1130,13 +1243,10 @@ KVF_HD void append_rows(const KvAppendCore& p, int64_t token, int64_t block, int
   // Work item = one chunk (16 bytes of input) of one head, of the K row and of the V row (rows of
   // unequal length: the shorter one's item past its end does nothing). The item's head and chunk
   // advance by `threads` items per iteration, without a division.
-  int chunks = static_cast<int>((p.head_dim + kVec - 1) / kVec);
-  if constexpr (kFields) {
-    const int64_t key_dims = p.head_dim - p.rope_dim;
-    const int k_chunks = static_cast<int>((key_dims + kVec - 1) / kVec + (p.rope_dim + kVec - 1) / kVec);
-    const int v_chunks = p.has_value ? static_cast<int>((value_dim(p) + kVec - 1) / kVec) : 0;
-    chunks = k_chunks > v_chunks ? k_chunks : v_chunks;
-  }
+  const int64_t key_dims = p.head_dim - p.rope_dim;
+  const int k_chunks = static_cast<int>((key_dims + kVec - 1) / kVec + (p.rope_dim + kVec - 1) / kVec);
+  const int v_chunks = p.has_value ? static_cast<int>((value_dim(p) + kVec - 1) / kVec) : 0;
+  const int chunks = k_chunks > v_chunks ? k_chunks : v_chunks;
   if (chunks == 0) return;
   const int64_t per_tensor = static_cast<int64_t>(p.num_heads) * chunks;
   int item_head = thread / chunks;
@@ -1146,12 +1256,39 @@ KVF_HD void append_rows(const KvAppendCore& p, int64_t token, int64_t block, int
 
   for (int64_t work = thread; work < per_tensor; work += threads) {
     const int64_t head = item_head;
-    append_item<InT, CacheT, kFields>(p, token, block, pos, head, item_chunk);
+    append_item<InT, CacheT>(p, token, block, pos, head, item_chunk);
     item_head += head_step;
     item_chunk += chunk_step;
     if (item_chunk >= chunks) {
       item_chunk -= chunks;
       ++item_head;
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Per-thread body: thread `thread` of thread block `cta`, which handles slot entry `cta`.
+// P: KvAppendCore for a classic cache's instantiations, KvAppendParams for a quantised format's.
+template <typename InT, typename CacheT, typename SlotT, bool kFields, typename P>
+KVF_HD void kv_append_thread(const P& p, int64_t cta, int thread, int threads) {
+  const int64_t token = cta;
+  if constexpr (!kFields) {
+    if constexpr (kIsQuantized<CacheT>) {
+      if (p.scale_kind == ScaleKind::per_token_head) {
+        append_classic_dynamic<InT, CacheT, SlotT>(p, token, thread, threads);
+        return;
+      }
+    }
+    append_classic_rows<InT, CacheT, SlotT>(p, token, thread, threads);
+  } else {
+    int64_t block = 0, pos = 0;
+    if (!row_destination<SlotT>(p, token, thread, block, pos)) return;
+    if constexpr (kIsFormat<CacheT>) {  // a quantised format: the instantiation of its own
+      append_format_rows<InT>(p, token, block, pos, thread, threads);
+    } else if (p.vllm_legacy) {
+      append_legacy_rows<InT, CacheT>(p, token, block, pos, thread, threads);
+    } else {
+      append_rows<InT, CacheT>(p, token, block, pos, thread, threads);
     }
   }
 }
