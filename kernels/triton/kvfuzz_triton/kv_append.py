@@ -87,8 +87,9 @@ def _bits_ptr(ptr, DTYPE: tl.constexpr):
 
 
 @triton.jit
-def _widen_f32(bits, IN_DTYPE: tl.constexpr):
-    """Input element bits (unsigned integers) widened exactly to fp32."""
+def _load_f32(ptrs, mask, IN_DTYPE: tl.constexpr):
+    """Loads input elements widened exactly to fp32 (ptrs are unsigned-integer pointers)."""
+    bits = tl.load(ptrs, mask=mask, other=0)
     if IN_DTYPE == BF16:
         x = (bits.to(tl.uint32) << 16).to(tl.float32, bitcast=True)
     elif IN_DTYPE == F16:
@@ -96,12 +97,6 @@ def _widen_f32(bits, IN_DTYPE: tl.constexpr):
     else:
         x = bits.to(tl.float32, bitcast=True)
     return x
-
-
-@triton.jit
-def _load_f32(ptrs, mask, IN_DTYPE: tl.constexpr):
-    """Loads input elements widened exactly to fp32 (ptrs are unsigned-integer pointers)."""
-    return _widen_f32(tl.load(ptrs, mask=mask, other=0), IN_DTYPE)
 
 
 @triton.jit
@@ -193,23 +188,11 @@ def _row_slot(token, slot_ptr, block_size, csr, csr_batch_ptr, csr_pos_ptr, csr_
 
 
 @triton.jit
-def _split_slot(slot, block_size):
-    """(block, pos) of a slot >= 0: in 32-bit arithmetic when both fit, which the GPU divides in a few
-    instructions instead of a 64-bit division's subroutine (slot < 0: any values, never used)."""
-    if (slot >= 0) & (slot < 2147483648) & (block_size < 2147483648):
-        block = (tl.cast(slot, tl.int32) // tl.cast(block_size, tl.int32)).to(tl.int64)
-    else:
-        block = slot // block_size
-    pos = slot - block * block_size
-    return block, pos
-
-
-@triton.jit
-def _head_scales(src_rows, rope_rows, key_dims, scale_ptr, block, pos, heads, head_mask, valid, num_heads, head_dim,
+def _head_scales(src_rows, rope_rows, key_dims, scale_ptr, block, pos, heads, head_mask, num_heads, head_dim,
                  scale_kind, scale_stride_block, scale_stride_pos, scale_stride_head, IN_DTYPE: tl.constexpr,
                  CACHE_DTYPE: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_D: tl.constexpr):
-    """The fp32 scale of each head of the tile: read (static kinds) or computed and, if `valid`,
-    stored (per token-head, amax over the row's own head_dim dims, both sources of a two-part row)."""
+    """The fp32 scale of each head of the tile: read (static kinds) or computed and stored (per
+    token-head, amax over the row's own head_dim dims, both sources of a two-part row)."""
     if CACHE_DTYPE == INT8:
         QMAX: tl.constexpr = 127.0
     elif CACHE_DTYPE == FP8_E4M3:
@@ -225,13 +208,13 @@ def _head_scales(src_rows, rope_rows, key_dims, scale_ptr, block, pos, heads, he
             amax = tl.maximum(amax, tl.max(tl.where(x != x, 0.0, tl.abs(x)), axis=0))  # masked dims load as 0
         scale = tl.math.div_rn(tl.maximum(amax, 1e-6), QMAX)
         cell = block * scale_stride_block + pos * scale_stride_pos + heads * scale_stride_head
-        tl.store(scale_ptr + cell, scale, mask=head_mask & valid)
+        tl.store(scale_ptr + cell, scale, mask=head_mask)
     elif scale_kind == PER_TENSOR:
         scale = tl.load(scale_ptr + heads * 0, mask=head_mask, other=1.0)
     elif scale_kind == PER_HEAD:
         scale = tl.load(scale_ptr + heads, mask=head_mask, other=1.0)
     else:  # PER_BLOCK: the slot's physical block
-        scale = tl.load(scale_ptr + (block * num_heads + heads), mask=head_mask & valid, other=1.0)
+        scale = tl.load(scale_ptr + (block * num_heads + heads), mask=head_mask, other=1.0)
     return scale
 
 
@@ -253,71 +236,42 @@ def _dim_offsets(dims, dim_x, stride_dim0, stride_dim1):
 
 
 @triton.jit
-def _cache_bits(bits, scale, IN_DTYPE: tl.constexpr, CACHE_DTYPE: tl.constexpr, FP8_SOFTWARE: tl.constexpr):
-    """Loaded input bits [BLOCK_D, BLOCK_H] as the cache stores them: the bits themselves (equal
-    dtypes), converted (float caches) or quantised by the heads' scales [BLOCK_H]."""
-    if CACHE_DTYPE == IN_DTYPE:
-        return bits
-    elif CACHE_DTYPE <= F32:
-        return _float_bits(_widen_f32(bits, IN_DTYPE), CACHE_DTYPE)
-    else:
-        q = tl.math.div_rn(_widen_f32(bits, IN_DTYPE), scale[None, :])
-        if CACHE_DTYPE == INT8:
-            return _int8_bits(q)
-        else:
-            return _fp8_bits(q, CACHE_DTYPE, FP8_SOFTWARE)
-
-
-@triton.jit
-def _append_rows(key_base, key_stride_token, key_stride_head, rope_base, rope_stride_token, rope_stride_head,
-                 value_base, value_stride_token, value_stride_head, k_dst_base, v_dst_base, k_scale_ptr, v_scale_ptr,
-                 token, block, pos, valid, h0, h_end, num_heads, head_dim, rope_dim, value_head_dim, has_value,
-                 k_stride_block, k_stride_pos, k_stride_head, k_dim_x, k_stride_dim0, k_stride_dim1,
-                 v_stride_block, v_stride_pos, v_stride_head, v_dim_x, v_stride_dim0, v_stride_dim1,
+def _append_rows(src_base, stride_token, stride_head, rope_base, rope_stride_token, rope_stride_head, key_dims,
+                 dst_base, scale_ptr, token, block, pos, h0, h_end, num_heads, head_dim, field_stride_block,
+                 field_stride_pos, field_stride_head, field_dim_x, field_stride_dim0, field_stride_dim1,
                  scale_stride_block, scale_stride_pos, scale_stride_head, scale_kind,
                  IN_DTYPE: tl.constexpr, CACHE_DTYPE: tl.constexpr, FP8_SOFTWARE: tl.constexpr,
                  BLOCK_H: tl.constexpr, BLOCK_D: tl.constexpr):
-    """Writes heads [h0, min(h0 + BLOCK_H, h_end)) of input row `token` into slot (block, pos), if
-    `valid`: the K row of head_dim dims (dims [0, head_dim - rope_dim) from key_base's row, the rest
-    from rope_base's: mla's k_pe) and, if has_value, the V row of value_head_dim dims, each field
-    addressed by its strides, BLOCK_D dims at a time.
-
-    A tile's K and V inputs are both loaded before either is stored: a warp issues in order, and a
-    store waits for its data, so a load behind a store would wait a whole load latency more. No
-    load depends on the slot either: the caller computes block, pos and valid while they are in
-    flight (a small call's time is that chain of latencies)."""
+    """Writes heads [h0, min(h0 + BLOCK_H, h_end)) of one input row of head_dim dims into one cache
+    slot of one field (K or V, addressed by its field_* strides), BLOCK_D dims at a time. Dims
+    [0, key_dims) come from src_base's row, [key_dims, head_dim) from rope_base's (mla's k_pe;
+    key_dims >= head_dim: one source)."""
     heads = (h0 + tl.arange(0, BLOCK_H)).to(tl.int64)
     head_mask = heads < h_end
-    v_head_mask = head_mask & (has_value != 0)
-    key_dims = head_dim - rope_dim
-    k_rows = _bits_ptr(key_base, IN_DTYPE) + (token * key_stride_token + heads[None, :] * key_stride_head)
+    src_rows = _bits_ptr(src_base, IN_DTYPE) + (token * stride_token + heads[None, :] * stride_head)
     rope_rows = _bits_ptr(rope_base, IN_DTYPE) + (token * rope_stride_token + heads[None, :] * rope_stride_head)
-    v_rows = _bits_ptr(value_base, IN_DTYPE) + (token * value_stride_token + heads[None, :] * value_stride_head)
-    k_dst_rows = _bits_ptr(k_dst_base, CACHE_DTYPE) + (block * k_stride_block + pos * k_stride_pos
-                                                       + heads[None, :] * k_stride_head)
-    v_dst_rows = _bits_ptr(v_dst_base, CACHE_DTYPE) + (block * v_stride_block + pos * v_stride_pos
-                                                       + heads[None, :] * v_stride_head)
-    k_scale = tl.full([BLOCK_H], 1.0, tl.float32)
-    v_scale = k_scale
+    dst_rows = _bits_ptr(dst_base, CACHE_DTYPE) + (block * field_stride_block + pos * field_stride_pos
+                                                   + heads[None, :] * field_stride_head)
     if CACHE_DTYPE > F32:
-        k_scale = _head_scales(k_rows, rope_rows, key_dims, k_scale_ptr, block, pos, heads, head_mask, valid,
-                               num_heads, head_dim, scale_kind, scale_stride_block, scale_stride_pos,
-                               scale_stride_head, IN_DTYPE, CACHE_DTYPE, BLOCK_H, BLOCK_D)
-        v_scale = _head_scales(v_rows, v_rows, value_head_dim, v_scale_ptr, block, pos, heads, v_head_mask, valid,
-                               num_heads, value_head_dim, scale_kind, scale_stride_block, scale_stride_pos,
-                               scale_stride_head, IN_DTYPE, CACHE_DTYPE, BLOCK_H, BLOCK_D)
-    for d0 in range(0, tl.where(value_head_dim > head_dim, value_head_dim, head_dim), BLOCK_D):
+        scale = _head_scales(src_rows, rope_rows, key_dims, scale_ptr, block, pos, heads, head_mask, num_heads,
+                             head_dim, scale_kind, scale_stride_block, scale_stride_pos, scale_stride_head,
+                             IN_DTYPE, CACHE_DTYPE, BLOCK_H, BLOCK_D)
+    for d0 in range(0, head_dim, BLOCK_D):
         dims32 = d0 + tl.arange(0, BLOCK_D)
         dims = dims32.to(tl.int64)
         mask = (dims < head_dim)[:, None] & head_mask[None, :]
-        src = _src_ptrs(k_rows, rope_rows, d0, dims, key_dims, BLOCK_D)
-        v_mask = (dims < value_head_dim)[:, None] & v_head_mask[None, :]
-        k_bits = tl.load(src, mask=mask, other=0)
-        v_bits = tl.load(v_rows + dims[:, None], mask=v_mask, other=0)
-        k_dst = k_dst_rows + _dim_offsets(dims32, k_dim_x, k_stride_dim0, k_stride_dim1)[:, None]
-        v_dst = v_dst_rows + _dim_offsets(dims32, v_dim_x, v_stride_dim0, v_stride_dim1)[:, None]
-        tl.store(k_dst, _cache_bits(k_bits, k_scale, IN_DTYPE, CACHE_DTYPE, FP8_SOFTWARE), mask=mask & valid)
-        tl.store(v_dst, _cache_bits(v_bits, v_scale, IN_DTYPE, CACHE_DTYPE, FP8_SOFTWARE), mask=v_mask & valid)
+        src = _src_ptrs(src_rows, rope_rows, d0, dims, key_dims, BLOCK_D)
+        dst = dst_rows + _dim_offsets(dims32, field_dim_x, field_stride_dim0, field_stride_dim1)[:, None]
+        if CACHE_DTYPE == IN_DTYPE:
+            tl.store(dst, tl.load(src, mask=mask, other=0), mask=mask)
+        elif CACHE_DTYPE <= F32:
+            tl.store(dst, _float_bits(_load_f32(src, mask, IN_DTYPE), CACHE_DTYPE), mask=mask)
+        else:
+            q = tl.math.div_rn(_load_f32(src, mask, IN_DTYPE), scale[None, :])
+            if CACHE_DTYPE == INT8:
+                tl.store(dst, _int8_bits(q), mask=mask)
+            else:
+                tl.store(dst, _fp8_bits(q, CACHE_DTYPE, FP8_SOFTWARE), mask=mask)
 
 
 # Runtime integers that take the values 0 and 1: never specialised on (the JIT would otherwise
@@ -363,18 +317,24 @@ def kv_append_kernel(
                             cp, cp_rank, cp_world_size, cp_interleave, cp_pos_ptr)
     h_begin = tl.program_id(1) * heads_per_program
     h_end = tl.minimum(h_begin + heads_per_program, num_heads)
-    block, pos = _split_slot(slot, block_size)
-    invalid = write & (block >= num_blocks)  # slot >= capacity: never written, counted once per slot entry
-    if invalid:
-        if has_counter != 0:
-            if tl.program_id(1) == 0:
-                tl.atomic_add(invalid_slots_ptr, 1)
-    valid = write & (block < num_blocks)
-    for h0 in range(h_begin, h_end, BLOCK_H):
-        _append_rows(key_ptr, key_stride_token, key_stride_head, rope_ptr, rope_stride_token, rope_stride_head,
-                     value_ptr, value_stride_token, value_stride_head, k_cache_ptr, v_cache_ptr, k_scale_ptr,
-                     v_scale_ptr, token, block, pos, valid, h0, h_end, num_heads, head_dim, rope_dim, value_head_dim,
-                     has_value, k_stride_block, k_stride_pos, k_stride_head, k_dim_x, k_stride_dim0, k_stride_dim1,
-                     v_stride_block, v_stride_pos, v_stride_head, v_dim_x, v_stride_dim0, v_stride_dim1,
-                     scale_stride_block, scale_stride_pos, scale_stride_head, scale_kind, IN_DTYPE, CACHE_DTYPE,
-                     FP8_SOFTWARE, BLOCK_H, BLOCK_D)
+    if write:
+        block = slot // block_size
+        pos = slot - block * block_size
+        if block >= num_blocks:  # slot >= capacity: never written, counted once per slot entry
+            if has_counter != 0:
+                if tl.program_id(1) == 0:
+                    tl.atomic_add(invalid_slots_ptr, 1)
+        else:
+            for h0 in range(h_begin, h_end, BLOCK_H):
+                _append_rows(key_ptr, key_stride_token, key_stride_head, rope_ptr, rope_stride_token,
+                             rope_stride_head, head_dim - rope_dim, k_cache_ptr, k_scale_ptr, token, block, pos,
+                             h0, h_end, num_heads, head_dim, k_stride_block, k_stride_pos, k_stride_head, k_dim_x,
+                             k_stride_dim0, k_stride_dim1, scale_stride_block, scale_stride_pos,
+                             scale_stride_head, scale_kind, IN_DTYPE, CACHE_DTYPE, FP8_SOFTWARE, BLOCK_H, BLOCK_D)
+                if has_value != 0:
+                    _append_rows(value_ptr, value_stride_token, value_stride_head, value_ptr, 0, 0,
+                                 value_head_dim, v_cache_ptr, v_scale_ptr, token, block, pos, h0, h_end,
+                                 num_heads, value_head_dim, v_stride_block, v_stride_pos, v_stride_head,
+                                 v_dim_x, v_stride_dim0, v_stride_dim1, scale_stride_block, scale_stride_pos,
+                                 scale_stride_head, scale_kind, IN_DTYPE, CACHE_DTYPE, FP8_SOFTWARE, BLOCK_H,
+                                 BLOCK_D)
