@@ -9,8 +9,8 @@
 //
 // The body is __host__ __device__: kv_append.cu launches it on the GPU, kv_append_emu.cpp runs the
 // same code on the CPU through a grid emulator (the cuda-emu target). Only the helpers marked below
-// (vector load/store and the invalid-slot counter) have separate host and device implementations,
-// with identical results.
+// (vector load/store, the invalid-slot counter and row_group_max) have separate host and device
+// implementations, with identical results.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -180,14 +180,15 @@ inline namespace KVF_KERNEL_NS {  // the kernel's functions (kv_layout.cuh)
 KVF_HD int64_t value_dim(const KvAppendCore& p) { return p.value_head_dim > 0 ? p.value_head_dim : p.head_dim; }
 KVF_HD const CacheGeometry& value_geometry(const KvAppendCore& p) { return p.value_cache.num_blocks > 0 ? p.value_cache : p.cache; }
 
-// Threads per block: 128, or 64 for caches quantised with a static scale, whose per-element
-// division and conversion make the fixed per-thread work worth sharing between two work items
-// (H_kv 8 x D 128: 154 -> 132 us at T = 65536 on the H200; bf16 copies are faster with 128 and
-// per_token_head, one thread per row, needs the threads; reports/bench/2026-11-30-h200/README.md).
+// Threads per block: 128, or 64 for calls of >= 4096 rows into caches quantised with a static
+// scale, whose per-element division and conversion then make the fixed per-thread work worth
+// sharing between two work items. On the H200 (H_kv 8 x D 128, fp8 per tensor): 64 threads take
+// 157 us at T = 65536 against 174 with 128 and tie at 4096 (11.3 / 11.6); at T <= 256, where the
+// second item's load waits for the slot, 128 take 2.8 us against 3.9.
 inline int kv_append_threads(const KvAppendParams& p) {
   if (p.quant_format != QuantFormatId::none) return 128;  // a quantised format: pieces of groups (append_format_rows)
   const bool static_scale = p.scale_kind != ScaleKind::none && p.scale_kind != ScaleKind::per_token_head;
-  return static_scale ? 64 : 128;
+  return static_scale && p.num_slots >= 4096 ? 64 : 128;
 }
 inline LaunchConfig kv_append_launch_config(const KvAppendParams& p) {
   return LaunchConfig{p.num_slots, kv_append_threads(p)};
@@ -1090,15 +1091,17 @@ KVF_HD bool row_destination(const KvAppendCore& p, int64_t token, int thread, in
 // thread loads its first item's input before it knows the slot: row `token` of key and value exists
 // whatever its slot says (they hold num_slots rows), and nothing is stored before the slot is checked.
 
-// One work item's input: elements [lo, hi) of head `head`'s K and V rows.
+// One work item's input: elements [lo, hi) of head `head`'s K and V rows, and their static scales
+// where those need no slot (per_tensor, per_head).
 struct ClassicItem {
   int head = 0;
   int64_t lo = 0, hi = 0;
   Vec16 k{}, v{};
+  float k_scale = 1.0f, v_scale = 1.0f;
 };
 
 // Item `item` of row `token` (chunks: 16-byte chunks per row), its input loaded.
-template <typename InT>
+template <typename InT, typename CacheT>
 KVF_HD ClassicItem load_classic_item(const KvAppendCore& p, int64_t token, int item, int chunks) {
   constexpr int64_t kVec = 16 / sizeof(InT);
   ClassicItem it;
@@ -1107,6 +1110,12 @@ KVF_HD ClassicItem load_classic_item(const KvAppendCore& p, int64_t token, int i
   it.hi = it.lo + kVec < p.head_dim ? it.lo + kVec : p.head_dim;
   it.k = load_chunk(input_row<InT>(p, false, token, it.head), it.lo, it.hi);
   it.v = load_chunk(input_row<InT>(p, true, token, it.head), it.lo, it.hi);
+  if constexpr (kIsQuantized<CacheT>) {
+    if (p.scale_kind != ScaleKind::per_block) {
+      it.k_scale = static_scale(p, false, 0, it.head);
+      it.v_scale = static_scale(p, true, 0, it.head);
+    }
+  }
   return it;
 }
 
@@ -1126,7 +1135,7 @@ KVF_HD void append_classic_rows(const KvAppendCore& p, int64_t token, int thread
   const int chunks = static_cast<int>((p.head_dim + kVec - 1) / kVec);
   const int items = p.num_heads * chunks;
   ClassicItem first;
-  if (thread < items) first = load_classic_item<InT>(p, token, thread, chunks);
+  if (thread < items) first = load_classic_item<InT, CacheT>(p, token, thread, chunks);
   int64_t block = 0, pos = 0;
   if (!row_destination<SlotT>(p, token, thread, block, pos)) return;
   auto store = [&](const ClassicItem& it) {
@@ -1136,8 +1145,9 @@ KVF_HD void append_classic_rows(const KvAppendCore& p, int64_t token, int thread
       store_chunk(it.k, k_dst, it.lo, it.hi);
       store_chunk(it.v, v_dst, it.lo, it.hi);
     } else if constexpr (kIsQuantized<CacheT>) {
-      store_quantized<InT, CacheT>(it.k, k_dst, it.lo, it.hi, static_scale(p, false, block, it.head));
-      store_quantized<InT, CacheT>(it.v, v_dst, it.lo, it.hi, static_scale(p, true, block, it.head));
+      const bool by_block = p.scale_kind == ScaleKind::per_block;  // the slot's physical block's scales
+      store_quantized<InT, CacheT>(it.k, k_dst, it.lo, it.hi, by_block ? static_scale(p, false, block, it.head) : it.k_scale);
+      store_quantized<InT, CacheT>(it.v, v_dst, it.lo, it.hi, by_block ? static_scale(p, true, block, it.head) : it.v_scale);
     } else {
       store_converted<InT, CacheT>(it.k, k_dst, it.lo, it.hi);
       store_converted<InT, CacheT>(it.v, v_dst, it.lo, it.hi);
@@ -1145,64 +1155,92 @@ KVF_HD void append_classic_rows(const KvAppendCore& p, int64_t token, int thread
   };
   if (thread >= items) return;
   store(first);
-  for (int item = thread + threads; item < items; item += threads) store(load_classic_item<InT>(p, token, item, chunks));
+  for (int item = thread + threads; item < items; item += threads) store(load_classic_item<InT, CacheT>(p, token, item, chunks));
 }
 
-// Largest magnitude of a row's first `len` elements, NaN ignored (kVec partial maxima, combined
-// at the end: max is exact in any order).
+// Lane `lane`'s share of a row of `len` elements held by `lanes` threads: the max magnitude over its
+// 16-byte chunks lane, lane + lanes, ... (NaN ignored, zeros past the row); *first (if given) gets
+// its first chunk.
 template <typename InT>
-KVF_HD float row_amax(const InT* src, int64_t len) {
-  constexpr int kVec = 16 / sizeof(InT);
-  float lane_max[kVec] = {};
-  for (int64_t lo = 0; lo < len; lo += kVec) {  // chunks read whole; zeros past the row
+KVF_HD float lane_max(const InT* src, int64_t len, int lane, int lanes, Vec16* first) {
+  constexpr int64_t kVec = 16 / sizeof(InT);
+  float partial = 0.0f;
+  for (int64_t lo = lane * kVec; lo < len; lo += lanes * kVec) {
     const Vec16 x = load_chunk(src, lo, lo + kVec < len ? lo + kVec : len);
+    if (first != nullptr && lo == lane * kVec) *first = x;
     KVF_UNROLL
-    for (int e = 0; e < kVec; ++e) lane_max[e] = fmaxf(lane_max[e], fabsf(to_float(vec_elem<InT>(x, e))));  // NaN ignored
+    for (int e = 0; e < kVec; ++e) partial = fmaxf(partial, fabsf(to_float(vec_elem<InT>(x, e))));  // NaN ignored
   }
-  float amax = 0.0f;
-  KVF_UNROLL
-  for (int e = 0; e < kVec; ++e) amax = fmaxf(amax, lane_max[e]);
-  return amax;
+  return partial;
 }
 
-// The rows of `token` under a dynamic per-token-head scale: items (tensor, head, chunk); the thread
-// of a row's chunk 0 also stores the row's scale.
+// The max of `partial` (this thread's lane_max) over its group of `lanes` consecutive threads (a
+// power of two <= 32, aligned to it), which hold the row src of len elements (nullptr: a group past
+// the rows, whose partials are 0). Every thread of the block calls it, none having returned: the GPU
+// combines the group's partials with warp shuffles; the emulator, which runs one thread at a time,
+// computes every lane's lane_max itself. Max is exact in any order, so both give the same bits.
+template <typename InT>
+KVF_HD float row_group_max(float partial, int lanes, const InT* src, int64_t len) {
+#if defined(__CUDA_ARCH__)
+  for (int offset = lanes / 2; offset > 0; offset /= 2) partial = fmaxf(partial, __shfl_xor_sync(0xffffffffu, partial, offset));
+  return partial;
+#else
+  if (src == nullptr) return partial;
+  float amax = 0.0f;
+  for (int lane = 0; lane < lanes; ++lane) amax = fmaxf(amax, lane_max(src, len, lane, lanes, static_cast<Vec16*>(nullptr)));
+  return amax;
+#endif
+}
+
+// The rows of `token` under a dynamic per-token-head scale. The 2 H rows (K's heads, then V's) are
+// held by groups of `lanes` threads, the power of two >= the row's 16-byte chunks (at most 32, a
+// warp), lane j holding chunks j, j + lanes, ...; each lane takes the max over its chunks, the group
+// combines them (row_group_max), every lane quantises its chunks by the row's scale and lane 0
+// stores the scale. Rows are dealt to the block's threads in passes, which every thread runs
+// (a group past the rows only joins the shuffles). The first pass's input and maxima are taken
+// before the slot is known.
 template <typename InT, typename CacheT, typename SlotT>
 KVF_HD void append_classic_dynamic(const KvAppendCore& p, int64_t token, int thread, int threads) {
   constexpr int64_t kVec = 16 / sizeof(InT);
   const int chunks = static_cast<int>((p.head_dim + kVec - 1) / kVec);
-  const int per_tensor = p.num_heads * chunks;
-  struct Item {
+  int lanes = 1;
+  while (lanes < chunks && lanes < 32) lanes *= 2;
+  const int rows = 2 * p.num_heads, rows_per_pass = threads / lanes, lane = thread % lanes;
+  struct Share {  // one lane's share of one row
+    const InT* src = nullptr;  // the row's input; nullptr: past the rows
     bool is_value = false;
     int head = 0;
-    int64_t lo = 0, hi = 0;
-    Vec16 x{};
+    Vec16 first{};  // the lane's first chunk (chunk `lane`), zeros past the row
     float amax = 0.0f;
   };
-  auto load = [&](int item) {
-    Item it;
-    it.is_value = item >= per_tensor;
-    const int rest = it.is_value ? item - per_tensor : item;
-    it.head = rest / chunks;
-    it.lo = static_cast<int64_t>(rest - it.head * chunks) * kVec;
-    it.hi = it.lo + kVec < p.head_dim ? it.lo + kVec : p.head_dim;
-    const InT* src = input_row<InT>(p, it.is_value, token, it.head);
-    it.x = load_chunk(src, it.lo, it.hi);
-    it.amax = row_amax(src, p.head_dim);
-    return it;
+  auto take = [&](int pass) {  // loads of the lane's chunks and the row's amax
+    Share s;
+    const int row = pass * rows_per_pass + thread / lanes;
+    float partial = 0.0f;
+    if (row < rows) {
+      s.is_value = row >= p.num_heads;
+      s.head = s.is_value ? row - p.num_heads : row;
+      s.src = input_row<InT>(p, s.is_value, token, s.head);
+      partial = lane_max(s.src, p.head_dim, lane, lanes, &s.first);
+    }
+    s.amax = row_group_max(partial, lanes, s.src, p.head_dim);
+    return s;
   };
-  Item first;
-  if (thread < 2 * per_tensor) first = load(thread);
+  const int passes = (rows + rows_per_pass - 1) / rows_per_pass;
+  const Share first = take(0);
   int64_t block = 0, pos = 0;
-  if (!row_destination<SlotT>(p, token, thread, block, pos)) return;
-  auto store = [&](const Item& it) {
-    const float scale = dynamic_scale<CacheT>(it.amax);
-    if (it.lo == 0) *scale_cell(p, it.is_value, block, pos, it.head) = scale;
-    store_quantized<InT, CacheT>(it.x, cache_row<CacheT, false>(p, it.is_value, block, pos, it.head), it.lo, it.hi, scale);
-  };
-  if (thread >= 2 * per_tensor) return;
-  store(first);
-  for (int item = thread + threads; item < 2 * per_tensor; item += threads) store(load(item));
+  if (!row_destination<SlotT>(p, token, thread, block, pos)) return;  // the whole block returns: one slot
+  for (int pass = 0; pass < passes; ++pass) {
+    const Share s = pass == 0 ? first : take(pass);
+    if (s.src == nullptr) continue;
+    const float scale = dynamic_scale<CacheT>(s.amax);
+    if (lane == 0) *scale_cell(p, s.is_value, block, pos, s.head) = scale;
+    CacheT* dst = cache_row<CacheT, false>(p, s.is_value, block, pos, s.head);
+    for (int c = lane; c < chunks; c += lanes) {
+      const int64_t lo = static_cast<int64_t>(c) * kVec, hi = lo + kVec < p.head_dim ? lo + kVec : p.head_dim;
+      store_quantized<InT, CacheT>(c == lane ? s.first : load_chunk(s.src, lo, hi), dst, lo, hi, scale);
+    }
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1226,7 +1264,7 @@ KVF_HD void append_rows(const KvAppendCore& p, int64_t token, int64_t block, int
         RowPart<InT, CacheT> parts[2];
         const int num_parts = row_parts<InT, CacheT>(p, is_value, token, block, pos, head, parts);
         float amax = 0.0f;
-        for (int i = 0; i < num_parts; ++i) amax = fmaxf(amax, row_amax(parts[i].src, parts[i].len));
+        for (int i = 0; i < num_parts; ++i) amax = fmaxf(amax, lane_max(parts[i].src, parts[i].len, 0, 1, static_cast<Vec16*>(nullptr)));
         const float scale = dynamic_scale<CacheT>(amax);
         *scale_cell(p, is_value, block, pos, head) = scale;
         for (int i = 0; i < num_parts; ++i) {
