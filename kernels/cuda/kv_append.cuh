@@ -1091,18 +1091,24 @@ KVF_HD bool row_destination(const KvAppendCore& p, int64_t token, int thread, in
 // thread loads its first item's input before it knows the slot: row `token` of key and value exists
 // whatever its slot says (they hold num_slots rows), and nothing is stored before the slot is checked.
 
+// A pair of static scales (K's, V's).
+struct ScalePair {
+  float k = 1.0f, v = 1.0f;
+};
+
 // One work item's input: elements [lo, hi) of head `head`'s K and V rows, and their static scales
 // where those need no slot (per_tensor, per_head).
 struct ClassicItem {
   int head = 0;
   int64_t lo = 0, hi = 0;
   Vec16 k{}, v{};
-  float k_scale = 1.0f, v_scale = 1.0f;
+  ScalePair scale;
 };
 
-// Item `item` of row `token` (chunks: 16-byte chunks per row), its input loaded.
+// Item `item` of row `token` (chunks: 16-byte chunks per row), its input loaded; `tensor`: the
+// per_tensor scales, which the caller loads once.
 template <typename InT, typename CacheT>
-KVF_HD ClassicItem load_classic_item(const KvAppendCore& p, int64_t token, int item, int chunks) {
+KVF_HD ClassicItem load_classic_item(const KvAppendCore& p, int64_t token, int item, int chunks, const ScalePair& tensor) {
   constexpr int64_t kVec = 16 / sizeof(InT);
   ClassicItem it;
   it.head = item / chunks;
@@ -1111,10 +1117,8 @@ KVF_HD ClassicItem load_classic_item(const KvAppendCore& p, int64_t token, int i
   it.k = load_chunk(input_row<InT>(p, false, token, it.head), it.lo, it.hi);
   it.v = load_chunk(input_row<InT>(p, true, token, it.head), it.lo, it.hi);
   if constexpr (kIsQuantized<CacheT>) {
-    if (p.scale_kind != ScaleKind::per_block) {
-      it.k_scale = static_scale(p, false, 0, it.head);
-      it.v_scale = static_scale(p, true, 0, it.head);
-    }
+    it.scale = p.scale_kind == ScaleKind::per_head ? ScalePair{static_scale(p, false, 0, it.head), static_scale(p, true, 0, it.head)}
+                                                   : tensor;
   }
   return it;
 }
@@ -1134,8 +1138,12 @@ KVF_HD void append_classic_rows(const KvAppendCore& p, int64_t token, int thread
   constexpr int64_t kVec = 16 / sizeof(InT);
   const int chunks = static_cast<int>((p.head_dim + kVec - 1) / kVec);
   const int items = p.num_heads * chunks;
+  ScalePair tensor;
+  if constexpr (kIsQuantized<CacheT>) {
+    if (p.scale_kind == ScaleKind::per_tensor) tensor = {static_scale(p, false, 0, 0), static_scale(p, true, 0, 0)};
+  }
   ClassicItem first;
-  if (thread < items) first = load_classic_item<InT, CacheT>(p, token, thread, chunks);
+  if (thread < items) first = load_classic_item<InT, CacheT>(p, token, thread, chunks, tensor);
   int64_t block = 0, pos = 0;
   if (!row_destination<SlotT>(p, token, thread, block, pos)) return;
   auto store = [&](const ClassicItem& it) {
@@ -1146,8 +1154,8 @@ KVF_HD void append_classic_rows(const KvAppendCore& p, int64_t token, int thread
       store_chunk(it.v, v_dst, it.lo, it.hi);
     } else if constexpr (kIsQuantized<CacheT>) {
       const bool by_block = p.scale_kind == ScaleKind::per_block;  // the slot's physical block's scales
-      store_quantized<InT, CacheT>(it.k, k_dst, it.lo, it.hi, by_block ? static_scale(p, false, block, it.head) : it.k_scale);
-      store_quantized<InT, CacheT>(it.v, v_dst, it.lo, it.hi, by_block ? static_scale(p, true, block, it.head) : it.v_scale);
+      store_quantized<InT, CacheT>(it.k, k_dst, it.lo, it.hi, by_block ? static_scale(p, false, block, it.head) : it.scale.k);
+      store_quantized<InT, CacheT>(it.v, v_dst, it.lo, it.hi, by_block ? static_scale(p, true, block, it.head) : it.scale.v);
     } else {
       store_converted<InT, CacheT>(it.k, k_dst, it.lo, it.hi);
       store_converted<InT, CacheT>(it.v, v_dst, it.lo, it.hi);
@@ -1155,7 +1163,7 @@ KVF_HD void append_classic_rows(const KvAppendCore& p, int64_t token, int thread
   };
   if (thread >= items) return;
   store(first);
-  for (int item = thread + threads; item < items; item += threads) store(load_classic_item<InT, CacheT>(p, token, item, chunks));
+  for (int item = thread + threads; item < items; item += threads) store(load_classic_item<InT, CacheT>(p, token, item, chunks, tensor));
 }
 
 // Lane `lane`'s share of a row of `len` elements held by `lanes` threads: the max magnitude over its
