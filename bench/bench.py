@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """kvfuzz kernel benchmark (issue 7): verify, then time, the append kernels on one CUDA GPU.
 
-    python3 bench/bench.py --cuda-lib tuned=PATH.so [--cuda-lib v0=OTHER.so ...] --out DIR
+    python3 bench/bench.py --cuda-lib tuned=PATH.so [--cuda-lib v0=OTHER.so ...] [--peer flashinfer=DRIVER.so] --out DIR
     python3 bench/bench.py --list                # the cases, no GPU needed
 
 PATH.so is bench/cuda_entry.cu built with a kernel folder (bench/build_cuda_entry.sh): the launcher
@@ -49,6 +49,17 @@ same bytes, bit for bit (bit-exactness against the contract is what the kvfuzz c
 Bytes per call: the bf16 K and V read, codes and scales written, 8 B of slot per token.
 Select case groups with --cases (comma = or, '+' = and), e.g.
     --cases nhd-bf16-h8-d128,hnd-bf16-h8-d128,vllm_legacy,mla,nvfp4,mxfp8
+
+Peers (--peer NAME=PATH, repeatable; PEERS lists the names): another library's kernel, timed in the
+same run on the same tensors and verified like every other row. flashinfer: FlashInfer's own
+flashinfer::AppendPagedKVCache (the kernel of flashinfer.append_paged_kv_cache), PATH the driver
+examples/peers/flashinfer/bench_driver.cu built against a pinned flashinfer-python's headers
+(examples/peers/flashinfer: fetch-headers.sh, then build.sh -t bench). It takes paged NHD/HND bf16
+K and V, no quantisation ("n/a" on the other cases, and on head dims other than 64/128/256/512,
+which the driver refuses). FlashInfer addresses the cache the CSR way, not through a slot_mapping:
+the case's slots become a decode batch (flashinfer_csr: token t is the newest token of request t,
+whose one page is slot // 16), built on the host before anything is timed. Its bytes moved are the
+case's (FlashInfer reads 16 B of indices per token where the slot_mapping is 8 B).
 """
 import argparse
 import ctypes
@@ -323,12 +334,30 @@ def select_cases(cases, patterns):
     return [c for c in cases if any(all(part in c.name for part in alt.split("+")) for alt in alternatives)]
 
 
+def flashinfer_csr(slots, block_size):
+    """FlashInfer's append inputs for a slot mapping (slots: list of distinct slots >= 0, one per
+    token), as a decode batch: token t is the newest token of request t, whose sequence of
+    slots[t] % block_size + 1 tokens lies on the one page slots[t] // block_size. {name: list of
+    ints}: batch_indices [T] (t), positions [T] (slots[t] % block_size), kv_indptr [T + 1] (0..T),
+    kv_indices [T] (slots[t] // block_size), kv_last_page_len [T] (positions + 1). The positions are
+    those flashinfer.get_batch_indices_positions derives (each request's appended tokens are its
+    last), and AppendPagedKVCache writes row t to page kv_indices[kv_indptr[t] + positions[t] //
+    block_size], entry positions[t] % block_size: slot slots[t]."""
+    positions = [slot % block_size for slot in slots]
+    return {"batch_indices": list(range(len(slots))), "positions": positions,
+            "kv_indptr": list(range(len(slots) + 1)), "kv_indices": [slot // block_size for slot in slots],
+            "kv_last_page_len": [p + 1 for p in positions]}
+
+
 def parse_args(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--cuda-lib", action="append", default=[], metavar="NAME[@PATTERN]=PATH",
                     help="a build of bench/cuda_entry.cu (bench/build_cuda_entry.sh), timed as NAME; repeatable. "
                          "With @PATTERN only on cases whose name contains PATTERN ('a+b': both, 'a,b': either)")
+    ap.add_argument("--peer", action="append", default=[], metavar="NAME=PATH",
+                    help="another library's kernel, timed as row NAME; repeatable. NAME: " + ", ".join(
+                        f"{n} ({p.BUILD})" for n, p in PEERS.items()))
     ap.add_argument("--out", help="folder for bench.json and bench.md (must not hold them already)")
     ap.add_argument("--cases", action="append", default=[], metavar="PATTERN",
                     help="run only cases whose name contains PATTERN ('a+b': both, 'a,b': either); repeatable. "
@@ -350,10 +379,22 @@ def parse_args(argv):
         name, _, pattern = name.partition("@")
         if not sep or not name or not path:
             ap.error(f"--cuda-lib expects NAME[@PATTERN]=PATH, got {spec!r}")
-        if name in [n for n, _, _ in libs] or name in ("copy", "triton") or name.startswith(("torch", "triton:")):
+        if (name in [n for n, _, _ in libs] or name in ("copy", "triton") or name in PEERS
+                or name.startswith(("torch", "triton:"))):
             ap.error(f"--cuda-lib name {name!r} is taken")
         libs.append((name, pattern, path))
     args.cuda_lib = libs
+    peers = []
+    for spec in args.peer:
+        name, sep, path = spec.partition("=")
+        if not sep or not path:
+            ap.error(f"--peer expects NAME=PATH, got {spec!r}")
+        if name not in PEERS:
+            ap.error(f"--peer {name!r} is not a known peer; known: {', '.join(PEERS)}")
+        if name in [n for n, _ in peers]:
+            ap.error(f"--peer {name!r} given twice")
+        peers.append((name, path))
+    args.peer = peers
     try:
         args.tokens = tuple(int(t) for t in args.tokens.split(",") if t)
         args.triton_variants = tuple(int(t) for t in args.triton_variants.split(",") if t)
@@ -531,6 +572,8 @@ def render_markdown(results, meta):
     for k in ("date", "commit", "command", "torch", "triton", "note"):
         if meta.get(k):
             lines.append(f"- {k}: {meta[k]}")
+    for name, peer in meta.get("peers", {}).items():
+        lines.append(f"- peer {name}: {peer['version']} ({peer['path']})")
     lines += ["", "µs per call: graph = GPU time inside a CUDA graph (median replay / calls), stream = "
               "event-to-event median of one call issued back to back, host = Python wall time per call "
               "without sync. GB/s and ratio use graph µs; ratio = copy ceiling µs (min of its graph and stream µs) / µs. verify: whole "
@@ -1031,6 +1074,96 @@ def cuda_launcher(torch, lib, a, lacks):
     return run
 
 
+class FlashInferArgs(ctypes.Structure):
+    """kvfz_flashinfer_append of examples/peers/flashinfer/paged_append.cuh, field for field."""
+    _fields_ = [
+        ("dtype", ctypes.c_int32), ("layout", ctypes.c_int32), ("num_heads", ctypes.c_int32), ("head_dim", ctypes.c_int32),
+        ("key", ctypes.c_void_p), ("value", ctypes.c_void_p),
+        ("key_stride_token", ctypes.c_int64), ("key_stride_head", ctypes.c_int64),
+        ("value_stride_token", ctypes.c_int64), ("value_stride_head", ctypes.c_int64),
+        ("k_cache", ctypes.c_void_p), ("v_cache", ctypes.c_void_p),
+        ("num_pages", ctypes.c_int64), ("page_size", ctypes.c_int64),
+        ("stride_page", ctypes.c_int64), ("stride_pos", ctypes.c_int64), ("stride_head", ctypes.c_int64),
+        ("batch_indices", ctypes.c_void_p), ("positions", ctypes.c_void_p), ("kv_indptr", ctypes.c_void_p),
+        ("kv_indices", ctypes.c_void_p), ("kv_last_page_len", ctypes.c_void_p),
+        ("batch_size", ctypes.c_int32), ("nnz", ctypes.c_int64),
+        ("stream", ctypes.c_void_p),
+    ]
+
+
+class FlashInferPeer:
+    """--peer flashinfer=PATH: FlashInfer's flashinfer::AppendPagedKVCache through PATH, the driver
+    examples/peers/flashinfer/bench_driver.cu (kvfuzz_flashinfer_append(args, error, size): 0
+    launched, -1 the kernel cannot take the call, else a cudaError_t). version: the FlashInfer
+    version of the headers it was built against."""
+
+    name = "flashinfer"
+    BUILD = "examples/peers/flashinfer/build.sh -t bench"
+    UNSUPPORTED = -1  # kvfuzz_flashinfer_append: nothing launched, the error text says why
+
+    def __init__(self, path):
+        self.path = str(pathlib.Path(path).resolve())
+        lib = ctypes.CDLL(self.path)
+        lib.kvfuzz_flashinfer_args_size.restype = ctypes.c_longlong
+        lib.kvfuzz_flashinfer_version.restype = ctypes.c_char_p
+        lib.kvfuzz_flashinfer_append.restype = ctypes.c_int
+        lib.kvfuzz_flashinfer_append.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t]
+        size = lib.kvfuzz_flashinfer_args_size()
+        if size != ctypes.sizeof(FlashInferArgs):
+            raise ValueError(f"{path} was built with a kvfz_flashinfer_append of {size} bytes, bench.py's "
+                             f"FlashInferArgs has {ctypes.sizeof(FlashInferArgs)}: rebuild it with {self.BUILD}")
+        self.lib, self.version = lib, lib.kvfuzz_flashinfer_version().decode()
+
+    @staticmethod
+    def why_not(case):
+        """Why the case is not one for FlashInfer's append (its row reads "n/a: ..."), or None. The
+        kernel's own limits (head dims, threads per CTA, alignment) are the driver's to say."""
+        if case.quant or case.family != "kv" or case.layout not in ("nhd", "hnd") or case.scale != "none":
+            return "FlashInfer's append takes paged NHD/HND K and V of f16/bf16, no quantisation"
+        return None
+
+    def make_impl(self, torch, s):
+        """The append on a Setup's key, value and caches, the case's slots as FlashInfer's CSR inputs
+        (flashinfer_csr, on the device before anything is timed); raises Unsupported when the driver
+        refuses the case, RuntimeError on a launch error."""
+        c = s.case
+        csr = {k: torch.tensor(v, dtype=torch.int32, device="cuda")
+               for k, v in flashinfer_csr(s.slots.cpu().tolist(), BLOCK_SIZE).items()}
+        if s.k_cache.stride() != s.v_cache.stride():
+            raise ValueError(f"{c.name}: FlashInfer takes K and V caches of one stride, got {s.k_cache.stride()} "
+                             f"and {s.v_cache.stride()}")
+        a = FlashInferArgs()
+        a.dtype, a.layout = DTYPE_ENUM[c.cache_dtype], LAYOUT_ENUM[c.layout]
+        a.num_heads, a.head_dim = c.heads, c.head_dim
+        a.key, a.value = s.key.data_ptr(), s.value.data_ptr()
+        a.key_stride_token, a.key_stride_head = s.key.stride(0), s.key.stride(1)
+        a.value_stride_token, a.value_stride_head = s.value.stride(0), s.value.stride(1)
+        a.k_cache, a.v_cache = s.k_cache.data_ptr(), s.v_cache.data_ptr()
+        a.num_pages, a.page_size = s.num_blocks, BLOCK_SIZE
+        a.stride_page, a.stride_pos, a.stride_head = cache_geometry(s, "k_cache")
+        a.batch_indices, a.positions = csr["batch_indices"].data_ptr(), csr["positions"].data_ptr()
+        a.kv_indptr, a.kv_indices = csr["kv_indptr"].data_ptr(), csr["kv_indices"].data_ptr()
+        a.kv_last_page_len = csr["kv_last_page_len"].data_ptr()
+        a.batch_size, a.nnz = csr["kv_last_page_len"].numel(), c.tokens
+        fn_c, ref = self.lib.kvfuzz_flashinfer_append, ctypes.byref(a)
+        error = ctypes.create_string_buffer(512)
+        current_stream = torch.cuda.current_stream
+
+        def run():
+            a.stream = current_stream().cuda_stream
+            rc = fn_c(ref, error, len(error))
+            if rc == self.UNSUPPORTED:
+                raise Unsupported(f"FlashInfer's append cannot take this case: {error.value.decode()} "
+                                  "(nothing launched)")
+            if rc != 0:
+                raise RuntimeError(f"kvfuzz_flashinfer_append returned cudaError {rc}: {error.value.decode()}")
+        run.csr = csr  # the CSR tensors live as long as the call
+        return run
+
+
+PEERS = {"flashinfer": FlashInferPeer}  # --peer NAME: its class (name, BUILD, why_not, make_impl, version)
+
+
 def make_triton_impl(torch, kt, s, variant=None, num_warps=None):
     c = s.case
     if c.quant:
@@ -1262,6 +1395,13 @@ def run_gpu(args, cases, out_dir):
                 return 2
             lib.kv_only = False
         libs.append((name, pattern, lib))
+    peers = []
+    for name, path in args.peer:
+        try:
+            peers.append(PEERS[name](path))
+        except (OSError, AttributeError, ValueError) as e:
+            print(f"bench: --peer {name}={path}: {e}", file=sys.stderr)
+            return 2
     props = torch.cuda.get_device_properties(0)
     import triton
     meta = {"device": f"{props.name} ({props.multi_processor_count} SMs, {props.total_memory >> 20} MiB)",
@@ -1269,6 +1409,8 @@ def run_gpu(args, cases, out_dir):
             "torch": torch.__version__, "triton": triton.__version__, "python": platform.python_version(),
             "command": " ".join(sys.argv), "commit": os.environ.get("KVFUZZ_BENCH_COMMIT", ""),
             "note": "T <= 4096 stays in L2 (no flush between calls); only T = 65536 measures HBM."}
+    if peers:
+        meta["peers"] = {p.name: {"version": p.version, "path": p.path} for p in peers}
     gen = torch.Generator(device="cuda")
     gen.manual_seed(args.seed)
     results = []
@@ -1280,7 +1422,7 @@ def run_gpu(args, cases, out_dir):
             meta["skipped_for_budget"] = meta.get("skipped_for_budget", []) + [case.name]
             continue
         try:
-            rows = run_case(torch, kt, libs, args, case, gen)
+            rows = run_case(torch, kt, libs, peers, args, case, gen)
         except Exception as e:  # one broken case must not lose the others
             print(f"bench: {case.name}: {type(e).__name__}: {e}", file=sys.stderr)
             rows = [{"impl": "setup", "verify": f"error: {type(e).__name__}: {e}"[:300]}]
@@ -1325,7 +1467,7 @@ def verified(row):
     return v == "ok" or v.startswith("n/a")
 
 
-def run_case(torch, kt, libs, args, case, gen):
+def run_case(torch, kt, libs, peers, args, case, gen):
     """Verifies every implementation on one case, then times those that passed; returns its rows."""
     s = FormatSetup(torch, case, gen) if case.quant else Setup(torch, case, gen)
     impls = []
@@ -1336,6 +1478,12 @@ def run_case(torch, kt, libs, args, case, gen):
                 rows.append({"impl": name, "verify": "n/a: entry built before ABI v2"})
             else:
                 impls.append((name, make_cuda_impl(torch, lib, s)))
+    for peer in peers:
+        why = peer.why_not(case)
+        if why:
+            rows.append({"impl": peer.name, "verify": f"n/a: {why}"})
+        else:
+            impls.append((peer.name, peer.make_impl(torch, s)))
     if kt is not None and not case.triton_supported():
         rows.append({"impl": "triton", "verify": f"n/a: kvfuzz_triton takes layouts {'/'.join(TRITON_LAYOUTS)}, family kv"})
     elif kt is not None:

@@ -11,8 +11,10 @@
 
 namespace kvf {
 
-template <typename InT, typename CacheT, typename SlotT, bool kFields>
-__global__ void kv_append_kernel(const KvAppendParams p) {
+// P: KvAppendCore (a classic cache) or KvAppendParams (a quantised format), read in place from the
+// parameter bank (__grid_constant__: never copied to local memory).
+template <typename InT, typename CacheT, typename SlotT, bool kFields, typename P>
+__global__ void kv_append_kernel(const __grid_constant__ P p) {
   kv_append_thread<InT, CacheT, SlotT, kFields>(p, blockIdx.x, threadIdx.x, blockDim.x);
 }
 
@@ -24,12 +26,14 @@ cudaError_t kv_append_cuda(const KvAppendParams& p, cudaStream_t stream) {
     using InT = typename decltype(in)::type;
     using CacheT = typename decltype(cache)::type;
     using SlotT = typename decltype(slot)::type;
+    const unsigned grid = static_cast<unsigned>(cfg.grid);
+    const KvAppendCore& core = p;  // a classic cache's kernels take the core alone
     if constexpr (kIsFormat<CacheT>) {  // a quantised format: the fields path's instantiation
-      kv_append_kernel<InT, CacheT, SlotT, true><<<static_cast<unsigned>(cfg.grid), cfg.block, 0, stream>>>(p);
+      kv_append_kernel<InT, CacheT, SlotT, true, KvAppendParams><<<grid, cfg.block, 0, stream>>>(p);
     } else if (needs_fields_path(p)) {
-      kv_append_kernel<InT, CacheT, SlotT, true><<<static_cast<unsigned>(cfg.grid), cfg.block, 0, stream>>>(p);
+      kv_append_kernel<InT, CacheT, SlotT, true, KvAppendCore><<<grid, cfg.block, 0, stream>>>(core);
     } else {
-      kv_append_kernel<InT, CacheT, SlotT, false><<<static_cast<unsigned>(cfg.grid), cfg.block, 0, stream>>>(p);
+      kv_append_kernel<InT, CacheT, SlotT, false, KvAppendCore><<<grid, cfg.block, 0, stream>>>(core);
     }
   });
   if (!supported) return cudaErrorInvalidValue;

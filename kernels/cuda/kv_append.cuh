@@ -9,8 +9,8 @@
 //
 // The body is __host__ __device__: kv_append.cu launches it on the GPU, kv_append_emu.cpp runs the
 // same code on the CPU through a grid emulator (the cuda-emu target). Only the helpers marked below
-// (vector load/store and the invalid-slot counter) have separate host and device implementations,
-// with identical results.
+// (vector load/store, the invalid-slot counter and row_group_max) have separate host and device
+// implementations, with identical results.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -69,8 +69,12 @@ struct FormatRules {
   uint8_t int4_pairing = 0;  // Int4Pairing: 0 split_half, 1 adjacent (nibble placement is in the codes' layout)
 };
 
-// One append call. Pointers are device pointers for the GPU launcher, host pointers for the emulator.
-struct KvAppendParams {
+// One append call, in two parts: KvAppendCore, everything a classic cache's call and the format
+// families need, and KvAppendParams, which adds the quantised formats' fields. The kernels of the
+// classic caches take KvAppendCore by value: a kernel's parameters are copied into its constant bank
+// on every launch, and the formats' seven field layouts would make them 2 KB instead of ~0.4 KB.
+// Pointers are device pointers for the GPU launcher, host pointers for the emulator.
+struct KvAppendCore {
   const void* key = nullptr;        // [T_in, H, D] view, last dim contiguous; rows >= num_slots never read
   const void* value = nullptr;      // [T_in, H, D] view, last dim contiguous
   int64_t key_stride_token = 0;     // elements between key rows
@@ -141,7 +145,9 @@ struct KvAppendParams {
   int32_t cp_rank = 0;
   int32_t cp_world_size = 1;
   int32_t cp_interleave = 1;
+};
 
+struct KvAppendParams : KvAppendCore {
   // A quantised format (quant_format none: everything above). Each data field's row is stored as
   // codes, `format_group` dims to a scale (and a zero point), through the fields' layouts
   // (kv_format.cuh), in elements of their dtypes: the codes (cache_dtype; nibbles for fp4_e2m1 and
@@ -171,17 +177,18 @@ struct LaunchConfig {
 inline namespace KVF_KERNEL_NS {  // the kernel's functions (kv_layout.cuh)
 
 // V's head dim and geometry (K's unless kv_split).
-KVF_HD int64_t value_dim(const KvAppendParams& p) { return p.value_head_dim > 0 ? p.value_head_dim : p.head_dim; }
-KVF_HD const CacheGeometry& value_geometry(const KvAppendParams& p) { return p.value_cache.num_blocks > 0 ? p.value_cache : p.cache; }
+KVF_HD int64_t value_dim(const KvAppendCore& p) { return p.value_head_dim > 0 ? p.value_head_dim : p.head_dim; }
+KVF_HD const CacheGeometry& value_geometry(const KvAppendCore& p) { return p.value_cache.num_blocks > 0 ? p.value_cache : p.cache; }
 
-// Threads per block: 128, or 64 for caches quantised with a static scale, whose per-element
-// division and conversion make the fixed per-thread work worth sharing between two work items
-// (H_kv 8 x D 128: 154 -> 132 us at T = 65536 on the H200; bf16 copies are faster with 128 and
-// per_token_head, one thread per row, needs the threads; reports/bench/2026-11-30-h200/README.md).
+// Threads per block: 128, or 64 for calls of >= 4096 rows into caches quantised with a static
+// scale, whose per-element division and conversion then make the fixed per-thread work worth
+// sharing between two work items. On the H200 (H_kv 8 x D 128, fp8 per tensor): 64 threads take
+// 157 us at T = 65536 against 174 with 128 and tie at 4096 (11.3 / 11.6); at T <= 256, where the
+// second item's load waits for the slot, 128 take 2.8 us against 3.9.
 inline int kv_append_threads(const KvAppendParams& p) {
   if (p.quant_format != QuantFormatId::none) return 128;  // a quantised format: pieces of groups (append_format_rows)
   const bool static_scale = p.scale_kind != ScaleKind::none && p.scale_kind != ScaleKind::per_token_head;
-  return static_scale ? 64 : 128;
+  return static_scale && p.num_slots >= 4096 ? 64 : 128;
 }
 inline LaunchConfig kv_append_launch_config(const KvAppendParams& p) {
   return LaunchConfig{p.num_slots, kv_append_threads(p)};
@@ -356,7 +363,7 @@ KVF_HD float dynamic_scale(float amax) {
 
 // Static scale of (tensor, block, head) for per_tensor / per_head / per_block; `block` is the
 // slot's physical block.
-KVF_HD float static_scale(const KvAppendParams& p, bool is_value, int64_t block, int64_t head) {
+KVF_HD float static_scale(const KvAppendCore& p, bool is_value, int64_t block, int64_t head) {
   const float* scale = is_value ? p.v_scale : p.k_scale;
   switch (p.scale_kind) {
     case ScaleKind::per_tensor: return scale[0];
@@ -374,21 +381,21 @@ KVF_HD int64_t load_slot(const void* slot_mapping, int64_t t) {
 
 // Row pointers of (token, head) in the input and of (block, pos, head) in the caches.
 template <typename InT>
-KVF_HD const InT* input_row(const KvAppendParams& p, bool is_value, int64_t token, int64_t head) {
+KVF_HD const InT* input_row(const KvAppendCore& p, bool is_value, int64_t token, int64_t head) {
   return is_value ? static_cast<const InT*>(p.value) + input_elem_offset(p.value_stride_token, p.value_stride_head, token, head, 0)
                   : static_cast<const InT*>(p.key) + input_elem_offset(p.key_stride_token, p.key_stride_head, token, head, 0);
 }
 template <typename CacheT>
-KVF_HD CacheT* cache_base(const KvAppendParams& p, bool is_value) {
+KVF_HD CacheT* cache_base(const KvAppendCore& p, bool is_value) {
   return static_cast<CacheT*>(is_value ? p.v_cache : p.k_cache);
 }
 // kFields: the format families' path (V of its own geometry, no V, an MLA entry), else K and V of
 // one shape and geometry (family kv), whose code does not pay for the others.
 template <typename CacheT, bool kFields = true>
-KVF_HD CacheT* cache_row(const KvAppendParams& p, bool is_value, int64_t block, int64_t pos, int64_t head) {
+KVF_HD CacheT* cache_row(const KvAppendCore& p, bool is_value, int64_t block, int64_t pos, int64_t head) {
   return cache_base<CacheT>(p, is_value) + cache_elem_offset(kFields && is_value ? value_geometry(p) : p.cache, block, pos, head, 0);
 }
-KVF_HD float* scale_cell(const KvAppendParams& p, bool is_value, int64_t block, int64_t pos, int64_t head) {
+KVF_HD float* scale_cell(const KvAppendCore& p, bool is_value, int64_t block, int64_t pos, int64_t head) {
   return (is_value ? p.v_scale_cache : p.k_scale_cache) + cache_elem_offset(p.scale_cache, block, pos, head, 0);
 }
 
@@ -459,18 +466,18 @@ struct RowPart {
 };
 
 // The parts of tensor is_value's row of (token, head) stored at (block, pos, head); returns their count.
-template <typename InT, typename CacheT, bool kFields>
-KVF_HD int row_parts(const KvAppendParams& p, bool is_value, int64_t token, int64_t block, int64_t pos, int64_t head,
+template <typename InT, typename CacheT>
+KVF_HD int row_parts(const KvAppendCore& p, bool is_value, int64_t token, int64_t block, int64_t pos, int64_t head,
                      RowPart<InT, CacheT> (&out)[2]) {
-  CacheT* dst = cache_row<CacheT, kFields>(p, is_value, block, pos, head);
+  CacheT* dst = cache_row<CacheT, true>(p, is_value, block, pos, head);
   const InT* src = input_row<InT>(p, is_value, token, head);
   if (is_value) {
-    out[0] = {src, dst, kFields ? value_dim(p) : p.head_dim};
+    out[0] = {src, dst, value_dim(p)};
     return 1;
   }
-  const int64_t key_dims = p.head_dim - (kFields ? p.rope_dim : 0);
+  const int64_t key_dims = p.head_dim - p.rope_dim;
   out[0] = {src, dst, key_dims};
-  if (!kFields || p.rope_dim <= 0) return 1;
+  if (p.rope_dim <= 0) return 1;
   out[1] = {static_cast<const InT*>(p.rope) + input_elem_offset(p.rope_stride_token, p.rope_stride_head, token, head, 0), dst + key_dims,
             p.rope_dim};
   return 2;
@@ -498,7 +505,7 @@ KVF_HD bool row_chunk(const RowPart<InT, CacheT> (&parts)[2], int num_parts, int
 // has_k / has_v). Both loads are issued before either store (the compiler cannot reorder them: it
 // must assume inputs and caches alias).
 template <typename InT, typename CacheT>
-KVF_HD void append_chunk(const KvAppendParams& p, int64_t block, int64_t head, bool has_k, const RowPart<InT, CacheT>& k, int64_t k_lo,
+KVF_HD void append_chunk(const KvAppendCore& p, int64_t block, int64_t head, bool has_k, const RowPart<InT, CacheT>& k, int64_t k_lo,
                          int64_t k_hi, bool has_v, const RowPart<InT, CacheT>& v, int64_t v_lo, int64_t v_hi) {
   if constexpr (std::is_same_v<InT, CacheT>) {
     Vec16 kx{}, vx{};
@@ -521,13 +528,13 @@ KVF_HD void append_chunk(const KvAppendParams& p, int64_t block, int64_t head, b
 
 // Work item (head, chunk) of row `token`, stored at (block, pos): the chunk of the K row (or MLA
 // entry) and of the V row.
-template <typename InT, typename CacheT, bool kFields>
-KVF_HD void append_item(const KvAppendParams& p, int64_t token, int64_t block, int64_t pos, int64_t head, int64_t chunk) {
+template <typename InT, typename CacheT>
+KVF_HD void append_item(const KvAppendCore& p, int64_t token, int64_t block, int64_t pos, int64_t head, int64_t chunk) {
   RowPart<InT, CacheT> k_parts[2], v_parts[2], k, v;
   int64_t k_lo = 0, k_hi = 0, v_lo = 0, v_hi = 0;
-  const bool has_k = row_chunk(k_parts, row_parts<InT, CacheT, kFields>(p, false, token, block, pos, head, k_parts), chunk, k, k_lo, k_hi);
-  const bool has_v = (!kFields || p.has_value) &&
-                     row_chunk(v_parts, row_parts<InT, CacheT, kFields>(p, true, token, block, pos, head, v_parts), chunk, v, v_lo, v_hi);
+  const bool has_k = row_chunk(k_parts, row_parts<InT, CacheT>(p, false, token, block, pos, head, k_parts), chunk, k, k_lo, k_hi);
+  const bool has_v = p.has_value &&
+                     row_chunk(v_parts, row_parts<InT, CacheT>(p, true, token, block, pos, head, v_parts), chunk, v, v_lo, v_hi);
   append_chunk<InT, CacheT>(p, block, head, has_k, k, k_lo, k_hi, has_v, v, v_lo, v_hi);
 }
 
@@ -567,7 +574,7 @@ KVF_HD void store_run(const InT* src, CacheT* dst, int64_t lo, int64_t hi, int64
 // head scale needs the whole row's amax first, so there a work item is a whole (tensor, head) row.
 // Values follow the geometry path's rules (bit copy, conversion, static or per-token-head scale).
 template <typename InT, typename CacheT>
-KVF_HD void append_legacy_rows(const KvAppendParams& p, int64_t token, int64_t block, int64_t pos, int thread, int threads) {
+KVF_HD void append_legacy_rows(const KvAppendCore& p, int64_t token, int64_t block, int64_t pos, int thread, int threads) {
   constexpr int64_t kVec = 16 / sizeof(InT);
   const int64_t x = 16 / static_cast<int64_t>(sizeof(CacheT));
   const FieldLayout fields[2] = {xpacked_key_layout(p.cache, 0, p.num_heads, p.head_dim, x),
@@ -1013,71 +1020,249 @@ KVF_HD void append_format_rows(const KvAppendParams& p, int64_t token, int64_t b
 }
 
 // ---------------------------------------------------------------------------------------------
-// Per-thread body. Thread block `cta` handles slot entry `cta`; its threads stride over
-// heads x 16-byte chunks of head_dim, each work item covering that chunk of the K row and of the V
-// row, so any head count and head_dim are covered. With a dynamic per-token-head scale a work item
-// is a whole (K or V, head) row instead: the row's amax must be known before any element is stored.
-
-template <typename InT, typename CacheT, bool kFields>
-KVF_HD void append_rows(const KvAppendParams& p, int64_t token, int64_t block, int64_t pos, int thread, int threads);
+// Where a row goes. Every path of the kernel starts here.
 
 // Which of the kernel's two instantiations runs a call: kFields false for family kv in a geometry
 // (K and V of one shape; the common case, whose registers and occupancy then owe nothing to the
 // rest), true for the format families and vllm_legacy. The GPU launcher and the emulator both
 // choose by this, so cuda-emu runs the path the GPU runs.
-KVF_HD bool needs_fields_path(const KvAppendParams& p) {
+KVF_HD bool needs_fields_path(const KvAppendCore& p) {
   return p.vllm_legacy || !p.has_value || p.rope_dim != 0 || p.value_head_dim != 0 || p.value_cache.num_blocks != 0;
 }
 
 // Row t's slot under CSR addressing: its request's page holding its position, and the offset there.
-KVF_HD int64_t csr_slot(const KvAppendParams& p, int64_t t) {
+KVF_HD int64_t csr_slot(const KvAppendCore& p, int64_t t) {
   const int64_t pos = p.csr_positions[t];
   const int64_t page = p.csr_kv_indices[p.csr_kv_indptr[p.csr_batch_indices[t]] + pos / p.cache.block_size];
   return page * p.cache.block_size + pos % p.cache.block_size;
 }
 
 // Whether row t's token is already outside its request's window (window_positions set).
-KVF_HD bool outside_window(const KvAppendParams& p, int64_t t) {
+KVF_HD bool outside_window(const KvAppendCore& p, int64_t t) {
   const int64_t pos = p.window_positions[t];
   return pos >= p.window_sinks && pos < p.window_seq_lens[t] - (p.window_size - p.window_sinks);
 }
 
 // Whether row t's token is another context-parallel rank's (cp_positions set).
-KVF_HD bool other_ranks_token(const KvAppendParams& p, int64_t t) {
+KVF_HD bool other_ranks_token(const KvAppendCore& p, int64_t t) {
   const int64_t pos = p.cp_positions[t];
   return pos >= 0 && pos / p.cp_interleave % p.cp_world_size != p.cp_rank;
 }
 
-template <typename InT, typename CacheT, typename SlotT, bool kFields>
-KVF_HD void kv_append_thread(const KvAppendParams& p, int64_t cta, int thread, int threads) {
-  const int64_t token = cta;
-  const int64_t slot = p.csr_batch_indices != nullptr ? csr_slot(p, token) : load_slot<SlotT>(p.slot_mapping, token);
-  if (slot < 0) return;  // padding
-  if (p.window_positions != nullptr && outside_window(p, token)) return;  // evicted by this call's later tokens
-  if (p.cp_positions != nullptr && other_ranks_token(p, token)) return;   // held by another rank's shard
-  if (slot >= cache_capacity(p.cache)) {
-    if (thread == 0) count_invalid_slot(p.invalid_slots);
+// Splits a slot into (block, pos): in 32-bit arithmetic when both fit, which the GPU divides in a
+// few instructions instead of a 64-bit division's subroutine (0.1 µs of a one-row call on the H200,
+// bench/node_cost.cu).
+KVF_HD void split_slot(int64_t slot, int64_t block_size, int64_t& block, int64_t& pos) {
+  if (((slot | block_size) >> 31) == 0) {
+    const uint32_t s = static_cast<uint32_t>(slot), bs = static_cast<uint32_t>(block_size);
+    block = s / bs;
+    pos = s - static_cast<uint32_t>(block) * bs;
     return;
   }
-  const int64_t block = slot / p.cache.block_size;
-  const int64_t pos = slot % p.cache.block_size;
-  if constexpr (kFields) {
-    if constexpr (kIsFormat<CacheT>) {  // a quantised format: the instantiation of its own
-      append_format_rows<InT>(p, token, block, pos, thread, threads);
-      return;
-    } else if (p.vllm_legacy) {
-      append_legacy_rows<InT, CacheT>(p, token, block, pos, thread, threads);
-      return;
-    }
-  }
-  if constexpr (!kIsFormat<CacheT>) append_rows<InT, CacheT, kFields>(p, token, block, pos, thread, threads);
+  block = slot / block_size;
+  pos = slot % block_size;
 }
 
+// Row `token`'s place in the cache: false when this call writes nothing of it (padding, a token
+// already outside its window or another rank's, a slot past the capacity, which thread 0 counts),
+// else true with its (block, pos).
+template <typename SlotT>
+KVF_HD bool row_destination(const KvAppendCore& p, int64_t token, int thread, int64_t& block, int64_t& pos) {
+  const int64_t slot = p.csr_batch_indices != nullptr ? csr_slot(p, token) : load_slot<SlotT>(p.slot_mapping, token);
+  if (slot < 0) return false;  // padding
+  if (p.window_positions != nullptr && outside_window(p, token)) return false;  // evicted by this call's later tokens
+  if (p.cp_positions != nullptr && other_ranks_token(p, token)) return false;   // held by another rank's shard
+  if (slot >= cache_capacity(p.cache)) {
+    if (thread == 0) count_invalid_slot(p.invalid_slots);
+    return false;
+  }
+  split_slot(slot, p.cache.block_size, block, pos);
+  return true;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The classic caches (kFields false: family kv in a geometry, K and V rows of one shape at one
+// slot). A work item is one 16-byte chunk of input of one head: that chunk of the K row and of the V
+// row. With a dynamic per-token-head scale, K's and V's chunks are items of their own, and the
+// thread of an item computes its row's amax from the whole row itself: max is exact in any order,
+// so every thread of a row derives the same scale, and no thread waits for or talks to another.
+//
+// A small call's time is a chain of latencies (the slot's load, the rows' loads, the stores), so a
+// thread loads its first item's input before it knows the slot: row `token` of key and value exists
+// whatever its slot says (they hold num_slots rows), and nothing is stored before the slot is checked.
+
+// A pair of static scales (K's, V's).
+struct ScalePair {
+  float k = 1.0f, v = 1.0f;
+};
+
+// One work item's input: elements [lo, hi) of head `head`'s K and V rows, and their static scales
+// where those need no slot (per_tensor, per_head).
+struct ClassicItem {
+  int head = 0;
+  int64_t lo = 0, hi = 0;
+  Vec16 k{}, v{};
+  ScalePair scale;
+};
+
+// Item `item` of row `token` (chunks: 16-byte chunks per row), its input loaded; `tensor`: the
+// per_tensor scales, which the caller loads once.
+template <typename InT, typename CacheT>
+KVF_HD ClassicItem load_classic_item(const KvAppendCore& p, int64_t token, int item, int chunks, const ScalePair& tensor) {
+  constexpr int64_t kVec = 16 / sizeof(InT);
+  ClassicItem it;
+  it.head = item / chunks;
+  it.lo = static_cast<int64_t>(item - it.head * chunks) * kVec;
+  it.hi = it.lo + kVec < p.head_dim ? it.lo + kVec : p.head_dim;
+  it.k = load_chunk(input_row<InT>(p, false, token, it.head), it.lo, it.hi);
+  it.v = load_chunk(input_row<InT>(p, true, token, it.head), it.lo, it.hi);
+  if constexpr (kIsQuantized<CacheT>) {
+    it.scale = p.scale_kind == ScaleKind::per_head ? ScalePair{static_scale(p, false, 0, it.head), static_scale(p, true, 0, it.head)}
+                                                   : tensor;
+  }
+  return it;
+}
+
+// Stores a loaded chunk x (load_chunk) of InT elements converted to CacheT (both float dtypes).
+template <typename InT, typename CacheT>
+KVF_HD void store_converted(const Vec16& x, CacheT* dst, int64_t lo, int64_t hi) {
+  constexpr int kVec = 16 / sizeof(InT);
+  KVF_UNROLL
+  for (int i = 0; i < kVec; ++i)
+    if (lo + i < hi) dst[lo + i] = from_float<CacheT>(to_float(vec_elem<InT>(x, i)));
+}
+
+// The rows of `token`: bit copies, conversions, or a static scale's quantisation.
+template <typename InT, typename CacheT, typename SlotT>
+KVF_HD void append_classic_rows(const KvAppendCore& p, int64_t token, int thread, int threads) {
+  constexpr int64_t kVec = 16 / sizeof(InT);
+  const int chunks = static_cast<int>((p.head_dim + kVec - 1) / kVec);
+  const int items = p.num_heads * chunks;
+  ScalePair tensor;
+  if constexpr (kIsQuantized<CacheT>) {
+    if (p.scale_kind == ScaleKind::per_tensor) tensor = {static_scale(p, false, 0, 0), static_scale(p, true, 0, 0)};
+  }
+  ClassicItem first;
+  if (thread < items) first = load_classic_item<InT, CacheT>(p, token, thread, chunks, tensor);
+  int64_t block = 0, pos = 0;
+  if (!row_destination<SlotT>(p, token, thread, block, pos)) return;
+  auto store = [&](const ClassicItem& it) {
+    CacheT* k_dst = cache_row<CacheT, false>(p, false, block, pos, it.head);
+    CacheT* v_dst = cache_row<CacheT, false>(p, true, block, pos, it.head);
+    if constexpr (std::is_same_v<InT, CacheT>) {
+      store_chunk(it.k, k_dst, it.lo, it.hi);
+      store_chunk(it.v, v_dst, it.lo, it.hi);
+    } else if constexpr (kIsQuantized<CacheT>) {
+      const bool by_block = p.scale_kind == ScaleKind::per_block;  // the slot's physical block's scales
+      store_quantized<InT, CacheT>(it.k, k_dst, it.lo, it.hi, by_block ? static_scale(p, false, block, it.head) : it.scale.k);
+      store_quantized<InT, CacheT>(it.v, v_dst, it.lo, it.hi, by_block ? static_scale(p, true, block, it.head) : it.scale.v);
+    } else {
+      store_converted<InT, CacheT>(it.k, k_dst, it.lo, it.hi);
+      store_converted<InT, CacheT>(it.v, v_dst, it.lo, it.hi);
+    }
+  };
+  if (thread >= items) return;
+  store(first);
+  for (int item = thread + threads; item < items; item += threads) store(load_classic_item<InT, CacheT>(p, token, item, chunks, tensor));
+}
+
+// Lane `lane`'s share of a row of `len` elements held by `lanes` threads: the max magnitude over its
+// 16-byte chunks lane, lane + lanes, ... (NaN ignored, zeros past the row); *first (if given) gets
+// its first chunk.
+template <typename InT>
+KVF_HD float lane_max(const InT* src, int64_t len, int lane, int lanes, Vec16* first) {
+  constexpr int64_t kVec = 16 / sizeof(InT);
+  float partial = 0.0f;
+  for (int64_t lo = lane * kVec; lo < len; lo += lanes * kVec) {
+    const Vec16 x = load_chunk(src, lo, lo + kVec < len ? lo + kVec : len);
+    if (first != nullptr && lo == lane * kVec) *first = x;
+    KVF_UNROLL
+    for (int e = 0; e < kVec; ++e) partial = fmaxf(partial, fabsf(to_float(vec_elem<InT>(x, e))));  // NaN ignored
+  }
+  return partial;
+}
+
+// The max of `partial` (this thread's lane_max) over its group of `lanes` consecutive threads (a
+// power of two <= 32, aligned to it), which hold the row src of len elements (nullptr: a group past
+// the rows, whose partials are 0). Every thread of the block calls it, none having returned: the GPU
+// combines the group's partials with warp shuffles; the emulator, which runs one thread at a time,
+// computes every lane's lane_max itself. Max is exact in any order, so both give the same bits.
+template <typename InT>
+KVF_HD float row_group_max(float partial, int lanes, const InT* src, int64_t len) {
+#if defined(__CUDA_ARCH__)
+  for (int offset = lanes / 2; offset > 0; offset /= 2) partial = fmaxf(partial, __shfl_xor_sync(0xffffffffu, partial, offset));
+  return partial;
+#else
+  if (src == nullptr) return partial;
+  float amax = 0.0f;
+  for (int lane = 0; lane < lanes; ++lane) amax = fmaxf(amax, lane_max(src, len, lane, lanes, static_cast<Vec16*>(nullptr)));
+  return amax;
+#endif
+}
+
+// The rows of `token` under a dynamic per-token-head scale. The 2 H rows (K's heads, then V's) are
+// held by groups of `lanes` threads, the power of two >= the row's 16-byte chunks (at most 32, a
+// warp), lane j holding chunks j, j + lanes, ...; each lane takes the max over its chunks, the group
+// combines them (row_group_max), every lane quantises its chunks by the row's scale and lane 0
+// stores the scale. Rows are dealt to the block's threads in passes, which every thread runs
+// (a group past the rows only joins the shuffles). The first pass's input and maxima are taken
+// before the slot is known.
+template <typename InT, typename CacheT, typename SlotT>
+KVF_HD void append_classic_dynamic(const KvAppendCore& p, int64_t token, int thread, int threads) {
+  constexpr int64_t kVec = 16 / sizeof(InT);
+  const int chunks = static_cast<int>((p.head_dim + kVec - 1) / kVec);
+  int lanes = 1;
+  while (lanes < chunks && lanes < 32) lanes *= 2;
+  const int rows = 2 * p.num_heads, rows_per_pass = threads / lanes, lane = thread % lanes;
+  struct Share {  // one lane's share of one row
+    const InT* src = nullptr;  // the row's input; nullptr: past the rows
+    bool is_value = false;
+    int head = 0;
+    Vec16 first{};  // the lane's first chunk (chunk `lane`), zeros past the row
+    float amax = 0.0f;
+  };
+  auto take = [&](int pass) {  // loads of the lane's chunks and the row's amax
+    Share s;
+    const int row = pass * rows_per_pass + thread / lanes;
+    float partial = 0.0f;
+    if (row < rows) {
+      s.is_value = row >= p.num_heads;
+      s.head = s.is_value ? row - p.num_heads : row;
+      s.src = input_row<InT>(p, s.is_value, token, s.head);
+      partial = lane_max(s.src, p.head_dim, lane, lanes, &s.first);
+    }
+    s.amax = row_group_max(partial, lanes, s.src, p.head_dim);
+    return s;
+  };
+  const int passes = (rows + rows_per_pass - 1) / rows_per_pass;
+  const Share first = take(0);
+  int64_t block = 0, pos = 0;
+  if (!row_destination<SlotT>(p, token, thread, block, pos)) return;  // the whole block returns: one slot
+  for (int pass = 0; pass < passes; ++pass) {
+    const Share s = pass == 0 ? first : take(pass);
+    if (s.src == nullptr) continue;
+    const float scale = dynamic_scale<CacheT>(s.amax);
+    if (lane == 0) *scale_cell(p, s.is_value, block, pos, s.head) = scale;
+    CacheT* dst = cache_row<CacheT, false>(p, s.is_value, block, pos, s.head);
+    for (int c = lane; c < chunks; c += lanes) {
+      const int64_t lo = static_cast<int64_t>(c) * kVec, hi = lo + kVec < p.head_dim ? lo + kVec : p.head_dim;
+      store_quantized<InT, CacheT>(c == lane ? s.first : load_chunk(s.src, lo, hi), dst, lo, hi, scale);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The format families and vllm_legacy (kFields true). Thread block `cta` handles slot entry `cta`;
+// its threads stride over heads x 16-byte chunks of head_dim, each work item covering that chunk of
+// the K row (or MLA entry) and of the V row, so any head count and head_dim are covered. With a
+// dynamic per-token-head scale a work item is a whole (K or V, head) row instead: the row's amax
+// must be known before any element is stored.
+
 // The rows of `token` at (block, pos), work items strided over the block's threads.
-template <typename InT, typename CacheT, bool kFields>
-KVF_HD void append_rows(const KvAppendParams& p, int64_t token, int64_t block, int64_t pos, int thread, int threads) {
+template <typename InT, typename CacheT>
+KVF_HD void append_rows(const KvAppendCore& p, int64_t token, int64_t block, int64_t pos, int thread, int threads) {
   constexpr int64_t kVec = 16 / sizeof(InT);  // elements per chunk
-  const int num_tensors = !kFields || p.has_value ? 2 : 1;
+  const int num_tensors = p.has_value ? 2 : 1;
 
   if constexpr (kIsQuantized<CacheT>) {
     if (p.scale_kind == ScaleKind::per_token_head) {
@@ -1085,15 +1270,9 @@ KVF_HD void append_rows(const KvAppendParams& p, int64_t token, int64_t block, i
         const bool is_value = work >= p.num_heads;
         const int64_t head = work % p.num_heads;
         RowPart<InT, CacheT> parts[2];
-        const int num_parts = row_parts<InT, CacheT, kFields>(p, is_value, token, block, pos, head, parts);
+        const int num_parts = row_parts<InT, CacheT>(p, is_value, token, block, pos, head, parts);
         float amax = 0.0f;
-        for (int i = 0; i < num_parts; ++i) {
-          for (int64_t lo = 0; lo < parts[i].len; lo += kVec) {  // chunks read whole; zeros past the part
-            const Vec16 x = load_chunk(parts[i].src, lo, lo + kVec < parts[i].len ? lo + kVec : parts[i].len);
-            KVF_UNROLL
-            for (int e = 0; e < kVec; ++e) amax = fmaxf(amax, fabsf(to_float(vec_elem<InT>(x, e))));  // NaN ignored
-          }
-        }
+        for (int i = 0; i < num_parts; ++i) amax = fmaxf(amax, lane_max(parts[i].src, parts[i].len, 0, 1, static_cast<Vec16*>(nullptr)));
         const float scale = dynamic_scale<CacheT>(amax);
         *scale_cell(p, is_value, block, pos, head) = scale;
         for (int i = 0; i < num_parts; ++i) {
@@ -1110,13 +1289,10 @@ KVF_HD void append_rows(const KvAppendParams& p, int64_t token, int64_t block, i
   // Work item = one chunk (16 bytes of input) of one head, of the K row and of the V row (rows of
   // unequal length: the shorter one's item past its end does nothing). The item's head and chunk
   // advance by `threads` items per iteration, without a division.
-  int chunks = static_cast<int>((p.head_dim + kVec - 1) / kVec);
-  if constexpr (kFields) {
-    const int64_t key_dims = p.head_dim - p.rope_dim;
-    const int k_chunks = static_cast<int>((key_dims + kVec - 1) / kVec + (p.rope_dim + kVec - 1) / kVec);
-    const int v_chunks = p.has_value ? static_cast<int>((value_dim(p) + kVec - 1) / kVec) : 0;
-    chunks = k_chunks > v_chunks ? k_chunks : v_chunks;
-  }
+  const int64_t key_dims = p.head_dim - p.rope_dim;
+  const int k_chunks = static_cast<int>((key_dims + kVec - 1) / kVec + (p.rope_dim + kVec - 1) / kVec);
+  const int v_chunks = p.has_value ? static_cast<int>((value_dim(p) + kVec - 1) / kVec) : 0;
+  const int chunks = k_chunks > v_chunks ? k_chunks : v_chunks;
   if (chunks == 0) return;
   const int64_t per_tensor = static_cast<int64_t>(p.num_heads) * chunks;
   int item_head = thread / chunks;
@@ -1126,12 +1302,39 @@ KVF_HD void append_rows(const KvAppendParams& p, int64_t token, int64_t block, i
 
   for (int64_t work = thread; work < per_tensor; work += threads) {
     const int64_t head = item_head;
-    append_item<InT, CacheT, kFields>(p, token, block, pos, head, item_chunk);
+    append_item<InT, CacheT>(p, token, block, pos, head, item_chunk);
     item_head += head_step;
     item_chunk += chunk_step;
     if (item_chunk >= chunks) {
       item_chunk -= chunks;
       ++item_head;
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Per-thread body: thread `thread` of thread block `cta`, which handles slot entry `cta`.
+// P: KvAppendCore for a classic cache's instantiations, KvAppendParams for a quantised format's.
+template <typename InT, typename CacheT, typename SlotT, bool kFields, typename P>
+KVF_HD void kv_append_thread(const P& p, int64_t cta, int thread, int threads) {
+  const int64_t token = cta;
+  if constexpr (!kFields) {
+    if constexpr (kIsQuantized<CacheT>) {
+      if (p.scale_kind == ScaleKind::per_token_head) {
+        append_classic_dynamic<InT, CacheT, SlotT>(p, token, thread, threads);
+        return;
+      }
+    }
+    append_classic_rows<InT, CacheT, SlotT>(p, token, thread, threads);
+  } else {
+    int64_t block = 0, pos = 0;
+    if (!row_destination<SlotT>(p, token, thread, block, pos)) return;
+    if constexpr (kIsFormat<CacheT>) {  // a quantised format: the instantiation of its own
+      append_format_rows<InT>(p, token, block, pos, thread, threads);
+    } else if (p.vllm_legacy) {
+      append_legacy_rows<InT, CacheT>(p, token, block, pos, thread, threads);
+    } else {
+      append_rows<InT, CacheT>(p, token, block, pos, thread, threads);
     }
   }
 }

@@ -22,10 +22,10 @@ LaunchStatus kv_append_emu(const KvAppendParams& p) {
       for (int thread = 0; thread < cfg.block; ++thread) {
         if constexpr (kIsFormat<CacheT>) {  // a quantised format: the fields path's instantiation only
           kv_append_thread<InT, CacheT, SlotT, true>(p, cta, thread, cfg.block);
-        } else if (fields) {
-          kv_append_thread<InT, CacheT, SlotT, true>(p, cta, thread, cfg.block);
+        } else if (fields) {  // a classic cache: the core of the parameters, as the GPU's kernel gets
+          kv_append_thread<InT, CacheT, SlotT, true>(static_cast<const KvAppendCore&>(p), cta, thread, cfg.block);
         } else {
-          kv_append_thread<InT, CacheT, SlotT, false>(p, cta, thread, cfg.block);
+          kv_append_thread<InT, CacheT, SlotT, false>(static_cast<const KvAppendCore&>(p), cta, thread, cfg.block);
         }
       }
   });

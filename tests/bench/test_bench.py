@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """CPU tests of bench/bench.py's non-GPU logic: arguments, cases, byte counts, cache addressing,
-the quantised formats' codecs, decode check and ABI fields, targets, rendering. Run: python3
+the quantised formats' codecs, decode check and ABI fields, the FlashInfer peer's CSR inputs and
+argument struct, targets, rendering. Run: python3
 tests/bench/test_bench.py (ctest: bench.cpu). The place_rows tests need torch (CPU tensors), the
 decode-check tests numpy (build/venv-triton/bin/python has it); each is skipped without them."""
 import contextlib
@@ -57,6 +58,17 @@ class Args(unittest.TestCase):
         self.assertEqual(self.parse_error(["--out", "x", "--tokens", "1,x"]), 2)
         self.assertEqual(self.parse_error(["--out", "x", "--tokens", "0"]), 2)
         self.assertEqual(self.parse_error([]), 2)  # --out missing
+
+    def test_peer_specs(self):
+        a = bench.parse_args(["--out", "x", "--cuda-lib", "cuda=a.so", "--peer", "flashinfer=fi.so"])
+        self.assertEqual(a.peer, [("flashinfer", "fi.so")])
+        self.assertEqual(bench.parse_args(["--out", "x"]).peer, [])
+
+    def test_bad_peers_exit_2(self):
+        self.assertEqual(self.parse_error(["--out", "x", "--peer", "flashinfer"]), 2)  # no PATH
+        self.assertEqual(self.parse_error(["--out", "x", "--peer", "nosuchlib=a.so"]), 2)
+        self.assertEqual(self.parse_error(["--out", "x", "--peer", "flashinfer=a.so", "--peer", "flashinfer=b.so"]), 2)
+        self.assertEqual(self.parse_error(["--out", "x", "--cuda-lib", "flashinfer=a.so"]), 2)  # a peer's row name
 
     def test_existing_output_is_not_overwritten(self):
         with tempfile.TemporaryDirectory() as d:
@@ -286,6 +298,73 @@ class Addressing(unittest.TestCase):
                 self.assertEqual(flat[off], want, (form, t, h, d))
                 placed.add(off)
             self.assertTrue(all(v == -1 for i, v in enumerate(flat) if i not in placed), form)  # poison elsewhere
+
+
+class FlashInferPeer(unittest.TestCase):
+    """The peer's host side: the slot mapping as FlashInfer's CSR inputs, the cases it takes, and the
+    ctypes mirror of the driver's argument struct."""
+
+    @staticmethod
+    def flashinfer_slot(csr, t, block_size):
+        """The slot AppendPagedKVCache writes row t to (page.cuh's kernel, written out): page
+        indices[indptr[b] + pos / page_size], entry pos % page_size, b = batch_indices[t]."""
+        b, pos = csr["batch_indices"][t], csr["positions"][t]
+        page = csr["kv_indices"][csr["kv_indptr"][b] + pos // block_size]
+        return page * block_size + pos % block_size
+
+    def test_csr_puts_every_token_at_its_slot(self):
+        for slots in ([0], [15, 16, 3, 4095, 31], list(range(64, 0, -3)), [7, 8, 9, 23]):
+            csr = bench.flashinfer_csr(slots, 16)
+            self.assertEqual([self.flashinfer_slot(csr, t, 16) for t in range(len(slots))], slots, slots)
+
+    def test_csr_is_a_well_formed_batch(self):
+        import random
+        bs = 16
+        slots = random.Random(3).sample(range(8192), 4096)
+        csr = bench.flashinfer_csr(slots, bs)
+        T, batch = len(slots), len(csr["kv_last_page_len"])
+        self.assertEqual([len(csr[k]) for k in ("batch_indices", "positions", "kv_indices")], [T, T, csr["kv_indptr"][-1]])
+        self.assertEqual(len(csr["kv_indptr"]), batch + 1)
+        self.assertEqual(csr["kv_indptr"][0], 0)
+        self.assertTrue(all(a <= b for a, b in zip(csr["kv_indptr"], csr["kv_indptr"][1:])))
+        self.assertTrue(all(1 <= n <= bs for n in csr["kv_last_page_len"]))
+        self.assertTrue(all(0 <= b < batch for b in csr["batch_indices"]))
+        # flashinfer.get_batch_indices_positions(append_indptr, seq_lens, nnz): the appended tokens are
+        # each request's last, positions seq_len - appended + j. Here one token per request.
+        seq_lens = [(csr["kv_indptr"][b + 1] - csr["kv_indptr"][b] - 1) * bs + csr["kv_last_page_len"][b]
+                    for b in range(batch)]
+        append_indptr = list(range(T + 1))
+        want_b, want_pos = [], []
+        for b in range(batch):
+            n = append_indptr[b + 1] - append_indptr[b]
+            want_b += [b] * n
+            want_pos += [seq_lens[b] - n + j for j in range(n)]
+        self.assertEqual((csr["batch_indices"], csr["positions"]), (want_b, want_pos))
+
+    def test_peer_takes_the_paged_bf16_cases_only(self):
+        took = {c.group for c in bench.all_cases() if bench.FlashInferPeer.why_not(c) is None}
+        self.assertEqual(took, {f"{layout}-bf16-{shape}" for layout in ("nhd", "hnd")
+                                for shape in ("h8-d128", "h8-d96", "h32-d128")})  # d96: the driver says n/a
+        self.assertIn("no quantisation", bench.FlashInferPeer.why_not(bench.FormatCase("nvfp4", 8, 128, 16)))
+
+    def test_args_mirror_paged_append_field_for_field(self):
+        header = (ROOT / "examples" / "peers" / "flashinfer" / "paged_append.cuh").read_text()
+        body = re.search(r"^struct kvfz_flashinfer_append \{(.*?)^\};", header, re.S | re.M).group(1)
+        body = re.sub(r"//[^\n]*", "", body)
+        names = [decl.split()[-1].lstrip("*") for decl in body.split(";") if decl.strip()]
+        self.assertEqual([n for n, _ in bench.FlashInferArgs._fields_], names)
+        # The C compiler's size of the struct (bench_driver.cu's kvfuzz_flashinfer_args_size() returns the same).
+        cc = shutil.which("cc") or shutil.which("gcc")
+        if cc is None:
+            self.skipTest("no C compiler to measure sizeof(kvfz_flashinfer_append)")
+        with tempfile.TemporaryDirectory() as d:
+            src, exe = pathlib.Path(d) / "size.c", pathlib.Path(d) / "size"
+            src.write_text("#include <stddef.h>\n#include <stdint.h>\n#include <stdio.h>\n"
+                           f"struct kvfz_flashinfer_append {{{body}}};\n"
+                           'int main(void) { printf("%zu\\n", sizeof(struct kvfz_flashinfer_append)); return 0; }\n')
+            subprocess.run([cc, str(src), "-o", str(exe)], check=True)
+            size = int(subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout)
+        self.assertEqual(ctypes.sizeof(bench.FlashInferArgs), size)
 
 
 class Abi(unittest.TestCase):

@@ -5,7 +5,8 @@
 // row t is token positions[t] of request batch_indices[t], whose pages are kv_indices[kv_indptr[b] ..
 // kv_indptr[b + 1]). This file does what FlashInfer's own binding (csrc/page.cu) does between a torch
 // call and the kernel: it builds a paged_kv_t from the cache tensors' base pointers and strides and
-// launches AppendPagedKVCache on kvfuzz's stream. Nothing of FlashInfer is changed or re-implemented.
+// launches AppendPagedKVCache on kvfuzz's stream (paged_append.cuh, shared with bench_driver.cu).
+// Nothing of FlashInfer is changed or re-implemented.
 //
 // Build (README.md next to this file):
 //   examples/peers/flashinfer/fetch-headers.sh && examples/peers/flashinfer/build.sh
@@ -20,9 +21,8 @@
 #include <cstdio>
 #include <exception>
 
-#include <flashinfer/page.cuh>
-
 #include "kvfuzz_plugin.h"
+#include "paged_append.cuh"  // kvfz_flashinfer_append, the paged_kv_t and launch
 
 // build.sh passes the FlashInfer version the headers came from (FLASHINFER_VERSION of the fetched tree).
 #if !defined(KVFZ_FLASHINFER_VERSION)
@@ -36,22 +36,8 @@ constexpr const char* kDescription =
     "flashinfer::AppendPagedKVCache (page.cuh, flashinfer.append_paged_kv_cache) " KVFZ_FLASHINFER_VERSION
     ", CSR addressing";
 
-// The head dims AppendPagedKVCache instantiates: DISPATCH_HEAD_DIM (utils.cuh) has cases 64, 128,
-// 256 and 512 and throws for any other.
-constexpr int32_t kHeadDims[] = {64, 128, 256, 512};
-
-// One CTA of AppendPagedKVCache is (lanes, num_heads) threads: a lane copies vec_size elements of a
-// head, vec_size = max(16 bytes / element, HEAD_DIM / 32) (page.cuh, AppendPagedKVCache).
-constexpr int64_t kMaxThreadsPerBlock = 1024;
-constexpr int64_t lanes_per_head(int64_t head_dim, int64_t elem_bytes) {
-  return head_dim / (16 / elem_bytes > head_dim / 32 ? 16 / elem_bytes : head_dim / 32);
-}
-// The most heads any head dim allows: 1024 / 8 lanes at head_dim 64 (f16, bf16).
-constexpr int32_t kMaxNumHeads = static_cast<int32_t>(kMaxThreadsPerBlock / lanes_per_head(64, 2));
-
-// Every load and store of the kernel is one or two 16-byte vectors (vec_t<half / nv_bfloat16,
-// vec_size>::memcpy in vec_dtypes.cuh copies int4s), so every row start must be 16-byte aligned.
-constexpr int64_t kVectorBytes = 16;
+using kvfz_flashinfer::kHeadDims;
+using kvfz_flashinfer::kMaxNumHeads;
 
 void set_error(char* error, size_t size, const char* format, ...) {
   if (error == nullptr || size == 0) return;
@@ -59,16 +45,6 @@ void set_error(char* error, size_t size, const char* format, ...) {
   va_start(args, format);
   std::vsnprintf(error, size, format, args);
   va_end(args);
-}
-
-bool aligned(const void* p) { return reinterpret_cast<uintptr_t>(p) % kVectorBytes == 0; }
-bool aligned(int64_t stride_elems, int64_t elem_bytes) { return (stride_elems * elem_bytes) % kVectorBytes == 0; }
-bool fits_u32(int64_t v) { return v >= 0 && v <= static_cast<int64_t>(UINT32_MAX); }
-
-bool supported_head_dim(int32_t d) {
-  for (int32_t h : kHeadDims)
-    if (h == d) return true;
-  return false;
 }
 
 // Why kvfuzz should not have sent this call (what the capabilities exclude), or nullptr.
@@ -80,9 +56,10 @@ const char* refusal(const kvfz_append_args& a) {
   if (a.scale_kind != KVFZ_SCALE_NONE) return "a quantised cache";
   if (a.input_dtype != KVFZ_F16 && a.input_dtype != KVFZ_BF16) return "an input dtype other than f16/bf16";
   if (a.cache_dtype != a.input_dtype) return "a cache dtype other than the input's";
-  if (!supported_head_dim(a.head_dim)) return "a head_dim outside {64, 128, 256, 512}";
+  if (!kvfz_flashinfer::supported_head_dim(a.head_dim)) return "a head_dim outside {64, 128, 256, 512}";
   if (a.num_heads < 1 || a.num_heads > kMaxNumHeads) return "num_heads outside the declared range";
-  if (!aligned(a.key) || !aligned(a.value) || !aligned(a.k_cache) || !aligned(a.v_cache))
+  if (!kvfz_flashinfer::aligned(a.key) || !kvfz_flashinfer::aligned(a.value) || !kvfz_flashinfer::aligned(a.k_cache) ||
+      !kvfz_flashinfer::aligned(a.v_cache))
     return "a base pointer not 16-byte aligned, but the plugin does not declare KVFZ_FEATURE_UNALIGNED";
   if (a.batch_indices == nullptr || a.positions == nullptr || a.kv_indices == nullptr || a.kv_indptr == nullptr ||
       a.kv_last_page_len == nullptr)
@@ -90,61 +67,49 @@ const char* refusal(const kvfz_append_args& a) {
   return nullptr;
 }
 
-// Why AppendPagedKVCache cannot take this call although the capabilities admit it, or nullptr. The
-// texts are the skip reasons kvfuzz counts, so they name a kind of case, not one case.
-const char* skip_reason(const kvfz_append_args& a) {
-  const int64_t elem = 2;  // f16 and bf16
-  if (lanes_per_head(a.head_dim, elem) * a.num_heads > kMaxThreadsPerBlock) {
-    switch (a.head_dim) {  // one text per head dim: the limit differs
-      case 64: return "num_heads > 128 at head_dim 64: over 1024 threads per CTA";
-      case 128: return "num_heads > 64 at head_dim 128: over 1024 threads per CTA";
-      default: return "num_heads > 32 at head_dim 256/512: over 1024 threads per CTA";
-    }
-  }
-  // Row starts the 16-byte vectors need (gapped strides are drawn with gaps of a few elements).
-  if (!aligned(a.key_stride_token, elem) || !aligned(a.key_stride_head, elem) || !aligned(a.value_stride_token, elem) ||
-      !aligned(a.value_stride_head, elem))
-    return "input stride not a multiple of 16 bytes (16-byte vector copies)";
-  if (!aligned(a.cache.stride_block, elem) || !aligned(a.cache.stride_pos, elem) || !aligned(a.cache.stride_head, elem))
-    return "cache stride not a multiple of 16 bytes (16-byte vector copies)";
-  // paged_kv_t keeps its strides and page_size in uint32_t, the kernel takes nnz as uint32_t, and it
-  // computes indptr[b] * page_size + position in 32 bits.
-  if (!fits_u32(a.cache.stride_block) || !fits_u32(a.cache.stride_pos) || !fits_u32(a.cache.stride_head))
-    return "cache stride above 2^32 - 1 elements (paged_kv_t strides are uint32_t)";
-  if (!fits_u32(a.num_slots)) return "more than 2^32 - 1 rows (nnz is uint32_t)";
-  if (!fits_u32(a.cache.block_size) || !fits_u32(a.cache.num_blocks * a.cache.block_size))
-    return "cache of more than 2^32 - 1 slots (page arithmetic in uint32_t)";
-  if (a.key_stride_token < 0 || a.key_stride_head < 0 || a.value_stride_token < 0 || a.value_stride_head < 0)
-    return "negative input stride (the kernel's input strides are size_t)";
+// The call in FlashInfer's terms: kvfuzz's CSR arrays are FlashInfer's, its cache geometry the
+// page, entry and head strides (K's and V's alike), its rows the nnz.
+kvfz_flashinfer_append flashinfer_call(const kvfz_append_args& a) {
+  kvfz_flashinfer_append c{};
+  c.dtype = a.input_dtype;  // = cache_dtype (refusal)
+  c.layout = a.layout;
+  c.num_heads = a.num_heads;
+  c.head_dim = a.head_dim;
+  c.key = a.key;
+  c.value = a.value;
+  c.key_stride_token = a.key_stride_token;
+  c.key_stride_head = a.key_stride_head;
+  c.value_stride_token = a.value_stride_token;
+  c.value_stride_head = a.value_stride_head;
+  c.k_cache = a.k_cache;
+  c.v_cache = a.v_cache;
+  c.num_pages = a.cache.num_blocks;
+  c.page_size = a.cache.block_size;
+  c.stride_page = a.cache.stride_block;
+  c.stride_pos = a.cache.stride_pos;
+  c.stride_head = a.cache.stride_head;
+  c.batch_indices = a.batch_indices;
+  c.positions = a.positions;
+  c.kv_indptr = a.kv_indptr;
+  c.kv_indices = a.kv_indices;
+  c.kv_last_page_len = a.kv_last_page_len;
+  c.batch_size = a.batch_size;
+  c.nnz = a.num_slots;
+  c.stream = a.stream;
+  return c;
+}
+
+// Why AppendPagedKVCache cannot take this call although the capabilities admit it, or nullptr: the
+// kernel's limits (paged_append.cuh's unsupported()), and with KVFZ_FLASHINFER_SKIP_EMPTY the empty
+// append. The texts are the skip reasons kvfuzz counts, so they name a kind of case, not one case.
+const char* skip_reason(const kvfz_flashinfer_append& c) {
+  if (const char* why = kvfz_flashinfer::unsupported(c)) return why;
 #if defined(KVFZ_FLASHINFER_SKIP_EMPTY)
   // AppendPagedKVCache launches a grid of min(occupancy, ceil(nnz / SMs)) * SMs CTAs: none for nnz = 0,
   // which CUDA refuses (cudaErrorInvalidValue on an H200, CUDA 13). Without this define it is reported.
-  if (a.num_slots == 0) return "empty append (nnz = 0)";
+  if (c.nnz == 0) return "empty append (nnz = 0)";
 #endif
   return nullptr;
-}
-
-// One append through FlashInfer, as csrc/page.cu's append_paged_kv_cache calls it: the cache tensors'
-// strides in their dimension order ([pages, page_size, H, D] for NHD, [pages, H, page_size, D] for HND),
-// K's and V's alike, and the input's token and head strides.
-template <typename T>
-cudaError_t append(const kvfz_append_args& a) {
-  const bool hnd = a.layout == KVFZ_LAYOUT_PAGED_HND;
-  const int64_t cache_strides[3] = {a.cache.stride_block, hnd ? a.cache.stride_head : a.cache.stride_pos,
-                                    hnd ? a.cache.stride_pos : a.cache.stride_head};
-  flashinfer::paged_kv_t<T, int32_t> paged_kv(
-      static_cast<uint32_t>(a.num_heads), static_cast<uint32_t>(a.cache.block_size),
-      static_cast<uint32_t>(a.head_dim), static_cast<uint32_t>(a.batch_size),
-      hnd ? flashinfer::QKVLayout::kHND : flashinfer::QKVLayout::kNHD, static_cast<T*>(a.k_cache),
-      static_cast<T*>(a.v_cache), cache_strides, const_cast<int32_t*>(a.kv_indices), const_cast<int32_t*>(a.kv_indptr),
-      const_cast<int32_t*>(a.kv_last_page_len));
-  // FlashInfer's pointers are not const; the kernel only reads these.
-  return flashinfer::AppendPagedKVCache<T, int32_t>(
-      paged_kv, const_cast<T*>(static_cast<const T*>(a.key)), const_cast<T*>(static_cast<const T*>(a.value)),
-      const_cast<int32_t*>(a.batch_indices), const_cast<int32_t*>(a.positions), static_cast<uint32_t>(a.num_slots),
-      static_cast<size_t>(a.key_stride_token), static_cast<size_t>(a.key_stride_head),
-      static_cast<size_t>(a.value_stride_token), static_cast<size_t>(a.value_stride_head),
-      static_cast<cudaStream_t>(a.stream));
 }
 
 }  // namespace
@@ -214,13 +179,14 @@ int kvfuzz_plugin_append(const kvfz_append_args* args, char* error, size_t error
     set_error(error, error_size, "refused: kvfuzz sent %s", why);
     return 1;
   }
-  if (const char* why = skip_reason(a)) {
+  const kvfz_flashinfer_append call = flashinfer_call(a);
+  if (const char* why = skip_reason(call)) {
     set_error(error, error_size, "%s", why);
     return KVFZ_APPEND_SKIP;
   }
   cudaError_t e = cudaSuccess;
   try {  // FlashInfer reports a head dim it has no case for by throwing (DISPATCH_HEAD_DIM)
-    e = a.input_dtype == KVFZ_F16 ? append<half>(a) : append<nv_bfloat16>(a);
+    e = kvfz_flashinfer::append_dispatch(call);
   } catch (const std::exception& x) {
     set_error(error, error_size, "AppendPagedKVCache threw: %s", x.what());
     return 1;

@@ -1,16 +1,21 @@
 #!/usr/bin/env bash
 # build.sh — compile adapter.cu (FlashInfer's AppendPagedKVCache behind kvfuzz's plugin ABI) into a
-# kvfuzz plugin, then check that it exports exactly the three kvfuzz_plugin_* functions.
+# kvfuzz plugin, then check that it exports exactly the three kvfuzz_plugin_* functions; or, with
+# -t bench, bench_driver.cu (the same call behind bench/bench.py's --peer flashinfer=PATH) into the
+# driver that exports exactly the three kvfuzz_flashinfer_* functions.
 #
-# Usage: examples/peers/flashinfer/build.sh [-f FLASHINFER] [-o OUT.so] [-a ARCH]
+# Usage: examples/peers/flashinfer/build.sh [-t plugin|bench] [-f FLASHINFER] [-o OUT.so] [-a ARCH]
+#   -t TARGET      plugin (default): adapter.cu; bench: bench_driver.cu
 #   -f FLASHINFER  a header tree of fetch-headers.sh (default: include-<pinned version> next to this
 #                  script) or a FlashInfer source checkout. Its include/ directory is put on the include
 #                  path, and its vendored libcudacxx (cccl/libcudacxx/include or
 #                  3rdparty/cccl/libcudacxx/include) ahead of the CUDA toolkit's, as FlashInfer's JIT does.
-#   -o OUT.so      default: build/plugins/flashinfer_append.so of this repository
+#   -o OUT.so      default: build/plugins/flashinfer_append.so (plugin), build/peers/flashinfer_bench.so
+#                  (bench) of this repository
 #   -a ARCH        nvcc -arch value (default sm_90a, Hopper); e.g. sm_100a for Blackwell
 # Environment: NVCC (default /usr/local/cuda/bin/nvcc), NVCC_FLAGS (extra flags, word-split),
-#   KVFZ_FLASHINFER_VERSION (the version in the plugin's name; default: read from the tree),
+#   KVFZ_FLASHINFER_VERSION (the version in the plugin's name and the driver's report; default: read
+#   from the tree),
 #   CCCL_INCLUDE (a libcudacxx include directory to use instead of the tree's).
 set -euo pipefail
 
@@ -19,15 +24,17 @@ repo=$(cd "$here/../../.." && pwd)
 pinned=$(sed -n 's/^readonly VERSION=//p' "$here/fetch-headers.sh")
 
 flashinfer=$here/include-$pinned
-out=$repo/build/plugins/flashinfer_append.so
+target=plugin
+out=
 arch=sm_90a
-while getopts "f:o:a:h" opt; do
+while getopts "t:f:o:a:h" opt; do
   case $opt in
+    t) target=$OPTARG ;;
     f) flashinfer=$OPTARG ;;
     o) out=$OPTARG ;;
     a) arch=$OPTARG ;;
     h) sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-    *) echo "build.sh: usage: build.sh [-f FLASHINFER] [-o OUT.so] [-a ARCH] (-h for help)" >&2; exit 2 ;;
+    *) echo "build.sh: usage: build.sh [-t plugin|bench] [-f FLASHINFER] [-o OUT.so] [-a ARCH] (-h for help)" >&2; exit 2 ;;
   esac
 done
 shift $((OPTIND - 1))
@@ -37,6 +44,19 @@ die() {
   echo "build.sh: $*" >&2
   exit 1
 }
+
+# What is built, from which source, and the only symbols it may export.
+case $target in
+  plugin)
+    source=$here/adapter.cu
+    out=${out:-$repo/build/plugins/flashinfer_append.so}
+    exports=(kvfuzz_plugin_abi_version kvfuzz_plugin_append kvfuzz_plugin_query) ;;
+  bench)
+    source=$here/bench_driver.cu
+    out=${out:-$repo/build/peers/flashinfer_bench.so}
+    exports=(kvfuzz_flashinfer_append kvfuzz_flashinfer_args_size kvfuzz_flashinfer_version) ;;
+  *) echo "build.sh: -t takes plugin or bench, got '$target'" >&2; exit 2 ;;
+esac
 
 nvcc=${NVCC:-/usr/local/cuda/bin/nvcc}
 [[ -x $nvcc ]] || die "nvcc not found at $nvcc; set NVCC to the CUDA toolkit's nvcc"
@@ -83,7 +103,7 @@ version=${version:-unknown}
 
 # FlashInfer's own JIT flags for this kernel (flashinfer/jit/core.py, cpp_ext.py): C++17, -O3, NDEBUG
 # (FLASHINFER_CUDA_CALL then returns errors without printing), fast math, relaxed constexpr. Hidden
-# visibility and a private static CUDA runtime: only kvfuzz_plugin_* leave the .so.
+# visibility and a private static CUDA runtime: only the exports checked below leave the .so.
 flags=(-std=c++17 -O3 -DNDEBUG -use_fast_math --expt-relaxed-constexpr -arch="$arch"
   -shared -Xcompiler -fPIC -Xcompiler -fvisibility=hidden -Xcompiler -fvisibility-inlines-hidden
   -cudart static -Xlinker --exclude-libs,ALL
@@ -99,13 +119,14 @@ if ((major > 12 || (major == 12 && minor >= 8))); then flags+=(-static-global-te
 mkdir -p "$(dirname "$out")"
 echo "build.sh: flashinfer $version from $flashinfer" >&2
 set -x
-"$nvcc" "${flags[@]}" "$here/adapter.cu" -o "$out"
+"$nvcc" "${flags[@]}" "$source" -o "$out"
 { set +x; } 2>/dev/null
 
-# Exactly the three functions of the ABI, nothing of FlashInfer or the CUDA runtime.
+# Exactly the three functions of the ABI (plugin) or of the driver (bench), nothing of FlashInfer or
+# the CUDA runtime.
 exported=$(nm -D --defined-only "$out" | awk 'NF == 3 && $2 ~ /^[TtWwDdBbRrVvi]$/ {print $3}' | sort)
-expected=$(printf '%s\n' kvfuzz_plugin_abi_version kvfuzz_plugin_append kvfuzz_plugin_query)
+expected=$(printf '%s\n' "${exports[@]}" | sort)
 if [[ $exported != "$expected" ]]; then
-  die "$out exports other symbols than the three kvfuzz_plugin_* functions:"$'\n'"$exported"
+  die "$out exports other symbols than ${exports[*]}:"$'\n'"$exported"
 fi
 echo "build.sh: built $out (exports: $(echo $exported))"
