@@ -5,7 +5,10 @@ import os
 
 import triton
 
+from .direct_launch import DirectLauncher, on_device
 from .kv_append import kv_append_kernel
+
+KV_APPEND = DirectLauncher(kv_append_kernel)  # launches kv_append_kernel (direct_launch.py)
 
 DTYPES = ("f16", "bf16", "f32", "fp8_e4m3", "fp8_e5m2", "int8")  # index = kvf::DType
 FLOAT_DTYPES = DTYPES[:3]
@@ -252,17 +255,30 @@ def launch(p, *, variant=None, fp8_software=None, num_warps=4, tile=None):
     fp8_software: None = the exact integer fp8 conversion under the interpreter and the hardware
     conversion on the GPU (both are bit-identical to the contract on sm_90).
     tile: (BLOCK_H, BLOCK_D) powers of two, e.g. AOT_TILE; None = tile_sizes() for the shape.
+
+    On the GPU the kernel is launched through KV_APPEND (direct_launch.py): Triton's JIT on the first
+    call of each specialisation, its compiled kernel directly afterwards.
     """
     if p.quant_format != "none":
         from .format_api import FORMAT_AOT_BLOCK, launch_format
         return launch_format(p, fp8_software=interpreting() if fp8_software is None else fp8_software,
                              num_warps=num_warps, block=FORMAT_AOT_BLOCK if tile == AOT_TILE else None)
+    call = kernel_arguments(p, variant=variant, fp8_software=fp8_software, tile=tile)
+    if call is None:
+        return None  # nothing to write; never launch an empty grid
+    grid, args, constexprs = call
+    return KV_APPEND.launch(grid, args, constexprs, {"num_warps": num_warps})
+
+
+def kernel_arguments(p, *, variant=None, fp8_software=None, tile=None):
+    """(grid, positional arguments, constexprs) of kv_append_kernel for raw parameters p (launch()'s
+    arguments), or None when there is nothing to write. ValueError for parameters check_params refuses."""
     check_params(p)
     variant = variant or pick_variant(p.stride_pos, p.stride_head)
     if variant not in VARIANTS:
         raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
     if p.num_slots == 0 or p.num_heads == 0 or p.head_dim == 0:
-        return None  # nothing to write; never launch an empty grid
+        return None
     if fp8_software is None:
         fp8_software = interpreting()
     block_h, block_d = tile if tile is not None else tile_sizes(p.num_heads, max(p.head_dim, value_dim(p)), variant)
@@ -279,7 +295,7 @@ def launch(p, *, variant=None, fp8_software=None, num_warps=4, tile=None):
     csr = p.csr_batch_indices is not None
     slots = p.slot_mapping if not csr else p.csr_batch_indices  # a CSR call has no slot_mapping: never read
     csr_stand_in = slots  # slot_mapping addressing: the CSR pointers are never read
-    return kv_append_kernel[grid](
+    args = (
         p.key, value, slots, p.k_cache, v_cache,
         dummy if k_scale is None else k_scale,
         # No V (k_only, mla): V's scale pointer is never read, but the JIT specialises on its element
@@ -301,9 +317,10 @@ def launch(p, *, variant=None, fp8_software=None, num_warps=4, tile=None):
         csr_stand_in if p.window_positions is None else p.window_positions,
         csr_stand_in if p.window_seq_lens is None else p.window_seq_lens,
         int(p.cp_positions is not None), p.cp_rank, p.cp_world_size, p.cp_interleave,
-        csr_stand_in if p.cp_positions is None else p.cp_positions,
-        IN_DTYPE=DTYPES.index(p.input_dtype), CACHE_DTYPE=DTYPES.index(p.cache_dtype),
-        FP8_SOFTWARE=bool(fp8_software), BLOCK_H=block_h, BLOCK_D=block_d, num_warps=num_warps)
+        csr_stand_in if p.cp_positions is None else p.cp_positions)
+    constexprs = dict(IN_DTYPE=DTYPES.index(p.input_dtype), CACHE_DTYPE=DTYPES.index(p.cache_dtype),
+                      FP8_SOFTWARE=bool(fp8_software), BLOCK_H=block_h, BLOCK_D=block_d)
+    return grid, args, constexprs
 
 
 # ---------------------------------------------------------------------------------------------
@@ -595,7 +612,7 @@ def kv_append(key, value, key_cache, value_cache, slot_mapping, *, layout, rope=
         rope=rope, rope_stride_token=rope.stride(0) if mla else 0, rope_stride_head=0, rope_dim=rope_dim,
         cp_positions=cp_positions, cp_rank=cp_rank, cp_world_size=cp_world_size, cp_interleave=cp_interleave)
     if device.type == "cuda":
-        with torch.cuda.device(device):
+        with on_device(device.index):
             launch(p, variant=variant, fp8_software=fp8_software)
     else:
         launch(p, variant=variant, fp8_software=fp8_software)
