@@ -5,8 +5,9 @@ import os
 
 import triton
 
-from .direct_launch import DirectLauncher, on_device
+from .direct_launch import DirectLauncher, LruCache, Unsupported, direct_launch_mode, is_compiled, on_device
 from .kv_append import kv_append_kernel
+from .launch_plan import LaunchPlan, Slot, call_key
 
 KV_APPEND = DirectLauncher(kv_append_kernel)  # launches kv_append_kernel (direct_launch.py)
 
@@ -403,6 +404,14 @@ def cache_fields(layout, num_heads, head_dim, k_shape, k_strides, v_shape, v_str
     return num_blocks, block_size, k_field, v_field
 
 
+# Launch plans of kv_append calls (launch_plan.py), at most CACHE_CAPACITY, least recently used forgotten.
+PLANS = LruCache()
+# The KvAppendParams fields _checked_params fills from kv_append's tensor arguments, in the order of
+# kv_append's `tensors` (key and rope may be [:, 0] views of the arguments: same pointer and dtype).
+PLAN_FIELDS = ("key", "value", "k_cache", "v_cache", "slot_mapping", "rope", "k_scale", "v_scale", "k_scale_cache",
+               "v_scale_cache", "invalid_slots", "cp_positions")
+
+
 def kv_append(key, value, key_cache, value_cache, slot_mapping, *, layout, rope=None, scale_kind=None,
               k_scale=None, v_scale=None, k_scale_cache=None, v_scale_cache=None,
               invalid_slots=None, cache_dtype=None, variant=None, fp8_software=None,
@@ -410,7 +419,65 @@ def kv_append(key, value, key_cache, value_cache, slot_mapping, *, layout, rope=
     """Appends key/value rows to a paged KV cache in place (see the package docstring). The family
     follows from the arguments: value=None is k_only, rope=k_pe is mla (key = kv_c), a value head dim
     other than key's is kv_split. cp_positions (int32 [T], -1 = padding) makes the call one
-    context-parallel rank's: only rows whose position rank cp_rank holds are written."""
+    context-parallel rank's: only rows whose position rank cp_rank holds are written.
+
+    On the GPU a call like an earlier valid one (same tensor shapes, strides, dtypes, devices and
+    16-byte alignment, same other arguments: launch_plan.py) is launched from that call's plan
+    without validating again; KVFUZZ_TRITON_DIRECT_LAUNCH=0 validates and goes through the JIT every call."""
+    tensors = (key, value, key_cache, value_cache, slot_mapping, rope, k_scale, v_scale, k_scale_cache,
+               v_scale_cache, invalid_slots, cp_positions)
+    mode = direct_launch_mode()
+    plan_key = plan = None
+    if mode != "0" and not interpreting():
+        # Everything else validation and kernel_arguments() read; the ranks with their types (True is
+        # refused where 1 is not).
+        others = (layout, scale_kind, cache_dtype, variant, fp8_software, type(cp_rank), cp_rank,
+                  type(cp_world_size), cp_world_size, type(cp_interleave), cp_interleave)
+        plan_key = call_key(tensors, others)
+        try:
+            plan = PLANS.get(plan_key) if plan_key is not None else None
+        except TypeError:  # an unhashable argument: the full path names it
+            plan_key = None
+        if plan is not None and mode == "1":
+            plan.launch(tensors)
+            return
+    p, device = _checked_params(key, value, key_cache, value_cache, slot_mapping, layout, rope, scale_kind,
+                                k_scale, v_scale, k_scale_cache, v_scale_cache, invalid_slots, cache_dtype,
+                                variant, cp_positions, cp_rank, cp_world_size, cp_interleave)
+    if device.type != "cuda":
+        launch(p, variant=variant, fp8_software=fp8_software)
+        return
+    with on_device(device.index):
+        compiled = launch(p, variant=variant, fp8_software=fp8_software)
+    if plan_key is None or not is_compiled(compiled):
+        return
+    fresh = kv_append_plan(p, compiled, device.index, variant=variant, fp8_software=fp8_software)
+    if plan is None:
+        if fresh is not None:
+            PLANS.put(plan_key, fresh)
+    elif not plan.same_as(fresh):
+        raise RuntimeError("kvfuzz_triton: kv_append's launch plan for these arguments differs from what their "
+                           "validation gives (the plan key misses something the arguments depend on); run with "
+                           "KVFUZZ_TRITON_DIRECT_LAUNCH=0 meanwhile")
+
+
+def kv_append_plan(p, compiled, device, *, variant=None, fp8_software=None, launcher=KV_APPEND):
+    """The LaunchPlan (launch_plan.py) of launching `compiled` for p on CUDA device `device`, its pointers
+    taken from kv_append's tensor arguments (PLAN_FIELDS); None when an argument cannot be planned.
+    The kernel's arguments are derived once more with each tensor replaced by its Slot."""
+    marked = dataclasses.replace(p, **{f: Slot(i) for i, f in enumerate(PLAN_FIELDS) if getattr(p, f) is not None})
+    grid, args, constexprs = kernel_arguments(marked, variant=variant, fp8_software=fp8_software)
+    try:
+        return LaunchPlan.of(compiled, grid, launcher.bind(args, constexprs), device)
+    except Unsupported:
+        return None
+
+
+def _checked_params(key, value, key_cache, value_cache, slot_mapping, layout, rope, scale_kind, k_scale, v_scale,
+                    k_scale_cache, v_scale_cache, invalid_slots, cache_dtype, variant, cp_positions, cp_rank,
+                    cp_world_size, cp_interleave):
+    """(KvAppendParams, torch.device) of a kv_append call; ValueError("kv_append: ...") naming what
+    does not fit."""
     import torch
 
     def fail(msg):
@@ -611,11 +678,7 @@ def kv_append(key, value, key_cache, value_cache, slot_mapping, *, layout, rope=
         scale_stride_head=scale_strides[2], value_head_dim=value_head_dim, has_value=has_value,
         rope=rope, rope_stride_token=rope.stride(0) if mla else 0, rope_stride_head=0, rope_dim=rope_dim,
         cp_positions=cp_positions, cp_rank=cp_rank, cp_world_size=cp_world_size, cp_interleave=cp_interleave)
-    if device.type == "cuda":
-        with on_device(device.index):
-            launch(p, variant=variant, fp8_software=fp8_software)
-    else:
-        launch(p, variant=variant, fp8_software=fp8_software)
+    return p, device
 
 
 def kv_append_mla(kv_c, k_pe, kv_cache, slot_mapping, *, scale=None, cache_dtype=None, invalid_slots=None,
