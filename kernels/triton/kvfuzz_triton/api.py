@@ -429,11 +429,8 @@ def kv_append(key, value, key_cache, value_cache, slot_mapping, *, layout, rope=
     mode = direct_launch_mode()
     plan_key = plan = None
     if mode != "0" and not interpreting():
-        # Everything else validation and kernel_arguments() read; the ranks with their types (True is
-        # refused where 1 is not).
-        others = (layout, scale_kind, cache_dtype, variant, fp8_software, type(cp_rank), cp_rank,
-                  type(cp_world_size), cp_world_size, type(cp_interleave), cp_interleave)
-        plan_key = call_key(tensors, others)
+        plan_key = _plan_key(tensors, layout, scale_kind, cache_dtype, variant, fp8_software, cp_rank, cp_world_size,
+                             cp_interleave)
         try:
             plan = PLANS.get(plan_key) if plan_key is not None else None
         except TypeError:  # an unhashable argument: the full path names it
@@ -459,6 +456,13 @@ def kv_append(key, value, key_cache, value_cache, slot_mapping, *, layout, rope=
         raise RuntimeError("kvfuzz_triton: kv_append's launch plan for these arguments differs from what their "
                            "validation gives (the plan key misses something the arguments depend on); run with "
                            "KVFUZZ_TRITON_DIRECT_LAUNCH=0 meanwhile")
+
+
+def _plan_key(tensors, layout, scale_kind, cache_dtype, variant, fp8_software, cp_rank, cp_world_size, cp_interleave):
+    """call_key (launch_plan.py) of a kv_append call: its tensors, then everything else validation and
+    kernel_arguments() read; the ranks with their types (True is refused where 1 is not)."""
+    return call_key(tensors, (layout, scale_kind, cache_dtype, variant, fp8_software, type(cp_rank), cp_rank,
+                              type(cp_world_size), cp_world_size, type(cp_interleave), cp_interleave))
 
 
 def kv_append_plan(p, compiled, device, *, variant=None, fp8_software=None, launcher=KV_APPEND):

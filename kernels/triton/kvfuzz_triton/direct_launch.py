@@ -85,6 +85,10 @@ class LruCache:
             if len(self._entries) > self.capacity:
                 del self._entries[min(self._entries, key=lambda k: self._entries[k][1])]
 
+    def values(self):
+        """The values, least recently used first."""
+        return [v for v, _ in sorted(self._entries.values(), key=lambda e: e[1])]
+
     def __len__(self):
         return len(self._entries)
 
