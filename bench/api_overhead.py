@@ -6,10 +6,10 @@ against Triton's JIT path, verified bit for bit first.
     python3 bench/api_overhead.py --list                 # the cases, no GPU needed
 
 Paths (kernels/triton/kvfuzz_triton/direct_launch.py, launch_plan.py):
-  cached  KVFUZZ_TRITON_DIRECT_LAUNCH=1 (the default): a kv_append call like an earlier one is launched
+  cached  mode "1" (KVFUZZ_TRITON_DIRECT_LAUNCH=1, the default): a kv_append call like an earlier one is launched
           from that call's plan (no validation, no JIT); kv_append_quant validates, then launches the
           compiled kernel directly;
-  jit     KVFUZZ_TRITON_DIRECT_LAUNCH=0: validation and Triton's JIT dispatch every call (the API
+  jit     mode "0" (KVFUZZ_TRITON_DIRECT_LAUNCH=0): validation and Triton's JIT dispatch every call (the API
           before issue 20).
 
 Cases: kv_append with paged bf16 caches, NHD and HND; fp8 e4m3 caches (uint8 storage,
@@ -46,7 +46,7 @@ import time
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 H, D, BLOCK_SIZE, NUM_BLOCKS = 8, 128, 16, 64
 CASES = ("bf16-nhd", "bf16-hnd", "fp8-per-tensor", "fp8-per-token-head", "nvfp4")
-PATHS = {"cached": "1", "jit": "0"}  # path name: KVFUZZ_TRITON_DIRECT_LAUNCH
+PATHS = {"cached": "1", "jit": "0"}  # path name: direct launch mode (set_direct_launch_mode)
 POISON = 0xA5
 TARGET_US = 15.0
 
@@ -99,7 +99,8 @@ def make_call(torch, kt, case, tokens, seed):
 
 
 def set_path(path):
-    os.environ["KVFUZZ_TRITON_DIRECT_LAUNCH"] = PATHS[path]
+    from kvfuzz_triton.direct_launch import set_direct_launch_mode
+    set_direct_launch_mode(PATHS[path])
 
 
 def verify(torch, kt, case, tokens):
@@ -190,7 +191,7 @@ def breakdown(torch, kt, tokens, calls, repeats):
     ]
     out = []
     for name, mode, fn in parts:
-        os.environ["KVFUZZ_TRITON_DIRECT_LAUNCH"] = mode
+        direct_launch.set_direct_launch_mode(mode)
         us, every = time_host(torch, fn, calls, repeats)
         out.append({"part": name, "tokens": tokens, "host_us": us, "repeats_us": every})
     return out
@@ -292,7 +293,6 @@ def main(argv=None):
         result["breakdown"] = breakdown(torch, kt, tokens[0], args.calls, args.repeats)
         for b in result["breakdown"]:
             print(f"  {b['part']}: {b['host_us']:.2f} us", flush=True)
-    os.environ.pop("KVFUZZ_TRITON_DIRECT_LAUNCH", None)
     (out / "api_overhead.json").write_text(json.dumps(result, indent=1) + "\n")
     (out / "api_overhead.md").write_text(render_markdown(result))
     print(render_markdown(result))

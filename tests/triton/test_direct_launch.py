@@ -231,7 +231,7 @@ def test_direct_launch_with_a_hook_passes_the_hooks_and_their_metadata(jit):
 
 def test_check_mode_accepts_the_jits_choice_and_refuses_another(jit, monkeypatch):
     kernel, made = jit
-    monkeypatch.setenv("KVFUZZ_TRITON_DIRECT_LAUNCH", "check")
+    monkeypatch.setattr(direct_launch, "_mode", "check")
     launcher = DirectLauncher(kernel)
     grid, args, constexprs, options = launch_args(params())
     compiled = launcher.launch(grid, args, constexprs, options)
@@ -248,13 +248,21 @@ def test_check_mode_accepts_the_jits_choice_and_refuses_another(jit, monkeypatch
 
 def test_switch_values(monkeypatch):
     monkeypatch.delenv("KVFUZZ_TRITON_DIRECT_LAUNCH", raising=False)
-    assert direct_launch_mode() == "1"
+    assert direct_launch.mode_from_environment() == "1"
     for v in ("0", "1", "check"):
         monkeypatch.setenv("KVFUZZ_TRITON_DIRECT_LAUNCH", v)
-        assert direct_launch_mode() == v
+        assert direct_launch.mode_from_environment() == v
     monkeypatch.setenv("KVFUZZ_TRITON_DIRECT_LAUNCH", "yes")
     with pytest.raises(ValueError, match="KVFUZZ_TRITON_DIRECT_LAUNCH='yes'"):
-        direct_launch_mode()
+        direct_launch.mode_from_environment()
+
+
+def test_setting_the_mode(monkeypatch):
+    monkeypatch.setattr(direct_launch, "_mode", "1")
+    assert direct_launch.set_direct_launch_mode("check") == "1" and direct_launch_mode() == "check"
+    with pytest.raises(ValueError, match="direct launch mode 'off'"):
+        direct_launch.set_direct_launch_mode("off")
+    assert direct_launch_mode() == "check"
 
 
 def counting_jit(kernel, monkeypatch):
@@ -274,11 +282,11 @@ def test_switch_off_sends_every_call_through_the_jit(jit, monkeypatch):
     calls = counting_jit(kernel, monkeypatch)
     launcher = DirectLauncher(kernel)
     grid, args, constexprs, options = launch_args(params())
-    monkeypatch.setenv("KVFUZZ_TRITON_DIRECT_LAUNCH", "0")
+    monkeypatch.setattr(direct_launch, "_mode", "0")
     for _ in range(3):
         launcher.launch(grid, args, constexprs, options)
     assert len(calls) == 3 and len(launcher.compiled) == 0
-    monkeypatch.setenv("KVFUZZ_TRITON_DIRECT_LAUNCH", "1")
+    direct_launch.set_direct_launch_mode("1")
     for _ in range(3):
         launcher.launch(grid, args, constexprs, options)
     assert len(calls) == 4 and len(made) == 1 and len(made[0].runs) == 6  # the JIT once, then direct

@@ -4,7 +4,7 @@ On the CPU (no GPU, no torch): the plan key, and that a plan hands CompiledKerne
 Triton's JITFunction.run hands it for the same call (duck tensors, a fake driver: launch_fakes.py).
 On the GPU (KVFUZZ_TRITON_GPU=1, torch on CUDA): kv_append on a second set of tensors of the same kind
 is launched from the first call's plan without validation, and writes bit for bit what the full
-path (KVFUZZ_TRITON_DIRECT_LAUNCH=0) writes, for every family and scale kind; a misaligned view gets a
+path (direct launch mode "0") writes, for every family and scale kind; a misaligned view gets a
 plan of its own; bad arguments raise the full path's errors after a plan exists.
 
     build/venv-triton/bin/python -m pytest -q tests/triton/test_launch_plan.py
@@ -17,8 +17,8 @@ import pytest
 import kvfuzz_triton
 from kvfuzz_triton import launch_plan
 from kvfuzz_triton.api import PLAN_FIELDS
-from kvfuzz_triton.direct_launch import DirectLauncher
-from launch_fakes import STREAM, Tensor, fake_compiled, jit, jit_launch, launch_args, params  # noqa: F401
+from kvfuzz_triton.direct_launch import DirectLauncher, set_direct_launch_mode
+from launch_fakes import Tensor, fake_compiled, jit, jit_launch, launch_args, params  # noqa: F401
 
 GPU = os.environ.get("KVFUZZ_TRITON_GPU") == "1"
 cpu_only = pytest.mark.skipif(GPU, reason="CPU test with a fake driver")
@@ -52,6 +52,33 @@ def test_plan_launches_what_the_jit_launches(jit, scale_kind, cache_dtype):
     assert planned[:6] == want[:6]
     assert [(type(a), a) for a in planned[9:]] == [(type(a), a) for a in want[9:]]
     assert all(a is b for a, b in zip(planned[9:], want[9:]) if isinstance(a, Tensor))
+
+
+@cpu_only
+def test_kv_append_launches_a_known_call_from_its_plan(jit, monkeypatch):
+    """kv_append's own hit path, on duck tensors (it reads no more of them than call_key does): no
+    validation, the plan's launch, the JIT's arguments."""
+    from kvfuzz_triton import api
+    kernel, _ = jit
+    launcher = DirectLauncher(kernel)
+    first = params()
+    grid, args, constexprs, options = launch_args(first)
+    compiled = launcher.launch(grid, args, constexprs, options)
+    tensors = tensor_args(first)
+    key = api._plan_key(tensors, "nhd", None, None, None, False, 0, 1, 1)
+    monkeypatch.setattr(api, "PLANS", api.LruCache())
+    api.PLANS.put(key, api.kv_append_plan(first, compiled, 0, fp8_software=False, launcher=launcher))
+    monkeypatch.setattr(api, "KV_APPEND", launcher)  # the package's kernel is interpreted here
+    monkeypatch.setattr(api, "_checked_params", lambda *a: pytest.fail("validated a call that has a plan"))
+    later = params(ptr=0x490000)
+    api.kv_append(later.key, later.value, later.k_cache, later.v_cache, later.slot_mapping, layout="nhd",
+                  invalid_slots=later.invalid_slots, fp8_software=False)
+    planned = compiled.runs[-1]
+    want = jit_launch(kernel, later)
+    assert [(type(a), a) for a in planned[9:]] == [(type(a), a) for a in want[9:]] and planned[:6] == want[:6]
+    with pytest.raises(pytest.fail.Exception, match="validated"):  # another layout: another key, validation
+        api.kv_append(later.key, later.value, later.k_cache, later.v_cache, later.slot_mapping, layout="hnd",
+                      invalid_slots=later.invalid_slots, fp8_software=False)
 
 
 @cpu_only
@@ -125,16 +152,12 @@ class Call:
         self.fn, self.args, self.kwargs, self.outputs = fn, args, kwargs, outputs
 
     def run(self, mode):
-        """The call with KVFUZZ_TRITON_DIRECT_LAUNCH=mode, then the variable as it was."""
-        before = os.environ.get("KVFUZZ_TRITON_DIRECT_LAUNCH")
-        os.environ["KVFUZZ_TRITON_DIRECT_LAUNCH"] = mode
+        """The call in direct launch mode `mode` ("1", "0", "check"), then the mode as it was."""
+        before = set_direct_launch_mode(mode)
         try:
             self.fn(*self.args, **self.kwargs)
         finally:
-            if before is None:
-                os.environ.pop("KVFUZZ_TRITON_DIRECT_LAUNCH")
-            else:
-                os.environ["KVFUZZ_TRITON_DIRECT_LAUNCH"] = before
+            set_direct_launch_mode(before)
         import torch
         torch.cuda.synchronize()
 

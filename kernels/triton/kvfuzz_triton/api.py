@@ -428,7 +428,7 @@ def kv_append(key, value, key_cache, value_cache, slot_mapping, *, layout, rope=
                v_scale_cache, invalid_slots, cp_positions)
     mode = direct_launch_mode()
     plan_key = plan = None
-    if mode != "0" and not interpreting():
+    if mode != "0" and KV_APPEND.supported:  # supported: compiled for the GPU, not interpreted
         plan_key = _plan_key(tensors, layout, scale_kind, cache_dtype, variant, fp8_software, cp_rank, cp_world_size,
                              cp_interleave)
         try:

@@ -31,11 +31,12 @@ the enter and exit hooks, then every argument in parameter order, constexprs and
 1 included (Triton 3.6's generated C launcher parses those as objects and drops them): exactly
 JITFunction.run's `*bound_args.values()`.
 
-KVFUZZ_TRITON_DIRECT_LAUNCH, read at every call: "1" (default) direct launches; "0" every call through
-Triton's JIT (the launchers' behaviour before); "check" direct launches, and every cache hit is
-checked against the JIT's own choice (Triton's binder and kernel cache; and in kv_append, the launch
-plan against the full validation): slow, for tests. Under TRITON_INTERPRET=1 the kernels are Triton's
-InterpretedFunction, which always runs through its own path.
+KVFUZZ_TRITON_DIRECT_LAUNCH: "1" (default) direct launches; "0" every call through Triton's JIT (the
+launchers' behaviour before); "check" direct launches, and every cache hit is checked against the JIT's
+own choice (Triton's binder and kernel cache; and in kv_append, the launch plan against the full
+validation): slow, for tests. Read when the package is imported, as Triton reads TRITON_DEBUG (reading
+the environment costs ~1 µs a call); set_direct_launch_mode() changes it afterwards. Under
+TRITON_INTERPRET=1 the kernels are Triton's InterpretedFunction, which always runs through its own path.
 """
 import contextlib
 import itertools
@@ -50,13 +51,31 @@ MODES = ("0", "1", "check")
 CACHE_CAPACITY = 32  # compiled kernels per DirectLauncher; launch plans per API
 
 
-def direct_launch_mode():
+def mode_from_environment():
     """KVFUZZ_TRITON_DIRECT_LAUNCH: "1" (unset), "0" or "check"; ValueError for anything else."""
-    mode = os.environ.get(DIRECT_LAUNCH_ENV, "1")
+    return _checked_mode(os.environ.get(DIRECT_LAUNCH_ENV, "1"), DIRECT_LAUNCH_ENV + "=")
+
+
+def _checked_mode(mode, what):
     if mode not in MODES:
-        raise ValueError(f'{DIRECT_LAUNCH_ENV}={mode!r}: expected "1" (direct launches, the default), "0" '
-                         f'(every call through Triton\'s JIT) or "check" (direct launches checked against the JIT)')
+        raise ValueError(f'{what}{mode!r}: expected "1" (direct launches, the default), "0" (every call through '
+                         f'Triton\'s JIT) or "check" (direct launches checked against the JIT)')
     return mode
+
+
+_mode = mode_from_environment()
+
+
+def direct_launch_mode():
+    """The mode in force: "1", "0" or "check" (the module docstring)."""
+    return _mode
+
+
+def set_direct_launch_mode(mode):
+    """Sets the mode ("1", "0" or "check") for every later call; returns the previous one."""
+    global _mode
+    previous, _mode = _mode, _checked_mode(mode, "direct launch mode ")
+    return previous
 
 
 class LruCache:

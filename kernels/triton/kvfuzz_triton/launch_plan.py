@@ -19,6 +19,9 @@ absent one, then `others` (the call's other arguments, as given) and TRITON_DEBU
 instrumentation mode (part of Triton's key). The caller passes in `others` everything else its
 validation and kernel arguments read: the contract is that every non-pointer kernel argument follows
 from the key. A pointer's value decides only its alignment (Triton's divisibility specialisation).
+What the environment decides is read when the package is imported (TRITON_INTERPRET: whether the
+kernels are compiled at all, and so whether plans are made) and kept by a plan (fp8_software=None's
+default, which kv_append reads from TRITON_INTERPRET at each validation).
 """
 from triton import knobs
 
