@@ -82,6 +82,13 @@ torch API (CUDA tensors on a GPU; CPU tensors under TRITON_INTERPRET=1):
   bytes), "indexer_k" (vLLM's [nb, bs, D + 4 D/128]). rules: FormatRules(nvfp4=, mx=, ds_mla=, indexer=,
   asym_arith=, asym_lanes=, int4_pairing=) or a dict, the conventions of src/golden/block_quant.h.
 
+Launches (direct_launch.py, launch_plan.py): on the GPU each kernel goes through Triton's JIT on the
+first call of each specialisation and is launched from the compiled kernel afterwards; a kv_append
+call like an earlier valid one (same tensor types, shapes, strides, dtypes, devices and 16-byte
+alignment, same other arguments) is launched from that call's plan without validation.
+KVFUZZ_TRITON_DIRECT_LAUNCH=0 (read at import; set_direct_launch_mode("0") at run time) validates and
+goes through the JIT every call; "check" re-derives every hit the slow way and raises on a difference.
+
 Raw entry point (no torch needed; used by the interpreter worker with HostPtr shims):
 
     launch(KvAppendParams(...), variant=None, fp8_software=None, tile=None)
@@ -100,6 +107,7 @@ from .api import (DTYPES, LAYOUTS, SCALE_KINDS, FieldStrides, KvAppendParams, ca
                   check_ranks, geometry_field, interpreting, kv_append, kv_append_mla, launch, legacy_fields,
                   pick_variant, tile_sizes)
 from .cp_slot_mapping import CpSlotMappingParams, cp_slot_mapping, cp_slot_mapping_kernel, launch_cp_slot_mapping
+from .direct_launch import direct_launch_mode, set_direct_launch_mode
 from .format_api import FORMATS, FormatField, FormatRules, launch_format
 from .hostptr import HostPtr
 from .kv_append import kv_append_kernel
@@ -108,6 +116,6 @@ from .quant_api import kv_append_quant
 
 __all__ = ["DTYPES", "FORMATS", "LAYOUTS", "SCALE_KINDS", "CpSlotMappingParams", "FieldStrides", "FormatField",
            "FormatRules", "HostPtr", "KvAppendParams", "cache_fields", "check_params", "check_ranks", "cp_slot_mapping",
-           "cp_slot_mapping_kernel", "geometry_field", "interpreting", "kv_append", "kv_append_format_kernel",
+           "cp_slot_mapping_kernel", "direct_launch_mode", "geometry_field", "interpreting", "kv_append", "kv_append_format_kernel",
            "kv_append_kernel", "kv_append_mla", "kv_append_quant", "launch", "launch_cp_slot_mapping", "launch_format",
-           "legacy_fields", "pick_variant", "tile_sizes"]
+           "legacy_fields", "pick_variant", "set_direct_launch_mode", "tile_sizes"]

@@ -5,7 +5,11 @@ import os
 
 import triton
 
+from .direct_launch import DirectLauncher, LruCache, Unsupported, direct_launch_mode, is_compiled, on_device
 from .kv_append import kv_append_kernel
+from .launch_plan import LaunchPlan, Slot, call_key
+
+KV_APPEND = DirectLauncher(kv_append_kernel)  # launches kv_append_kernel (direct_launch.py)
 
 DTYPES = ("f16", "bf16", "f32", "fp8_e4m3", "fp8_e5m2", "int8")  # index = kvf::DType
 FLOAT_DTYPES = DTYPES[:3]
@@ -252,17 +256,30 @@ def launch(p, *, variant=None, fp8_software=None, num_warps=4, tile=None):
     fp8_software: None = the exact integer fp8 conversion under the interpreter and the hardware
     conversion on the GPU (both are bit-identical to the contract on sm_90).
     tile: (BLOCK_H, BLOCK_D) powers of two, e.g. AOT_TILE; None = tile_sizes() for the shape.
+
+    On the GPU the kernel is launched through KV_APPEND (direct_launch.py): Triton's JIT on the first
+    call of each specialisation, its compiled kernel directly afterwards.
     """
     if p.quant_format != "none":
         from .format_api import FORMAT_AOT_BLOCK, launch_format
         return launch_format(p, fp8_software=interpreting() if fp8_software is None else fp8_software,
                              num_warps=num_warps, block=FORMAT_AOT_BLOCK if tile == AOT_TILE else None)
+    call = kernel_arguments(p, variant=variant, fp8_software=fp8_software, tile=tile)
+    if call is None:
+        return None  # nothing to write; never launch an empty grid
+    grid, args, constexprs = call
+    return KV_APPEND.launch(grid, args, constexprs, {"num_warps": num_warps})
+
+
+def kernel_arguments(p, *, variant=None, fp8_software=None, tile=None):
+    """(grid, positional arguments, constexprs) of kv_append_kernel for raw parameters p (launch()'s
+    arguments), or None when there is nothing to write. ValueError for parameters check_params refuses."""
     check_params(p)
     variant = variant or pick_variant(p.stride_pos, p.stride_head)
     if variant not in VARIANTS:
         raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
     if p.num_slots == 0 or p.num_heads == 0 or p.head_dim == 0:
-        return None  # nothing to write; never launch an empty grid
+        return None
     if fp8_software is None:
         fp8_software = interpreting()
     block_h, block_d = tile if tile is not None else tile_sizes(p.num_heads, max(p.head_dim, value_dim(p)), variant)
@@ -279,7 +296,7 @@ def launch(p, *, variant=None, fp8_software=None, num_warps=4, tile=None):
     csr = p.csr_batch_indices is not None
     slots = p.slot_mapping if not csr else p.csr_batch_indices  # a CSR call has no slot_mapping: never read
     csr_stand_in = slots  # slot_mapping addressing: the CSR pointers are never read
-    return kv_append_kernel[grid](
+    args = (
         p.key, value, slots, p.k_cache, v_cache,
         dummy if k_scale is None else k_scale,
         # No V (k_only, mla): V's scale pointer is never read, but the JIT specialises on its element
@@ -301,9 +318,10 @@ def launch(p, *, variant=None, fp8_software=None, num_warps=4, tile=None):
         csr_stand_in if p.window_positions is None else p.window_positions,
         csr_stand_in if p.window_seq_lens is None else p.window_seq_lens,
         int(p.cp_positions is not None), p.cp_rank, p.cp_world_size, p.cp_interleave,
-        csr_stand_in if p.cp_positions is None else p.cp_positions,
-        IN_DTYPE=DTYPES.index(p.input_dtype), CACHE_DTYPE=DTYPES.index(p.cache_dtype),
-        FP8_SOFTWARE=bool(fp8_software), BLOCK_H=block_h, BLOCK_D=block_d, num_warps=num_warps)
+        csr_stand_in if p.cp_positions is None else p.cp_positions)
+    constexprs = dict(IN_DTYPE=DTYPES.index(p.input_dtype), CACHE_DTYPE=DTYPES.index(p.cache_dtype),
+                      FP8_SOFTWARE=bool(fp8_software), BLOCK_H=block_h, BLOCK_D=block_d)
+    return grid, args, constexprs
 
 
 # ---------------------------------------------------------------------------------------------
@@ -386,6 +404,14 @@ def cache_fields(layout, num_heads, head_dim, k_shape, k_strides, v_shape, v_str
     return num_blocks, block_size, k_field, v_field
 
 
+# Launch plans of kv_append calls (launch_plan.py), at most CACHE_CAPACITY, least recently used forgotten.
+PLANS = LruCache()
+# The KvAppendParams fields _checked_params fills from kv_append's tensor arguments, in the order of
+# kv_append's `tensors` (key and rope may be [:, 0] views of the arguments: same pointer and dtype).
+PLAN_FIELDS = ("key", "value", "k_cache", "v_cache", "slot_mapping", "rope", "k_scale", "v_scale", "k_scale_cache",
+               "v_scale_cache", "invalid_slots", "cp_positions")
+
+
 def kv_append(key, value, key_cache, value_cache, slot_mapping, *, layout, rope=None, scale_kind=None,
               k_scale=None, v_scale=None, k_scale_cache=None, v_scale_cache=None,
               invalid_slots=None, cache_dtype=None, variant=None, fp8_software=None,
@@ -393,7 +419,69 @@ def kv_append(key, value, key_cache, value_cache, slot_mapping, *, layout, rope=
     """Appends key/value rows to a paged KV cache in place (see the package docstring). The family
     follows from the arguments: value=None is k_only, rope=k_pe is mla (key = kv_c), a value head dim
     other than key's is kv_split. cp_positions (int32 [T], -1 = padding) makes the call one
-    context-parallel rank's: only rows whose position rank cp_rank holds are written."""
+    context-parallel rank's: only rows whose position rank cp_rank holds are written.
+
+    On the GPU a call like an earlier valid one (same tensor shapes, strides, dtypes, devices and
+    16-byte alignment, same other arguments: launch_plan.py) is launched from that call's plan
+    without validating again; KVFUZZ_TRITON_DIRECT_LAUNCH=0 validates and goes through the JIT every call."""
+    tensors = (key, value, key_cache, value_cache, slot_mapping, rope, k_scale, v_scale, k_scale_cache,
+               v_scale_cache, invalid_slots, cp_positions)
+    mode = direct_launch_mode()
+    plan_key = plan = None
+    if mode != "0" and KV_APPEND.supported:  # supported: compiled for the GPU, not interpreted
+        plan_key = _plan_key(tensors, layout, scale_kind, cache_dtype, variant, fp8_software, cp_rank, cp_world_size,
+                             cp_interleave)
+        try:
+            plan = PLANS.get(plan_key) if plan_key is not None else None
+        except TypeError:  # an unhashable argument: the full path names it
+            plan_key = None
+        if plan is not None and mode == "1":
+            plan.launch(tensors)
+            return
+    p, device = _checked_params(key, value, key_cache, value_cache, slot_mapping, layout, rope, scale_kind,
+                                k_scale, v_scale, k_scale_cache, v_scale_cache, invalid_slots, cache_dtype,
+                                variant, cp_positions, cp_rank, cp_world_size, cp_interleave)
+    if device.type != "cuda":
+        launch(p, variant=variant, fp8_software=fp8_software)
+        return
+    with on_device(device.index):
+        compiled = launch(p, variant=variant, fp8_software=fp8_software)
+    if plan_key is None or not is_compiled(compiled):
+        return
+    fresh = kv_append_plan(p, compiled, device.index, variant=variant, fp8_software=fp8_software)
+    if plan is None:
+        if fresh is not None:
+            PLANS.put(plan_key, fresh)
+    elif not plan.same_as(fresh):
+        raise RuntimeError("kvfuzz_triton: kv_append's launch plan for these arguments differs from what their "
+                           "validation gives (the plan key misses something the arguments depend on); run with "
+                           "KVFUZZ_TRITON_DIRECT_LAUNCH=0 meanwhile")
+
+
+def _plan_key(tensors, layout, scale_kind, cache_dtype, variant, fp8_software, cp_rank, cp_world_size, cp_interleave):
+    """call_key (launch_plan.py) of a kv_append call: its tensors, then everything else validation and
+    kernel_arguments() read; the ranks with their types (True is refused where 1 is not)."""
+    return call_key(tensors, (layout, scale_kind, cache_dtype, variant, fp8_software, type(cp_rank), cp_rank,
+                              type(cp_world_size), cp_world_size, type(cp_interleave), cp_interleave))
+
+
+def kv_append_plan(p, compiled, device, *, variant=None, fp8_software=None, launcher=KV_APPEND):
+    """The LaunchPlan (launch_plan.py) of launching `compiled` for p on CUDA device `device`, its pointers
+    taken from kv_append's tensor arguments (PLAN_FIELDS); None when an argument cannot be planned.
+    The kernel's arguments are derived once more with each tensor replaced by its Slot."""
+    marked = dataclasses.replace(p, **{f: Slot(i) for i, f in enumerate(PLAN_FIELDS) if getattr(p, f) is not None})
+    grid, args, constexprs = kernel_arguments(marked, variant=variant, fp8_software=fp8_software)
+    try:
+        return LaunchPlan.of(compiled, grid, launcher.bind(args, constexprs), device)
+    except Unsupported:
+        return None
+
+
+def _checked_params(key, value, key_cache, value_cache, slot_mapping, layout, rope, scale_kind, k_scale, v_scale,
+                    k_scale_cache, v_scale_cache, invalid_slots, cache_dtype, variant, cp_positions, cp_rank,
+                    cp_world_size, cp_interleave):
+    """(KvAppendParams, torch.device) of a kv_append call; ValueError("kv_append: ...") naming what
+    does not fit."""
     import torch
 
     def fail(msg):
@@ -594,11 +682,7 @@ def kv_append(key, value, key_cache, value_cache, slot_mapping, *, layout, rope=
         scale_stride_head=scale_strides[2], value_head_dim=value_head_dim, has_value=has_value,
         rope=rope, rope_stride_token=rope.stride(0) if mla else 0, rope_stride_head=0, rope_dim=rope_dim,
         cp_positions=cp_positions, cp_rank=cp_rank, cp_world_size=cp_world_size, cp_interleave=cp_interleave)
-    if device.type == "cuda":
-        with torch.cuda.device(device):
-            launch(p, variant=variant, fp8_software=fp8_software)
-    else:
-        launch(p, variant=variant, fp8_software=fp8_software)
+    return p, device
 
 
 def kv_append_mla(kv_c, k_pe, kv_cache, slot_mapping, *, scale=None, cache_dtype=None, invalid_slots=None,

@@ -7,6 +7,7 @@ import dataclasses
 
 import triton
 
+from .direct_launch import DirectLauncher
 from .kv_append_format import kv_append_format_kernel
 
 # kvf::QuantFormatId (kernels/cuda/kv_append.cuh) = kvf::QuantFormat (src/case/quant_format.h): index = value.
@@ -130,6 +131,9 @@ def check_format_params(p):
             raise ValueError(f"{name}.pos_x and .dim_x must be in [1, 2^31), got {f.pos_x} and {f.dim_x}")
 
 
+KV_APPEND_FORMAT = DirectLauncher(kv_append_format_kernel)  # launches kv_append_format_kernel (direct_launch.py)
+
+
 def latent_dim(p):
     """The dims a row quantises: head_dim, or for ds_mla head_dim - rope_dim (the rest is copied)."""
     return p.head_dim - p.rope_dim if p.quant_format == "ds_mla" else p.head_dim
@@ -137,7 +141,8 @@ def latent_dim(p):
 
 def launch_format(p, *, fp8_software, num_warps=4, block=None):
     """Runs kv_append_format_kernel on p (a KvAppendParams with quant_format set). block: the tile
-    (FORMAT_AOT_BLOCK for the AOT build's); None: format_tile()."""
+    (FORMAT_AOT_BLOCK for the AOT build's); None: format_tile(). On the GPU through KV_APPEND_FORMAT:
+    Triton's JIT on the first call of each specialisation, its compiled kernel directly afterwards."""
     check_format_params(p)
     if p.num_slots == 0 or p.num_heads == 0 or p.head_dim == 0:
         return None  # nothing to write; never launch an empty grid
@@ -156,7 +161,7 @@ def launch_format(p, *, fp8_software, num_warps=4, block=None):
     global_v = p.v_scale if p.quant_format == "nvfp4" else None
     has_value = bool(p.has_value) and p.quant_format not in ("ds_mla", "indexer_k")
     grid = (p.num_slots, p.num_heads)
-    return kv_append_format_kernel[grid](
+    args = (
         p.key, p.value if has_value else dummy, p.rope if p.rope is not None else dummy, slots,
         p.format_cache, p.format_scales,
         global_k if global_k is not None else p.format_scales, global_v if global_v is not None else p.format_scales,
@@ -173,6 +178,7 @@ def launch_format(p, *, fp8_software, num_warps=4, block=None):
         stand_in if p.window_positions is None else p.window_positions,
         stand_in if p.window_seq_lens is None else p.window_seq_lens,
         int(p.cp_positions is not None), p.cp_rank, p.cp_world_size, p.cp_interleave,
-        stand_in if p.cp_positions is None else p.cp_positions,
-        IN_DTYPE=("f16", "bf16", "f32").index(p.input_dtype), FORMAT=FORMATS.index(p.quant_format),
-        FP8_SOFTWARE=bool(fp8_software), BLOCK=block, num_warps=num_warps)
+        stand_in if p.cp_positions is None else p.cp_positions)
+    constexprs = dict(IN_DTYPE=("f16", "bf16", "f32").index(p.input_dtype), FORMAT=FORMATS.index(p.quant_format),
+                      FP8_SOFTWARE=bool(fp8_software), BLOCK=block)
+    return KV_APPEND_FORMAT.launch(grid, args, constexprs, {"num_warps": num_warps})

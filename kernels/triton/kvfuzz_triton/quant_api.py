@@ -41,6 +41,7 @@ The arguments only need .shape, .stride(), .data_ptr(), .element_size(), .dtype 
 torch tensors have (the tests use a numpy stand-in).
 """
 from .api import KvAppendParams, interpreting, launch
+from .direct_launch import on_device
 from .format_api import FORMATS, GROUP, FormatField, FormatRules
 
 SCALE_LAYOUTS = ("linear", "swizzled_v", "swizzled")
@@ -267,8 +268,7 @@ def kv_append_quant(key, value, key_cache, value_cache, slot_mapping, *, quant_f
         k_zeros=fields.get("kz"), v_zeros=fields.get("vz"), rope_field=fields.get("rp"))
     device = getattr(key, "device", None)
     if getattr(device, "type", "cpu") == "cuda":
-        import torch
-        with torch.cuda.device(device):
+        with on_device(device.index):
             launch(p, fp8_software=fp8_software)
     else:
         launch(p, fp8_software=fp8_software)

@@ -1,0 +1,100 @@
+"""Launch plans: a torch API call replayed on new tensors of the same kind without validating it again.
+
+kv_append validates its arguments and derives the kernel's ~60 arguments from their shapes, strides and
+dtypes (~20-40 µs of Python per call). A later call whose tensors have the same type, shape, strides,
+dtype, device and 16-byte alignment, with equal other arguments, passes the same checks and gets the
+same integers, grid and compiled kernel: only the pointers differ. A LaunchPlan keeps the first call's
+launch with each pointer argument replaced by the position of the call tensor it comes from:
+
+    key = call_key(tensors, others)              # None: a call no plan describes
+    plan = plans.get(key)
+    if plan is not None:
+        return plan.launch(tensors)              # the key, one lookup, the launch
+    ...validate, launch through DirectLauncher...
+    bound = the kernel's arguments derived once more with Slot(i) in place of the call's tensor i
+    plans.put(key, LaunchPlan.of(compiled, grid, bound, device))
+
+call_key holds, per tensor, (type, shape, strides, dtype, device index, data_ptr() % 16), None for an
+absent one, then `others` (the call's other arguments, as given) and TRITON_DEBUG with the
+instrumentation mode (part of Triton's key). The caller passes in `others` everything else its
+validation and kernel arguments read: the contract is that every non-pointer kernel argument follows
+from the key. A pointer's value decides only its alignment (Triton's divisibility specialisation).
+What the environment decides is read when the package is imported (TRITON_INTERPRET: whether the
+kernels are compiled at all, and so whether plans are made) and kept by a plan (fp8_software=None's
+default, which kv_append reads from TRITON_INTERPRET at each validation).
+"""
+from triton import knobs
+
+from .direct_launch import current_device, current_stream, launch_compiled, on_device
+
+
+def call_key(tensors, others):
+    """The plan key of a call (the module docstring), or None when a tensor argument is not one
+    (the full path then raises the error that names it)."""
+    try:
+        described = [None if t is None else (type(t), t.shape, t.stride(), t.dtype, t.get_device(), t.data_ptr() & 15)
+                     for t in tensors]
+    except Exception:  # noqa: BLE001 - anything but a tensor: the full path names the problem
+        return None
+    return tuple(described), others, knobs.runtime.debug, knobs.compilation.instrumentation_mode
+
+
+class Slot:
+    """Stands for the call's tensor number `index` among a plan's arguments."""
+    __slots__ = ("index",)
+
+    def __init__(self, index):
+        self.index = index
+
+    def __repr__(self):
+        return f"Slot({self.index})"
+
+
+class LaunchPlan:
+    """A validated call's launch: its compiled kernel, grid and device, and its arguments in parameter
+    order with each pointer's slot filled from the call's tensors at launch."""
+    __slots__ = ("compiled", "grid", "device", "template", "slots")
+
+    def __init__(self, compiled, grid, device, template, slots):
+        self.compiled = compiled
+        self.grid = grid
+        self.device = device  # CUDA device index
+        self.template = template  # [arguments in parameter order], None where a pointer goes
+        self.slots = slots  # ((argument position, index into the call's tensors), ...)
+
+    @classmethod
+    def of(cls, compiled, grid, bound, device):
+        """The plan of a launch of `compiled` on `grid` and CUDA device `device` with `bound`, every
+        argument in parameter order, each pointer a Slot of the call's tensors. None when an argument
+        is neither a Slot nor a plain scalar (a pointer whose source the caller did not mark)."""
+        template = list(bound)
+        slots = []
+        for pos, arg in enumerate(bound):
+            if type(arg) is Slot:
+                template[pos] = None
+                slots.append((pos, arg.index))
+            elif not (arg is None or type(arg) in (int, bool, float)):
+                return None
+        return cls(compiled, tuple(grid), device, template, tuple(slots))
+
+    def arguments(self, tensors):
+        """The launch's arguments for this call's tensors."""
+        bound = self.template.copy()
+        for pos, src in self.slots:
+            bound[pos] = tensors[src]
+        return bound
+
+    def launch(self, tensors):
+        bound = self.arguments(tensors)
+        device = self.device
+        if current_device() == device:
+            launch_compiled(self.compiled, self.grid, current_stream(device), bound)
+        else:
+            with on_device(device):
+                launch_compiled(self.compiled, self.grid, current_stream(device), bound)
+
+    def same_as(self, other):
+        """Whether `other` launches the same kernel with the same arguments (a check of the key)."""
+        return (other is not None and self.compiled is other.compiled and self.grid == other.grid
+                and self.device == other.device and self.slots == other.slots
+                and [(type(a), a) for a in self.template] == [(type(a), a) for a in other.template])
