@@ -1322,12 +1322,16 @@ def time_impl(torch, fn, tokens, reps):
 
 
 def host_breakdown(torch, kt, s):
-    """Host µs per call of the Triton API's parts (no sync): kv_append, launch() alone, validation alone."""
+    """Host µs per call of the Triton API's parts (no sync): kv_append (its launch plans and direct
+    launches, and KVFUZZ_TRITON_DIRECT_LAUNCH=0's validation and JIT every call), launch() alone,
+    validation alone."""
     out = []
     c = s.case
-    paths = {"kv_append (API)": make_triton_impl(torch, kt, s),
-             "launch(p) prebuilt params": make_triton_impl(torch, kt, s, num_warps=4)}
-    for name, fn in paths.items():
+    paths = {"kv_append (API)": (make_triton_impl(torch, kt, s), "1"),
+             "kv_append (API), direct launch off": (make_triton_impl(torch, kt, s), "0"),
+             "launch(p) prebuilt params": (make_triton_impl(torch, kt, s, num_warps=4), "1")}
+    for name, (fn, mode) in paths.items():
+        previous = kt.set_direct_launch_mode(mode)
         for _ in range(50):
             fn()
         torch.cuda.synchronize()
@@ -1338,10 +1342,12 @@ def host_breakdown(torch, kt, s):
                 fn()
             best.append((time.perf_counter() - t0) / 200 * 1e6)
             torch.cuda.synchronize()
+        kt.set_direct_launch_mode(previous)
         out.append({"case": c.name, "path": name, "host_us": statistics.median(best)})
     import kvfuzz_triton.api as api
     real = api.launch
     api.launch = lambda *a, **k: None
+    previous = kt.set_direct_launch_mode("0")  # a launch plan would skip the validation measured here
     try:
         fn = make_triton_impl(torch, kt, s)
         t0 = time.perf_counter()
@@ -1351,6 +1357,7 @@ def host_breakdown(torch, kt, s):
                     "host_us": (time.perf_counter() - t0) / 1000 * 1e6})
     finally:
         api.launch = real
+        kt.set_direct_launch_mode(previous)
     p = make_triton_impl.last_params
     t0 = time.perf_counter()
     for _ in range(1000):
