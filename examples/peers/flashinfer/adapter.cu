@@ -39,13 +39,7 @@ constexpr const char* kDescription =
 using kvfz_flashinfer::kHeadDims;
 using kvfz_flashinfer::kMaxNumHeads;
 
-void set_error(char* error, size_t size, const char* format, ...) {
-  if (error == nullptr || size == 0) return;
-  va_list args;
-  va_start(args, format);
-  std::vsnprintf(error, size, format, args);
-  va_end(args);
-}
+using kvfz_flashinfer::set_error;
 
 // Why kvfuzz should not have sent this call (what the capabilities exclude), or nullptr.
 const char* refusal(const kvfz_append_args& a) {

@@ -27,17 +27,7 @@
 // KVFZ_BENCH_UNSUPPORTED has the same value and meaning.
 #define KVFZ_FLASHINFER_UNSUPPORTED (-1)
 
-namespace {
-
-void set_error(char* error, size_t size, const char* format, ...) {
-  if (error == nullptr || size == 0) return;
-  va_list args;
-  va_start(args, format);
-  std::vsnprintf(error, size, format, args);
-  va_end(args);
-}
-
-}  // namespace
+using kvfz_flashinfer::set_error;
 
 extern "C" {
 

@@ -8,7 +8,9 @@
 //                    bench.py's FlashInferArgs mirrors the struct field for field).
 #pragma once
 
+#include <cstdarg>
 #include <cstdint>
+#include <cstdio>
 
 #include <flashinfer/page.cuh>
 
@@ -64,6 +66,15 @@ constexpr int32_t kMaxNumHeads = static_cast<int32_t>(kMaxThreadsPerBlock / lane
 // Every load and store of the kernel is one or two 16-byte vectors (vec_t<half / nv_bfloat16,
 // vec_size>::memcpy in vec_dtypes.cuh copies int4s), so every row start must be 16-byte aligned.
 constexpr int64_t kVectorBytes = 16;
+
+// printf-style text into the caller's error buffer (error, size), if it gave one.
+inline void set_error(char* error, size_t size, const char* format, ...) {
+  if (error == nullptr || size == 0) return;
+  va_list args;
+  va_start(args, format);
+  std::vsnprintf(error, size, format, args);
+  va_end(args);
+}
 
 inline bool aligned(const void* p) { return reinterpret_cast<uintptr_t>(p) % kVectorBytes == 0; }
 inline bool aligned(int64_t stride_elems, int64_t elem_bytes) { return (stride_elems * elem_bytes) % kVectorBytes == 0; }
