@@ -11,11 +11,11 @@
 
 namespace kvf {
 
-// P: KvAppendCore (a classic cache) or KvAppendParams (a quantised format), read in place from the
-// parameter bank (__grid_constant__: never copied to local memory).
-template <typename InT, typename CacheT, typename SlotT, bool kFields, typename P>
+// kPath: kernel_path() of the call. P: KvAppendCore (a classic cache) or KvAppendParams (a quantised
+// format), read in place from the parameter bank (__grid_constant__: never copied to local memory).
+template <typename InT, typename CacheT, typename SlotT, KernelPath kPath, typename P>
 __global__ void kv_append_kernel(const __grid_constant__ P p) {
-  kv_append_thread<InT, CacheT, SlotT, kFields>(p, blockIdx.x, threadIdx.x, blockDim.x);
+  kv_append_thread<InT, CacheT, SlotT, kPath>(p, blockIdx.x, threadIdx.x, blockDim.x);
 }
 
 cudaError_t kv_append_cuda(const KvAppendParams& p, cudaStream_t stream) {
@@ -29,11 +29,20 @@ cudaError_t kv_append_cuda(const KvAppendParams& p, cudaStream_t stream) {
     const unsigned grid = static_cast<unsigned>(cfg.grid);
     const KvAppendCore& core = p;  // a classic cache's kernels take the core alone
     if constexpr (kIsFormat<CacheT>) {  // a quantised format: the fields path's instantiation
-      kv_append_kernel<InT, CacheT, SlotT, true, KvAppendParams><<<grid, cfg.block, 0, stream>>>(p);
-    } else if (needs_fields_path(p)) {
-      kv_append_kernel<InT, CacheT, SlotT, true, KvAppendCore><<<grid, cfg.block, 0, stream>>>(core);
+      kv_append_kernel<InT, CacheT, SlotT, KernelPath::fields, KvAppendParams><<<grid, cfg.block, 0, stream>>>(p);
     } else {
-      kv_append_kernel<InT, CacheT, SlotT, false, KvAppendCore><<<grid, cfg.block, 0, stream>>>(core);
+      switch (kernel_path(p)) {
+        case KernelPath::fields:
+          kv_append_kernel<InT, CacheT, SlotT, KernelPath::fields, KvAppendCore><<<grid, cfg.block, 0, stream>>>(core);
+          break;
+        case KernelPath::classic_dynamic:  // a quantised cache (dispatch_cache refuses a scaled float cache)
+          if constexpr (kIsQuantized<CacheT>)
+            kv_append_kernel<InT, CacheT, SlotT, KernelPath::classic_dynamic, KvAppendCore><<<grid, cfg.block, 0, stream>>>(core);
+          break;
+        case KernelPath::classic:
+          kv_append_kernel<InT, CacheT, SlotT, KernelPath::classic, KvAppendCore><<<grid, cfg.block, 0, stream>>>(core);
+          break;
+      }
     }
   });
   if (!supported) return cudaErrorInvalidValue;

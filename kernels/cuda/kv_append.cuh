@@ -1023,12 +1023,19 @@ KVF_HD void append_format_rows(const KvAppendParams& p, int64_t token, int64_t b
 // ---------------------------------------------------------------------------------------------
 // Where a row goes. Every path of the kernel starts here.
 
-// Which of the kernel's two instantiations runs a call: kFields false for family kv in a geometry
-// (K and V of one shape; the common case, whose registers and occupancy then owe nothing to the
-// rest), true for the format families and vllm_legacy. The GPU launcher and the emulator both
-// choose by this, so cuda-emu runs the path the GPU runs.
+// Which of the kernel's instantiations runs a call: the classic path for family kv in a geometry
+// (K and V of one shape; the common case), with a dynamic per-token-head scale in an instantiation of
+// its own, and the fields path for the format families and vllm_legacy. Each one's registers, and so
+// its occupancy, owe nothing to the others' code (the per-token-head path's lanes took the static
+// scales' kernel from 56 to 70 registers: 157 -> 175 us at T = 65536 on the H200). The GPU launcher
+// and the emulator both choose by this, so cuda-emu runs the path the GPU runs.
+enum class KernelPath { classic, classic_dynamic, fields };
 KVF_HD bool needs_fields_path(const KvAppendCore& p) {
   return p.vllm_legacy || !p.has_value || p.rope_dim != 0 || p.value_head_dim != 0 || p.value_cache.num_blocks != 0;
+}
+KVF_HD KernelPath kernel_path(const KvAppendCore& p) {
+  if (needs_fields_path(p)) return KernelPath::fields;
+  return p.scale_kind == ScaleKind::per_token_head ? KernelPath::classic_dynamic : KernelPath::classic;
 }
 
 // Row t's slot under CSR addressing: its request's page holding its position, and the offset there.
@@ -1082,11 +1089,10 @@ KVF_HD bool row_destination(const KvAppendCore& p, int64_t token, int thread, in
 }
 
 // ---------------------------------------------------------------------------------------------
-// The classic caches (kFields false: family kv in a geometry, K and V rows of one shape at one
-// slot). A work item is one 16-byte chunk of input of one head: that chunk of the K row and of the V
-// row. With a dynamic per-token-head scale, K's and V's chunks are items of their own, and the
-// thread of an item computes its row's amax from the whole row itself: max is exact in any order,
-// so every thread of a row derives the same scale, and no thread waits for or talks to another.
+// The classic caches (KernelPath classic, classic_dynamic: family kv in a geometry, K and V rows of
+// one shape at one slot). A work item is one 16-byte chunk of input of one head: that chunk of the K
+// row and of the V row. A dynamic per-token-head scale has its own work split
+// (append_classic_dynamic: a row's chunks held by a group of lanes).
 //
 // A small call's time is a chain of latencies (the slot's load, the rows' loads, the stores), so a
 // thread loads its first item's input before it knows the slot: row `token` of key and value exists
@@ -1253,7 +1259,7 @@ KVF_HD void append_classic_dynamic(const KvAppendCore& p, int64_t token, int thr
 }
 
 // ---------------------------------------------------------------------------------------------
-// The format families and vllm_legacy (kFields true). Thread block `cta` handles slot entry `cta`;
+// The format families and vllm_legacy (KernelPath fields). Thread block `cta` handles slot entry `cta`;
 // its threads stride over heads x 16-byte chunks of head_dim, each work item covering that chunk of
 // the K row (or MLA entry) and of the V row, so any head count and head_dim are covered. With a
 // dynamic per-token-head scale a work item is a whole (K or V, head) row instead: the row's amax
@@ -1316,16 +1322,13 @@ KVF_HD void append_rows(const KvAppendCore& p, int64_t token, int64_t block, int
 // ---------------------------------------------------------------------------------------------
 // Per-thread body: thread `thread` of thread block `cta`, which handles slot entry `cta`.
 // P: KvAppendCore for a classic cache's instantiations, KvAppendParams for a quantised format's.
-template <typename InT, typename CacheT, typename SlotT, bool kFields, typename P>
+// kPath: kernel_path() of the call (a quantised format's is fields, with CacheT FormatCodes).
+template <typename InT, typename CacheT, typename SlotT, KernelPath kPath, typename P>
 KVF_HD void kv_append_thread(const P& p, int64_t cta, int thread, int threads) {
   const int64_t token = cta;
-  if constexpr (!kFields) {
-    if constexpr (kIsQuantized<CacheT>) {
-      if (p.scale_kind == ScaleKind::per_token_head) {
-        append_classic_dynamic<InT, CacheT, SlotT>(p, token, thread, threads);
-        return;
-      }
-    }
+  if constexpr (kPath == KernelPath::classic_dynamic) {
+    if constexpr (kIsQuantized<CacheT>) append_classic_dynamic<InT, CacheT, SlotT>(p, token, thread, threads);
+  } else if constexpr (kPath == KernelPath::classic) {
     append_classic_rows<InT, CacheT, SlotT>(p, token, thread, threads);
   } else {
     int64_t block = 0, pos = 0;

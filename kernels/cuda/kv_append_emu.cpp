@@ -17,15 +17,18 @@ LaunchStatus kv_append_emu(const KvAppendParams& p) {
     using InT = typename decltype(in)::type;
     using CacheT = typename decltype(cache)::type;
     using SlotT = typename decltype(slot)::type;
-    const bool fields = needs_fields_path(p);  // the instantiation the GPU launcher runs
+    const KernelPath path = kernel_path(p);  // the instantiation the GPU launcher runs
+    const KvAppendCore& core = p;                // a classic cache's kernels take the core alone
     for (int64_t cta = 0; cta < cfg.grid; ++cta)
       for (int thread = 0; thread < cfg.block; ++thread) {
         if constexpr (kIsFormat<CacheT>) {  // a quantised format: the fields path's instantiation only
-          kv_append_thread<InT, CacheT, SlotT, true>(p, cta, thread, cfg.block);
-        } else if (fields) {  // a classic cache: the core of the parameters, as the GPU's kernel gets
-          kv_append_thread<InT, CacheT, SlotT, true>(static_cast<const KvAppendCore&>(p), cta, thread, cfg.block);
+          kv_append_thread<InT, CacheT, SlotT, KernelPath::fields>(p, cta, thread, cfg.block);
+        } else if (path == KernelPath::fields) {
+          kv_append_thread<InT, CacheT, SlotT, KernelPath::fields>(core, cta, thread, cfg.block);
+        } else if (path == KernelPath::classic_dynamic) {
+          kv_append_thread<InT, CacheT, SlotT, KernelPath::classic_dynamic>(core, cta, thread, cfg.block);
         } else {
-          kv_append_thread<InT, CacheT, SlotT, false>(static_cast<const KvAppendCore&>(p), cta, thread, cfg.block);
+          kv_append_thread<InT, CacheT, SlotT, KernelPath::classic>(core, cta, thread, cfg.block);
         }
       }
   });
