@@ -1,7 +1,7 @@
 // kv_append.cu — GPU launcher of the CUDA append kernel (kv_append.cuh). Built by nvcc for sm_90
 // by default (CMake option KVFUZZ_CUDA_ARCHITECTURES).
 //
-// kv_append_cuda() does grid math and the launch (of the instantiation needs_fields_path() picks;
+// kv_append_cuda() does grid math and the launch (of the instantiation kernel_path() picks;
 // a quantised format's is the fields path's, with CacheT FormatCodes), nothing else, and returns the
 // launch status.
 // cp_slot_mapping_cuda() launches the context-parallel slot-mapping producer (cp_slot_mapping.cuh).

@@ -400,21 +400,6 @@ KVF_HD float* scale_cell(const KvAppendCore& p, bool is_value, int64_t block, in
   return (is_value ? p.v_scale_cache : p.k_scale_cache) + cache_elem_offset(p.scale_cache, block, pos, head, 0);
 }
 
-// Copies elements [lo, hi) of one row. Equal dtypes are bit copies (NaN payloads survive), 16 bytes
-// at a time where the chunk is whole and both addresses are 16-byte aligned.
-template <typename InT, typename CacheT>
-KVF_HD void copy_chunk(const InT* src, CacheT* dst, int64_t lo, int64_t hi, int64_t vec) {
-  if constexpr (std::is_same_v<InT, CacheT>) {
-    if (hi - lo == vec && aligned16(src + lo) && aligned16(dst + lo)) {
-      store16(dst + lo, load16(src + lo));
-      return;
-    }
-    for (int64_t e = lo; e < hi; ++e) dst[e] = src[e];
-  } else {
-    for (int64_t e = lo; e < hi; ++e) dst[e] = from_float<CacheT>(to_float(src[e]));
-  }
-}
-
 // Elements [lo, hi) of a row (hi - lo <= 16 / sizeof(InT)) as a Vec16 whose element i is
 // src[lo + i], zero past hi: one 16-byte load when the chunk is whole and 16-byte aligned.
 template <typename InT>
@@ -455,6 +440,15 @@ KVF_HD void store_quantized(const Vec16& x, CacheT* dst, int64_t lo, int64_t hi,
   KVF_UNROLL
   for (int i = 0; i < kVec; ++i)
     if (lo + i < hi) dst[lo + i] = vec_elem<CacheT>(codes, i);
+}
+
+// Stores a loaded chunk x (load_chunk) of InT elements converted to CacheT (both float dtypes).
+template <typename InT, typename CacheT>
+KVF_HD void store_converted(const Vec16& x, CacheT* dst, int64_t lo, int64_t hi) {
+  constexpr int kVec = 16 / sizeof(InT);
+  KVF_UNROLL
+  for (int i = 0; i < kVec; ++i)
+    if (lo + i < hi) dst[lo + i] = from_float<CacheT>(to_float(vec_elem<InT>(x, i)));
 }
 
 // One contiguous part of a (K or V, head) row: `len` input elements from src stored at dst. A row
@@ -521,9 +515,11 @@ KVF_HD void append_chunk(const KvAppendCore& p, int64_t block, int64_t head, boo
     if (has_k) store_quantized<InT, CacheT>(kx, k.dst, k_lo, k_hi, static_scale(p, false, block, head));
     if (has_v) store_quantized<InT, CacheT>(vx, v.dst, v_lo, v_hi, static_scale(p, true, block, head));
   } else {
-    constexpr int64_t kVec = 16 / sizeof(InT);
-    if (has_k) copy_chunk<InT, CacheT>(k.src, k.dst, k_lo, k_hi, kVec);
-    if (has_v) copy_chunk<InT, CacheT>(v.src, v.dst, v_lo, v_hi, kVec);
+    Vec16 kx{}, vx{};
+    if (has_k) kx = load_chunk(k.src, k_lo, k_hi);
+    if (has_v) vx = load_chunk(v.src, v_lo, v_hi);
+    if (has_k) store_converted<InT, CacheT>(kx, k.dst, k_lo, k_hi);
+    if (has_v) store_converted<InT, CacheT>(vx, v.dst, v_lo, v_hi);
   }
 }
 
@@ -552,7 +548,7 @@ KVF_HD void store_run(const InT* src, CacheT* dst, int64_t lo, int64_t hi, int64
       } else if constexpr (kIsQuantized<CacheT>) {
         store_quantized<InT, CacheT>(load_chunk(src, c, end), dst, c, end, scale);
       } else {
-        copy_chunk<InT, CacheT>(src, dst, c, end, kVec);
+        store_converted<InT, CacheT>(load_chunk(src, c, end), dst, c, end);
       }
     }
     return;
@@ -1030,11 +1026,8 @@ KVF_HD void append_format_rows(const KvAppendParams& p, int64_t token, int64_t b
 // scales' kernel from 56 to 70 registers: 157 -> 175 us at T = 65536 on the H200). The GPU launcher
 // and the emulator both choose by this, so cuda-emu runs the path the GPU runs.
 enum class KernelPath { classic, classic_dynamic, fields };
-KVF_HD bool needs_fields_path(const KvAppendCore& p) {
-  return p.vllm_legacy || !p.has_value || p.rope_dim != 0 || p.value_head_dim != 0 || p.value_cache.num_blocks != 0;
-}
 KVF_HD KernelPath kernel_path(const KvAppendCore& p) {
-  if (needs_fields_path(p)) return KernelPath::fields;
+  if (p.vllm_legacy || !p.has_value || p.rope_dim != 0 || p.value_head_dim != 0 || p.value_cache.num_blocks != 0) return KernelPath::fields;
   return p.scale_kind == ScaleKind::per_token_head ? KernelPath::classic_dynamic : KernelPath::classic;
 }
 
@@ -1128,15 +1121,6 @@ KVF_HD ClassicItem load_classic_item(const KvAppendCore& p, int64_t token, int i
                                                    : tensor;
   }
   return it;
-}
-
-// Stores a loaded chunk x (load_chunk) of InT elements converted to CacheT (both float dtypes).
-template <typename InT, typename CacheT>
-KVF_HD void store_converted(const Vec16& x, CacheT* dst, int64_t lo, int64_t hi) {
-  constexpr int kVec = 16 / sizeof(InT);
-  KVF_UNROLL
-  for (int i = 0; i < kVec; ++i)
-    if (lo + i < hi) dst[lo + i] = from_float<CacheT>(to_float(vec_elem<InT>(x, i)));
 }
 
 // The rows of `token`: bit copies, conversions, or a static scale's quantisation.

@@ -241,7 +241,7 @@ uint32_t to_bits(T x) {
   else return __bfloat16_as_ushort(x);
 }
 
-// The body's conversion: equal types copy, others go through to_float / from_float (copy_chunk).
+// The body's conversion: equal types copy, others go through to_float / from_float (store_converted).
 template <typename InT, typename CacheT>
 uint32_t kernel_convert(uint32_t u) {
   const InT x = from_bits<InT>(u);
