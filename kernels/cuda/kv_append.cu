@@ -18,6 +18,12 @@ __global__ void kv_append_kernel(const __grid_constant__ P p) {
   kv_append_thread<InT, CacheT, SlotT, kPath>(p, blockIdx.x, threadIdx.x, blockDim.x);
 }
 
+// KernelPath aligned: thread (x, y) of block (token, y) holds chunk x of head y of the block's heads.
+template <typename InT, typename CacheT, typename SlotT>
+__global__ void kv_append_aligned_kernel(const __grid_constant__ KvAppendCore p) {
+  append_aligned_item<InT, CacheT, SlotT>(p, blockIdx.x, blockIdx.y * blockDim.y + threadIdx.y, threadIdx.x);
+}
+
 cudaError_t kv_append_cuda(const KvAppendParams& p, cudaStream_t stream) {
   if (p.num_slots == 0) return cudaSuccess;
   const LaunchConfig cfg = kv_append_launch_config(p);
@@ -32,6 +38,9 @@ cudaError_t kv_append_cuda(const KvAppendParams& p, cudaStream_t stream) {
       kv_append_kernel<InT, CacheT, SlotT, KernelPath::fields, KvAppendParams><<<grid, cfg.block, 0, stream>>>(p);
     } else {
       switch (kernel_path(p)) {
+        case KernelPath::aligned:
+          kv_append_aligned_kernel<InT, CacheT, SlotT><<<dim3(grid, cfg.grid_y), dim3(cfg.block, cfg.block_y), 0, stream>>>(core);
+          break;
         case KernelPath::fields:
           kv_append_kernel<InT, CacheT, SlotT, KernelPath::fields, KvAppendCore><<<grid, cfg.block, 0, stream>>>(core);
           break;

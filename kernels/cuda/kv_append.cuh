@@ -21,6 +21,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
 #include <type_traits>
 
 #include "kv_format.cuh"
@@ -171,8 +172,10 @@ struct KvAppendParams : KvAppendCore {
 
 // Grid shape shared by the GPU launcher and the emulator: one thread block per slot entry.
 struct LaunchConfig {
-  int64_t grid = 0;   // thread blocks
-  int block = 0;      // threads per block
+  int64_t grid = 0;   // thread blocks (x: one per slot entry)
+  int block = 0;      // threads per block (x)
+  int grid_y = 1;     // KernelPath aligned: thread blocks per slot entry (y), each holding block_y heads
+  int block_y = 1;    //   (y) of block chunks (x) each
 };
 
 inline namespace KVF_KERNEL_NS {  // the kernel's functions (kv_layout.cuh)
@@ -190,9 +193,6 @@ inline int kv_append_threads(const KvAppendParams& p) {
   if (p.quant_format != QuantFormatId::none) return 128;  // a quantised format: pieces of groups (append_format_rows)
   const bool static_scale = p.scale_kind != ScaleKind::none && p.scale_kind != ScaleKind::per_token_head;
   return static_scale && p.num_slots >= 4096 ? 64 : 128;
-}
-inline LaunchConfig kv_append_launch_config(const KvAppendParams& p) {
-  return LaunchConfig{p.num_slots, kv_append_threads(p)};
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1023,12 +1023,58 @@ KVF_HD void append_format_rows(const KvAppendParams& p, int64_t token, int64_t b
 // (K and V of one shape; the common case), with a dynamic per-token-head scale in an instantiation of
 // its own, and the fields path for the format families and vllm_legacy. Each one's registers, and so
 // its occupancy, owe nothing to the others' code (the per-token-head path's lanes took the static
-// scales' kernel from 56 to 70 registers: 157 -> 175 us at T = 65536 on the H200). The GPU launcher
-// and the emulator both choose by this, so cuda-emu runs the path the GPU runs.
-enum class KernelPath { classic, classic_dynamic, fields };
-KVF_HD KernelPath kernel_path(const KvAppendCore& p) {
+// scales' kernel from 56 to 70 registers: 157 -> 175 us at T = 65536 on the H200). A classic call
+// whose every chunk is whole and 16-byte aligned, addressed by its slots alone, takes the aligned
+// path (aligned_chunks). The GPU launcher and the emulator both choose by this, so cuda-emu runs the
+// path the GPU runs (the harness's host and device images have the same alignment).
+enum class KernelPath { classic, classic_dynamic, fields, aligned };
+
+// Bytes of an element of a classic cache's dtypes (the host's dtype_size, in the kernel's headers).
+inline int64_t classic_dtype_bytes(DType t) { return t == DType::f32 ? 4 : t == DType::f16 || t == DType::bf16 ? 2 : 1; }
+
+// Whether address `base` + every multiple of the strides (in elements of `elem` bytes) is aligned to n bytes.
+inline bool strided_aligned(const void* base, int64_t elem, int64_t n, std::initializer_list<int64_t> strides) {
+  uint64_t bits = reinterpret_cast<uintptr_t>(base);
+  for (const int64_t s : strides) bits |= static_cast<uint64_t>(s * elem);
+  return (bits & static_cast<uint64_t>(n - 1)) == 0;
+}
+
+// Whether every 16-byte chunk of a classic call's rows is whole and aligned in the input, and its
+// converted elements land on a boundary of their own size (at most 16 bytes) in the caches; and no
+// more than 128 chunks make a row (one thread block's x) and 65,535 heads a call (the grid's y).
+inline bool aligned_chunks(const KvAppendCore& p) {
+  const int64_t in = classic_dtype_bytes(p.input_dtype), out = classic_dtype_bytes(p.cache_dtype);
+  const int64_t vec = 16 / in, stored = vec * out < 16 ? vec * out : 16;
+  const CacheGeometry& g = p.cache;
+  return p.num_heads > 0 && p.num_heads <= 65535 && p.head_dim > 0 && p.head_dim % vec == 0 && p.head_dim / vec <= 128 &&
+         strided_aligned(p.key, in, 16, {p.key_stride_token, p.key_stride_head}) &&
+         strided_aligned(p.value, in, 16, {p.value_stride_token, p.value_stride_head}) &&
+         strided_aligned(p.k_cache, out, stored, {g.stride_block, g.stride_pos, g.stride_head}) &&
+         strided_aligned(p.v_cache, out, stored, {g.stride_block, g.stride_pos, g.stride_head});
+}
+
+// Static-scale calls of >= 4096 rows keep the classic path's two items per thread (kv_append_threads).
+inline KernelPath kernel_path(const KvAppendCore& p) {
   if (p.vllm_legacy || !p.has_value || p.rope_dim != 0 || p.value_head_dim != 0 || p.value_cache.num_blocks != 0) return KernelPath::fields;
-  return p.scale_kind == ScaleKind::per_token_head ? KernelPath::classic_dynamic : KernelPath::classic;
+  if (p.scale_kind == ScaleKind::per_token_head) return KernelPath::classic_dynamic;
+  const bool plain = p.csr_batch_indices == nullptr && p.window_positions == nullptr && p.cp_positions == nullptr;
+  const bool two_items = p.scale_kind != ScaleKind::none && p.num_slots >= 4096;
+  return plain && !two_items && aligned_chunks(p) ? KernelPath::aligned : KernelPath::classic;
+}
+
+// The launch of a call (kernel_path_of: its path). The aligned path's blocks hold whole rows of
+// heads, up to 128 threads, and a call's heads spread over grid_y blocks per slot entry.
+inline KernelPath kernel_path_of(const KvAppendParams& p) {
+  return p.quant_format != QuantFormatId::none ? KernelPath::fields : kernel_path(p);
+}
+inline LaunchConfig kv_append_launch_config(const KvAppendParams& p) {
+  LaunchConfig cfg{p.num_slots, kv_append_threads(p)};
+  if (kernel_path_of(p) == KernelPath::aligned) {
+    cfg.block = static_cast<int>(p.head_dim / (16 / classic_dtype_bytes(p.input_dtype)));  // a row's chunks
+    cfg.block_y = 128 / cfg.block < p.num_heads ? 128 / cfg.block : p.num_heads;
+    cfg.grid_y = (p.num_heads + cfg.block_y - 1) / cfg.block_y;
+  }
+  return cfg;
 }
 
 // Row t's slot under CSR addressing: its request's page holding its position, and the offset there.
@@ -1067,12 +1113,14 @@ KVF_HD void split_slot(int64_t slot, int64_t block_size, int64_t& block, int64_t
 // Row `token`'s place in the cache: false when this call writes nothing of it (padding, a token
 // already outside its window or another rank's, a slot past the capacity, which thread 0 counts),
 // else true with its (block, pos).
-template <typename SlotT>
+// kAddressing false: the call has no CSR addressing, window or context-parallel positions (KernelPath
+// aligned), so their checks are left out.
+template <typename SlotT, bool kAddressing = true>
 KVF_HD bool row_destination(const KvAppendCore& p, int64_t token, int thread, int64_t& block, int64_t& pos) {
-  const int64_t slot = p.csr_batch_indices != nullptr ? csr_slot(p, token) : load_slot<SlotT>(p.slot_mapping, token);
+  const int64_t slot = kAddressing && p.csr_batch_indices != nullptr ? csr_slot(p, token) : load_slot<SlotT>(p.slot_mapping, token);
   if (slot < 0) return false;  // padding
-  if (p.window_positions != nullptr && outside_window(p, token)) return false;  // evicted by this call's later tokens
-  if (p.cp_positions != nullptr && other_ranks_token(p, token)) return false;   // held by another rank's shard
+  if (kAddressing && p.window_positions != nullptr && outside_window(p, token)) return false;  // evicted by this call's later tokens
+  if (kAddressing && p.cp_positions != nullptr && other_ranks_token(p, token)) return false;   // held by another rank's shard
   if (slot >= cache_capacity(p.cache)) {
     if (thread == 0) count_invalid_slot(p.invalid_slots);
     return false;
@@ -1099,62 +1147,91 @@ struct ScalePair {
 // One work item's input: elements [lo, hi) of head `head`'s K and V rows, and their static scales
 // where those need no slot (per_tensor, per_head).
 struct ClassicItem {
+  int64_t token = 0;
   int head = 0;
   int64_t lo = 0, hi = 0;
   Vec16 k{}, v{};
   ScalePair scale;
 };
 
-// Item `item` of row `token` (chunks: 16-byte chunks per row), its input loaded; `tensor`: the
-// per_tensor scales, which the caller loads once.
-template <typename InT, typename CacheT>
-KVF_HD ClassicItem load_classic_item(const KvAppendCore& p, int64_t token, int item, int chunks, const ScalePair& tensor) {
+// Chunk `chunk` of head `head` of row `token`, its input loaded; `tensor`: the per_tensor scales,
+// which the caller loads once. kWhole: the chunk is known whole and 16-byte aligned (KernelPath
+// aligned), so it is one 16-byte load without a check.
+template <typename InT, typename CacheT, bool kWhole = false>
+KVF_HD ClassicItem load_classic_item(const KvAppendCore& p, int64_t token, int head, int chunk, const ScalePair& tensor) {
   constexpr int64_t kVec = 16 / sizeof(InT);
   ClassicItem it;
-  it.head = item / chunks;
-  it.lo = static_cast<int64_t>(item - it.head * chunks) * kVec;
-  it.hi = it.lo + kVec < p.head_dim ? it.lo + kVec : p.head_dim;
-  it.k = load_chunk(input_row<InT>(p, false, token, it.head), it.lo, it.hi);
-  it.v = load_chunk(input_row<InT>(p, true, token, it.head), it.lo, it.hi);
+  it.token = token;
+  it.head = head;
+  it.lo = static_cast<int64_t>(chunk) * kVec;
+  it.hi = kWhole || it.lo + kVec < p.head_dim ? it.lo + kVec : p.head_dim;
+  const InT* k = input_row<InT>(p, false, token, head);
+  const InT* v = input_row<InT>(p, true, token, head);
+  it.k = kWhole ? load16(k + it.lo) : load_chunk(k, it.lo, it.hi);
+  it.v = kWhole ? load16(v + it.lo) : load_chunk(v, it.lo, it.hi);
   if constexpr (kIsQuantized<CacheT>) {
-    it.scale = p.scale_kind == ScaleKind::per_head ? ScalePair{static_scale(p, false, 0, it.head), static_scale(p, true, 0, it.head)}
+    it.scale = p.scale_kind == ScaleKind::per_head ? ScalePair{static_scale(p, false, 0, head), static_scale(p, true, 0, head)}
                                                    : tensor;
   }
   return it;
 }
 
-// The rows of `token`: bit copies, conversions, or a static scale's quantisation.
+// The per_tensor scales of a call quantised by them (else unused).
+template <typename CacheT>
+KVF_HD ScalePair tensor_scales(const KvAppendCore& p) {
+  if constexpr (kIsQuantized<CacheT>) {
+    if (p.scale_kind == ScaleKind::per_tensor) return {static_scale(p, false, 0, 0), static_scale(p, true, 0, 0)};
+  }
+  return {};
+}
+
+// Stores an item at (block, pos): bit copies, conversions, or a static scale's quantisation.
+template <typename InT, typename CacheT>
+KVF_HD void store_classic_item(const KvAppendCore& p, const ClassicItem& it, int64_t block, int64_t pos) {
+  CacheT* k_dst = cache_row<CacheT, false>(p, false, block, pos, it.head);
+  CacheT* v_dst = cache_row<CacheT, false>(p, true, block, pos, it.head);
+  if constexpr (std::is_same_v<InT, CacheT>) {
+    store_chunk(it.k, k_dst, it.lo, it.hi);
+    store_chunk(it.v, v_dst, it.lo, it.hi);
+  } else if constexpr (kIsQuantized<CacheT>) {
+    const bool by_block = p.scale_kind == ScaleKind::per_block;  // the slot's physical block's scales
+    store_quantized<InT, CacheT>(it.k, k_dst, it.lo, it.hi, by_block ? static_scale(p, false, block, it.head) : it.scale.k);
+    store_quantized<InT, CacheT>(it.v, v_dst, it.lo, it.hi, by_block ? static_scale(p, true, block, it.head) : it.scale.v);
+  } else {
+    store_converted<InT, CacheT>(it.k, k_dst, it.lo, it.hi);
+    store_converted<InT, CacheT>(it.v, v_dst, it.lo, it.hi);
+  }
+}
+
+// The rows of `token`, work items strided over the block's threads (KernelPath classic).
 template <typename InT, typename CacheT, typename SlotT>
 KVF_HD void append_classic_rows(const KvAppendCore& p, int64_t token, int thread, int threads) {
   constexpr int64_t kVec = 16 / sizeof(InT);
   const int chunks = static_cast<int>((p.head_dim + kVec - 1) / kVec);
   const int items = p.num_heads * chunks;
-  ScalePair tensor;
-  if constexpr (kIsQuantized<CacheT>) {
-    if (p.scale_kind == ScaleKind::per_tensor) tensor = {static_scale(p, false, 0, 0), static_scale(p, true, 0, 0)};
-  }
+  const ScalePair tensor = tensor_scales<CacheT>(p);
   ClassicItem first;
-  if (thread < items) first = load_classic_item<InT, CacheT>(p, token, thread, chunks, tensor);
+  if (thread < items) first = load_classic_item<InT, CacheT>(p, token, thread / chunks, thread % chunks, tensor);
   int64_t block = 0, pos = 0;
   if (!row_destination<SlotT>(p, token, thread, block, pos)) return;
-  auto store = [&](const ClassicItem& it) {
-    CacheT* k_dst = cache_row<CacheT, false>(p, false, block, pos, it.head);
-    CacheT* v_dst = cache_row<CacheT, false>(p, true, block, pos, it.head);
-    if constexpr (std::is_same_v<InT, CacheT>) {
-      store_chunk(it.k, k_dst, it.lo, it.hi);
-      store_chunk(it.v, v_dst, it.lo, it.hi);
-    } else if constexpr (kIsQuantized<CacheT>) {
-      const bool by_block = p.scale_kind == ScaleKind::per_block;  // the slot's physical block's scales
-      store_quantized<InT, CacheT>(it.k, k_dst, it.lo, it.hi, by_block ? static_scale(p, false, block, it.head) : it.scale.k);
-      store_quantized<InT, CacheT>(it.v, v_dst, it.lo, it.hi, by_block ? static_scale(p, true, block, it.head) : it.scale.v);
-    } else {
-      store_converted<InT, CacheT>(it.k, k_dst, it.lo, it.hi);
-      store_converted<InT, CacheT>(it.v, v_dst, it.lo, it.hi);
-    }
-  };
   if (thread >= items) return;
-  store(first);
-  for (int item = thread + threads; item < items; item += threads) store(load_classic_item<InT, CacheT>(p, token, item, chunks, tensor));
+  store_classic_item<InT, CacheT>(p, first, block, pos);
+  for (int item = thread + threads; item < items; item += threads)
+    store_classic_item<InT, CacheT>(p, load_classic_item<InT, CacheT>(p, token, item / chunks, item % chunks, tensor), block, pos);
+}
+
+// Chunk `chunk` of head `head` of row `token` when every chunk is whole and 16-byte aligned in the
+// input and the caches, and the slot alone addresses the row (KernelPath aligned): one item, by a
+// thread of a two-dimensional block (x: the chunk, y: the head), so no thread divides to find its
+// item. The last block of a row may hold heads past the call's.
+template <typename InT, typename CacheT, typename SlotT>
+KVF_HD void append_aligned_item(const KvAppendCore& p, int64_t token, int head, int chunk) {
+  if (head >= p.num_heads) return;
+  const ClassicItem it = load_classic_item<InT, CacheT, true>(p, token, head, chunk, tensor_scales<CacheT>(p));
+  int64_t block = 0, pos = 0;
+  const int first = head | chunk;  // 0 for the row's first item alone, which counts an invalid slot
+  if (!row_destination<SlotT, false>(p, token, first, block, pos)) return;
+  store_classic_item<InT, CacheT>(p, it, block, pos);
 }
 
 // Lane `lane`'s share of a row of `len` elements held by `lanes` threads: the max magnitude over its

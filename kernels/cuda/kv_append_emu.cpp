@@ -17,8 +17,17 @@ LaunchStatus kv_append_emu(const KvAppendParams& p) {
     using InT = typename decltype(in)::type;
     using CacheT = typename decltype(cache)::type;
     using SlotT = typename decltype(slot)::type;
-    const KernelPath path = kernel_path(p);  // the instantiation the GPU launcher runs
+    const KernelPath path = kernel_path_of(p);  // the instantiation the GPU launcher runs
     const KvAppendCore& core = p;                // a classic cache's kernels take the core alone
+    if constexpr (!kIsFormat<CacheT>) {
+      if (path == KernelPath::aligned) {  // kv_append_aligned_kernel's threads
+        for (int64_t cta = 0; cta < cfg.grid; ++cta)
+          for (int head = 0; head < cfg.grid_y * cfg.block_y; ++head)
+            for (int chunk = 0; chunk < cfg.block; ++chunk)
+              append_aligned_item<InT, CacheT, SlotT>(core, cta, head, chunk);
+        return;
+      }
+    }
     for (int64_t cta = 0; cta < cfg.grid; ++cta)
       for (int thread = 0; thread < cfg.block; ++thread) {
         if constexpr (kIsFormat<CacheT>) {  // a quantised format: the fields path's instantiation only
