@@ -2,8 +2,8 @@
 //
 // Wire protocol on a SOCK_STREAM socketpair, native byte order:
 //   hello    = u8 ready (1) or not (0), u32 message_bytes, message      (once, after Target::start())
-//   request  = u64 json_bytes, u64 image_bytes, u64 windowed (0 or 1), json_bytes of case JSON (case_json.h)
-//              without its genotype
+//   request  = u64 case_bytes, u64 image_bytes, u64 windowed (0 or 1), case_bytes of the case in its
+//              binary hand-off form (case/case_wire.h: everything but the genotype)
 //   response = u8 kLaunching (the case is read; the launch timeout starts here),
 //              u8 IsolatedStatus, u32 message_bytes, message,
 //              and for a windowed request: u64 outside_bytes, encode(OutsideDiff) (arena/outside_diff.h)
@@ -31,8 +31,9 @@
 #include <mutex>
 
 #include "arena/windows.h"
-#include "case/case_json.h"
+#include "case/case_wire.h"
 #include "case/errors.h"
+#include "case/validate.h"
 #include "targets/fd_io.h"
 
 namespace kvf {
@@ -121,8 +122,8 @@ bool send_hello(int sock, const std::string& why) {
   for (;;) {
     uint64_t header[3];
     if (read_all(sock, header, sizeof header) != 1) _exit(0);  // parent closed: done
-    std::string json(header[0], '\0');
-    if (read_all(sock, json.data(), json.size()) != 1) _exit(0);
+    std::string wire(header[0], '\0');
+    if (read_all(sock, wire.data(), wire.size()) != 1) _exit(0);
     const bool windowed = header[2] != 0;
     IsolatedStatus status = IsolatedStatus::ok;
     std::string message;
@@ -136,7 +137,9 @@ bool send_hello(int sock, const std::string& why) {
       // The parent built this case's arena already: its size limits (--max-case-mib) were applied there.
       Limits trusted;
       trusted.max_buffer_bytes = std::numeric_limits<int64_t>::max();
-      const Case c = case_from_text(json, "<worker>", trusted);
+      const Case c = decode_case_wire(wire, "<worker>");
+      if (const std::vector<ValidationProblem> problems = validate(c, trusted); !problems.empty())
+        throw InputError("<worker>", problems.front().json_path, problems.front().message);
       const ArenaLayout layout = plan_arena(c);
       if (layout.total_bytes != static_cast<int64_t>(header[1]) || layout.total_bytes > capacity) {
         status = IsolatedStatus::launch_error;
@@ -414,13 +417,10 @@ Isolator::Attempt Isolator::attempt(const Case& c, Arena& image, IsolatedRun& ou
   auto* shared = static_cast<std::byte*>(w.shared);
   copy_ranges(shared, image.data(), image);
 
-  // The worker needs the batch, not the genotype it was drawn from (a third of the text): it is
-  // neither sent nor parsed.
-  nlohmann::json wire = case_to_json(c);
-  wire.erase("genotype");
-  const std::string json = wire.dump();
-  const uint64_t header[3] = {json.size(), static_cast<uint64_t>(image.size()), image.windowed() ? 1u : 0u};
-  if (!write_all(w.sock, header, sizeof header) || !write_all(w.sock, json.data(), json.size())) return Attempt::stalled;
+  // The worker needs the batch, not the genotype it was drawn from: the hand-off form leaves it out.
+  const std::string wire = encode_case_wire(c);
+  const uint64_t header[3] = {wire.size(), static_cast<uint64_t>(image.size()), image.windowed() ? 1u : 0u};
+  if (!write_all(w.sock, header, sizeof header) || !write_all(w.sock, wire.data(), wire.size())) return Attempt::stalled;
   // Until the worker has read the case, the time is the harness's, not the kernel's.
   uint8_t mark = 0;
   if (read_all(w.sock, &mark, 1, after(options_.start_timeout_s)) != 1 || mark != kLaunching) return Attempt::stalled;

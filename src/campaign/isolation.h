@@ -3,7 +3,7 @@
 //
 // An Isolator owns one persistent worker process, forked on first use. The arena image lives in a
 // shared-memory file (memfd) mapped by both processes: for each launch the parent copies the
-// pre-run image in, sends the case (JSON) over a socket, and waits; the worker runs the target on
+// pre-run image in, sends the case (case/case_wire.h) over a socket, and waits; the worker runs the target on
 // the shared image and answers with how the run ended; the parent copies the image back. Wild
 // writes that miss the image only ever touch the worker's copy of kvfuzz's memory. GPU targets need
 // exactly this shape: a sticky CUDA error kills the worker's context, never the campaign. A
