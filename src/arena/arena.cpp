@@ -152,6 +152,10 @@ Arena::Arena(const Arena& other) : layout_(other.layout_), windowed_(other.windo
   copy_from(other);
 }
 
+Arena Arena::shaped_like(const Arena& other) {
+  return other.windowed_ ? Arena(other.layout_, other.materialized_) : Arena(other.layout_);
+}
+
 Arena& Arena::operator=(const Arena& other) {
   if (this == &other) return *this;
   if (data_ == nullptr || windowed_ || other.windowed_ || layout_.total_bytes != other.layout_.total_bytes) {

@@ -68,6 +68,9 @@ class Arena {
   Arena(const ArenaLayout& layout, std::vector<ByteRange> materialized);
   Arena(const Arena& other);
   Arena& operator=(const Arena& other);
+  // An arena of `other`'s layout and materialised ranges, its bytes uninitialised: the destination
+  // of a copy of every materialised byte (a worker's post-run image, campaign/isolation.h).
+  static Arena shaped_like(const Arena& other);
   Arena(Arena&&) noexcept = default;
   Arena& operator=(Arena&&) noexcept = default;
 

@@ -50,8 +50,8 @@ CaseRun run_case(Isolator& isolator, const Case& c, const TolerancePolicy& toler
   golden::golden_append(c, expected);
   const auto golden_done = Clock::now();
   stages.golden = seconds(filled, golden_done);
-  Arena actual = initial;
-  IsolatedRun run = isolator.run(c, actual);
+  Arena actual = Arena::shaped_like(initial);
+  IsolatedRun run = isolator.run(c, initial, actual);
   const auto ran = Clock::now();
   stages.target = run.target_seconds;
   stages.copy_back = run.copy_back_seconds;

@@ -193,9 +193,9 @@ void compare_thread(SharedState& st, const CompareOptions& o, const CaseSource& 
     const ArenaLayout layout = plan_arena(c);
     const Arena initial = layout.cache_bytes > o.check.isolation.windowed_above_bytes ? make_initial_arena(c, plan_windows(c, layout))
                                                                                      : make_initial_arena(c);
-    Arena a = initial, b = initial;
-    const IsolatedRun ra = ia.run(c, a);
-    const IsolatedRun rb = ib.run(c, b);
+    Arena a = Arena::shaped_like(initial), b = Arena::shaped_like(initial);
+    const IsolatedRun ra = ia.run(c, initial, a);
+    const IsolatedRun rb = ib.run(c, initial, b);
     reset_sink(c, initial, a);  // the sink's contents are unconstrained: any two are the same result
     reset_sink(c, initial, b);
 

@@ -2,8 +2,8 @@
 //
 // Wire protocol on a SOCK_STREAM socketpair, native byte order:
 //   hello    = u8 ready (1) or not (0), u32 message_bytes, message      (once, after Target::start())
-//   request  = u64 json_bytes, u64 image_bytes, u64 windowed (0 or 1), json_bytes of case JSON (case_json.h)
-//              without its genotype
+//   request  = u64 case_bytes, u64 image_bytes, u64 windowed (0 or 1), case_bytes of the case in its
+//              binary hand-off form (case/case_wire.h: everything but the genotype)
 //   response = u8 kLaunching (the case is read; the launch timeout starts here),
 //              u8 IsolatedStatus, u32 message_bytes, message,
 //              and for a windowed request: u64 outside_bytes, encode(OutsideDiff) (arena/outside_diff.h)
@@ -26,13 +26,14 @@
 #include <vector>
 #include <chrono>
 #include <cstring>
-#include <fstream>
+#include <cstdio>
 #include <limits>
 #include <mutex>
 
 #include "arena/windows.h"
-#include "case/case_json.h"
+#include "case/case_wire.h"
 #include "case/errors.h"
+#include "case/validate.h"
 #include "targets/fd_io.h"
 
 namespace kvf {
@@ -121,8 +122,8 @@ bool send_hello(int sock, const std::string& why) {
   for (;;) {
     uint64_t header[3];
     if (read_all(sock, header, sizeof header) != 1) _exit(0);  // parent closed: done
-    std::string json(header[0], '\0');
-    if (read_all(sock, json.data(), json.size()) != 1) _exit(0);
+    std::string wire(header[0], '\0');
+    if (read_all(sock, wire.data(), wire.size()) != 1) _exit(0);
     const bool windowed = header[2] != 0;
     IsolatedStatus status = IsolatedStatus::ok;
     std::string message;
@@ -136,7 +137,9 @@ bool send_hello(int sock, const std::string& why) {
       // The parent built this case's arena already: its size limits (--max-case-mib) were applied there.
       Limits trusted;
       trusted.max_buffer_bytes = std::numeric_limits<int64_t>::max();
-      const Case c = case_from_text(json, "<worker>", trusted);
+      const Case c = decode_case_wire(wire, "<worker>");
+      if (const std::vector<ValidationProblem> problems = validate(c, trusted); !problems.empty())
+        throw InputError("<worker>", problems.front().json_path, problems.front().message);
       const ArenaLayout layout = plan_arena(c);
       if (layout.total_bytes != static_cast<int64_t>(header[1]) || layout.total_bytes > capacity) {
         status = IsolatedStatus::launch_error;
@@ -344,6 +347,7 @@ void Isolator::ensure_worker(int64_t bytes) {
 }
 
 // Reads VmRSS-style counters of a process: RssAnon (bytes) and Threads; -1 where unreadable.
+// After every case, so in one read(): the kernel writes the whole status file in one go.
 namespace {
 struct ProcessUse {
   int64_t private_bytes = -1;
@@ -351,18 +355,24 @@ struct ProcessUse {
 };
 ProcessUse process_use(pid_t pid) {
   ProcessUse u;
-  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
-  std::string key;
-  while (in >> key) {
-    if (key == "RssAnon:") {
-      int64_t kib = 0;
-      in >> kib;
-      u.private_bytes = kib * 1024;
-    } else if (key == "Threads:") {
-      in >> u.threads;
-    }
-    in.ignore(std::numeric_limits<std::streamsize>::max(), '\n');
-  }
+  char path[32];
+  std::snprintf(path, sizeof path, "/proc/%d/status", static_cast<int>(pid));
+  const int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return u;
+  char text[16384];  // about 1.5 KiB in practice
+  ssize_t n = -1;
+  do {
+    n = read(fd, text, sizeof text - 1);
+  } while (n < 0 && errno == EINTR);
+  close(fd);
+  if (n <= 0) return u;
+  text[n] = '\0';
+  const auto field = [&](const char* key) -> int64_t {  // the number after "\nKey:", -1 if absent
+    const char* at = std::strstr(text, key);
+    return at == nullptr ? -1 : std::strtoll(at + std::strlen(key), nullptr, 10);
+  };
+  if (const int64_t kib = field("\nRssAnon:"); kib >= 0) u.private_bytes = kib * 1024;
+  u.threads = field("\nThreads:");
   return u;
 }
 }  // namespace
@@ -388,17 +398,18 @@ void copy_ranges(std::byte* dest, const std::byte* src, const Arena& image) {
 
 }  // namespace
 
-IsolatedRun Isolator::run_in_process(const Case& c, Arena& image) {
+IsolatedRun Isolator::run_in_process(const Case& c, const Arena& initial, Arena& actual) {
   if (!started_in_process_) {
     if (std::string why = target_.start(); !why.empty())
       throw InfraError("target " + target_.info().name + " could not start: " + why);
     started_in_process_ = true;
   }
+  copy_ranges(actual.data(), initial.data(), initial);  // the target runs on actual
   IsolatedRun run;
   const auto began = Clock::now();
-  const RunResult r = image.windowed()
-                          ? target_.run_windowed(c, image.data(), image.layout(), plan_windows(c, image.layout()), run.outside)
-                          : target_.run(c, image.data(), image.layout());
+  const RunResult r = actual.windowed()
+                          ? target_.run_windowed(c, actual.data(), actual.layout(), plan_windows(c, actual.layout()), run.outside)
+                          : target_.run(c, actual.data(), actual.layout());
   run.target_seconds = std::chrono::duration<double>(Clock::now() - began).count();
   if (r.status != RunStatus::ok) {
     run.status = r.status == RunStatus::device_fault ? IsolatedStatus::crash
@@ -409,18 +420,16 @@ IsolatedRun Isolator::run_in_process(const Case& c, Arena& image) {
   return run;
 }
 
-Isolator::Attempt Isolator::attempt(const Case& c, Arena& image, IsolatedRun& out) {
+Isolator::Attempt Isolator::attempt(const Case& c, const Arena& initial, Arena& actual, IsolatedRun& out) {
   Worker& w = *worker_;
   auto* shared = static_cast<std::byte*>(w.shared);
-  copy_ranges(shared, image.data(), image);
+  const Arena& image = initial;  // its layout and ranges are actual's too
+  copy_ranges(shared, initial.data(), image);
 
-  // The worker needs the batch, not the genotype it was drawn from (a third of the text): it is
-  // neither sent nor parsed.
-  nlohmann::json wire = case_to_json(c);
-  wire.erase("genotype");
-  const std::string json = wire.dump();
-  const uint64_t header[3] = {json.size(), static_cast<uint64_t>(image.size()), image.windowed() ? 1u : 0u};
-  if (!write_all(w.sock, header, sizeof header) || !write_all(w.sock, json.data(), json.size())) return Attempt::stalled;
+  // The worker needs the batch, not the genotype it was drawn from: the hand-off form leaves it out.
+  const std::string wire = encode_case_wire(c);
+  const uint64_t header[3] = {wire.size(), static_cast<uint64_t>(image.size()), image.windowed() ? 1u : 0u};
+  if (!write_all(w.sock, header, sizeof header) || !write_all(w.sock, wire.data(), wire.size())) return Attempt::stalled;
   // Until the worker has read the case, the time is the harness's, not the kernel's.
   uint8_t mark = 0;
   if (read_all(w.sock, &mark, 1, after(options_.start_timeout_s)) != 1 || mark != kLaunching) return Attempt::stalled;
@@ -448,7 +457,7 @@ Isolator::Attempt Isolator::attempt(const Case& c, Arena& image, IsolatedRun& ou
   }
   if (got != 1) return got < 0 ? Attempt::hung : Attempt::died;
   const auto answered = Clock::now();
-  copy_ranges(image.data(), shared, image);
+  copy_ranges(actual.data(), shared, image);
   out = IsolatedRun{static_cast<IsolatedStatus>(status), message, {}};
   out.target_seconds = std::chrono::duration<double>(answered - launched).count();
   out.copy_back_seconds = std::chrono::duration<double>(Clock::now() - answered).count();
@@ -462,8 +471,9 @@ Isolator::Attempt Isolator::attempt(const Case& c, Arena& image, IsolatedRun& ou
   return Attempt::answered;
 }
 
-IsolatedRun Isolator::run(const Case& c, Arena& image) {
-  if (!options_.fork) return run_in_process(c, image);
+IsolatedRun Isolator::run(const Case& c, const Arena& initial, Arena& actual) {
+  if (!options_.fork) return run_in_process(c, initial, actual);
+  const Arena& image = initial;  // its layout and ranges are actual's too
   // A windowed image's cache pages are released after each try, so the memfd never holds more than
   // one case's windows (each case's windows lie elsewhere in the cache).
   auto release_cache = [&] {
@@ -477,7 +487,7 @@ IsolatedRun Isolator::run(const Case& c, Arena& image) {
   for (;;) {
     ensure_worker(image.size());
     IsolatedRun out;
-    const Attempt a = attempt(c, image, out);
+    const Attempt a = attempt(c, initial, actual, out);
     if (a == Attempt::answered) {
       release_cache();
       events_.deaths_retried += deaths;  // each did not repeat: infrastructure, not the kernel
@@ -499,12 +509,12 @@ IsolatedRun Isolator::run(const Case& c, Arena& image) {
       continue;
     }
     (a == Attempt::hung ? hangs : deaths) += 1;
-    if (deaths + hangs <= options_.retries) {  // re-run from the pre-run image (still in `image`) on a fresh worker
+    if (deaths + hangs <= options_.retries) {  // re-run from `initial` on a fresh worker (attempt() copies it in)
       release_cache();
       discard(a == Attempt::hung);
       continue;
     }
-    copy_ranges(image.data(), static_cast<std::byte*>(worker_->shared), image);  // what the kernel wrote before dying
+    copy_ranges(actual.data(), static_cast<std::byte*>(worker_->shared), image);  // what the kernel wrote before dying
     release_cache();
     const int wstatus = discard(a == Attempt::hung);
     // Every try died or hung: the kernel's doing. The finding is the last try's.

@@ -3,7 +3,7 @@
 //
 // An Isolator owns one persistent worker process, forked on first use. The arena image lives in a
 // shared-memory file (memfd) mapped by both processes: for each launch the parent copies the
-// pre-run image in, sends the case (JSON) over a socket, and waits; the worker runs the target on
+// pre-run image in, sends the case (case/case_wire.h) over a socket, and waits; the worker runs the target on
 // the shared image and answers with how the run ended; the parent copies the image back. Wild
 // writes that miss the image only ever touch the worker's copy of kvfuzz's memory. GPU targets need
 // exactly this shape: a sticky CUDA error kills the worker's context, never the campaign. A
@@ -89,11 +89,15 @@ class Isolator {
   Isolator(const Isolator&) = delete;
   Isolator& operator=(const Isolator&) = delete;
 
-  // Runs the target on `image` (which holds the pre-run arena and receives the post-run arena).
-  // A windowed image (arena/windows.h) runs through Target::run_windowed(): only its materialised
-  // ranges travel, and the result's `outside` says what changed elsewhere in the cache.
+  // Runs the target on a copy of `initial` (the pre-run arena, left unchanged) and leaves the image
+  // the run left behind in `actual`, an arena of initial's layout and materialised ranges
+  // (Arena::shaped_like(initial): its bytes need no values). In a worker the image is copied once
+  // each way, `initial` into the shared memory and the shared memory into `actual`, and every retry
+  // starts again from `initial`; in process `initial` is copied into `actual` and the target runs
+  // there. A windowed image (arena/windows.h) runs through Target::run_windowed(): only its
+  // materialised ranges travel, and the result's `outside` says what changed elsewhere in the cache.
   // Throws InfraError when no worker can be started or talked to.
-  IsolatedRun run(const Case& c, Arena& image);
+  IsolatedRun run(const Case& c, const Arena& initial, Arena& actual);
 
   Target& target() { return target_; }
   const IsolationOptions& options() const { return options_; }
@@ -103,13 +107,13 @@ class Isolator {
  private:
   struct Worker;
   enum class Attempt : uint8_t { answered, died, hung, stalled };  // how one try of a launch ended
-  Attempt attempt(const Case& c, Arena& image, IsolatedRun& out);
+  Attempt attempt(const Case& c, const Arena& initial, Arena& actual, IsolatedRun& out);
   void ensure_worker(int64_t bytes);
   bool start(int64_t capacity, std::string& why);
   void stop();
   int discard(bool kill_now);  // reaps a dead or hung worker (killing it first if asked); its wait status
   void recycle_if_over_limits();
-  IsolatedRun run_in_process(const Case& c, Arena& image);
+  IsolatedRun run_in_process(const Case& c, const Arena& initial, Arena& actual);
 
   Target& target_;
   IsolationOptions options_;

@@ -64,6 +64,7 @@
 
 #include "../gen/rng.h"
 #include "convert.h"
+#include "remainder.h"
 
 namespace kvf::golden {
 
@@ -131,6 +132,13 @@ ExpRange shared_exponents(DType src, DType dst) {
   return {lo, hi};
 }
 
+// finite_bits() with its exponent field chosen: the sign from `h`, the mantissa from `index`.
+uint32_t finite_with_field(const Format& f, int field, uint64_t h, uint64_t index) {
+  const uint32_t sign = static_cast<uint32_t>((h >> 40) & 1u) << (f.exp_bits + f.mant_bits);
+  const uint32_t mant = permute_bits(index, f.mant_bits);
+  return sign | (static_cast<uint32_t>(field) << f.mant_bits) | mant;
+}
+
 // A finite value of dtype `src` (never NaN or Inf), see the file comment. `h` supplies sign and
 // exponent, `index` the mantissa bijection, `dst` the dtype the value is headed for.
 uint32_t finite_bits(const Format& f, const ExpRange& r, uint64_t h, uint64_t index) {
@@ -141,10 +149,29 @@ uint32_t finite_bits(const Format& f, const ExpRange& r, uint64_t h, uint64_t in
   } else {
     field = static_cast<int>((h >> 3) % static_cast<uint64_t>(max_field + 1));
   }
-  const uint32_t sign = static_cast<uint32_t>((h >> 40) & 1u) << (f.exp_bits + f.mant_bits);
-  const uint32_t mant = permute_bits(index, f.mant_bits);
-  return sign | (static_cast<uint32_t>(field) << f.mant_bits) | mant;
+  return finite_with_field(f, field, h, index);
 }
+
+// finite_bits(src, dst, h, index) for the elements of a row: the same bits, with its two
+// remainders taken by multiplication (remainder.h) instead of a 64-bit division per element.
+class FiniteRow {
+ public:
+  FiniteRow(DType src, DType dst)
+      : f_(format_of(src)),
+        r_(shared_exponents(src, dst)),
+        shared_(static_cast<uint64_t>(r_.hi - r_.lo + 1)),
+        all_(static_cast<uint64_t>((1 << f_.exp_bits) - 2 + 1)) {}
+  uint32_t operator()(uint64_t h, uint64_t index) const {
+    const int field = (h & 7u) != 0 ? r_.lo + static_cast<int>(shared_.of(h >> 3)) : static_cast<int>(all_.of(h >> 3));
+    return finite_with_field(f_, field, h, index);
+  }
+
+ private:
+  Format f_;
+  ExpRange r_;
+  Remainder shared_;  // of r.hi - r.lo + 1: the exponents shared by src and dst
+  Remainder all_;     // of max_field + 1: every finite exponent of src
+};
 uint32_t finite_bits(DType src, DType dst, uint64_t h, uint64_t index) {
   return finite_bits(format_of(src), shared_exponents(src, dst), h, index);
 }
@@ -483,8 +510,7 @@ void input_row_bits(const Case& c, Tensor t, int64_t row, int64_t head, int64_t 
 
   const uint64_t tensor = t == Tensor::key ? 0 : 1;
   const DType dst = c.has_format() ? dt : c.cache_dtype;
-  const Format fm = format_of(dt);
-  const ExpRange range = shared_exponents(dt, dst);
+  const FiniteRow finite(dt, dst);
   const bool special = c.dist == ValueDist::special;
   const uint64_t prefix = mix64(mix64(mix64(mix64(c.payload_seed ^ kSaltInput) ^ tensor) ^ static_cast<uint64_t>(row)) ^
                                 static_cast<uint64_t>(head));
@@ -499,7 +525,7 @@ void input_row_bits(const Case& c, Tensor t, int64_t row, int64_t head, int64_t 
       out[i] = special_bits(dt, static_cast<int>((h >> 16) % 10), h);
       continue;
     }
-    out[i] = finite_bits(fm, range, mix64(h), base + dim);
+    out[i] = finite(mix64(h), base + dim);
   }
 }
 
@@ -560,13 +586,12 @@ void context_field_row_bits(const Case& c, const CacheField& f, int64_t request,
                               static_cast<uint64_t>(c.max_head_dim()) + mix64(c.payload_seed ^ kSaltContext);
     if (is_byte_dtype(dt)) {
       const std::vector<uint8_t>& codes = context_codes(dt);
-      for (int64_t d = 0; d < f.head_dim; ++d) out[d] = codes[(base + static_cast<uint64_t>(d)) % codes.size()];
+      const Remainder by_codes(codes.size());
+      for (int64_t d = 0; d < f.head_dim; ++d) out[d] = codes[by_codes.of(base + static_cast<uint64_t>(d))];
       return;
     }
-    const Format fm = format_of(dt);
-    const ExpRange range = shared_exponents(dt, dt);
-    for (int64_t d = 0; d < f.head_dim; ++d)
-      out[d] = finite_bits(fm, range, mix64(prefix ^ static_cast<uint64_t>(d)), base + static_cast<uint64_t>(d));
+    const FiniteRow finite(dt, dt);
+    for (int64_t d = 0; d < f.head_dim; ++d) out[d] = finite(mix64(prefix ^ static_cast<uint64_t>(d)), base + static_cast<uint64_t>(d));
     return;
   }
   const uint64_t field = static_cast<uint64_t>(f.role) * 2 + static_cast<uint64_t>(f.index);

@@ -85,6 +85,18 @@ class Basics(unittest.TestCase):
         self.assertEqual(p.returncode, 2)
         self.assertIn("cuda-emu", p.stderr)
 
+    def test_bad_cuda_switches_exit_2_even_without_a_gpu(self):
+        # KVFUZZ_CUDA_SYNC and KVFUZZ_CUDA_PIN (docs/targets.md, "cuda") are read when the target is
+        # opened: a bad value is bad input (2), before the device probe (3 on a machine without one).
+        for name, value, expected in (("KVFUZZ_CUDA_SYNC", "sometimes", "expected auto, spin, yield or blocking"),
+                                      ("KVFUZZ_CUDA_PIN", "yes", "neither 0 nor 1")):
+            env = dict(os.environ, **{name: value})
+            p = kvfuzz("run", "--target", "cuda", "--cases", 1, env=env)
+            self.assertEqual(p.returncode, 2, p.stderr)
+            self.assertIn("$" + name + ": \"" + value + "\"", p.stderr)
+            self.assertIn(expected, p.stderr)
+            self.assertEqual(kvfuzz("targets", env=env).returncode, 0)  # listing targets opens none
+
 
 class Campaign(unittest.TestCase):
     def test_default_campaign_passes_and_ends_with_the_summary_line(self):

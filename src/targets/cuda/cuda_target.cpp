@@ -8,8 +8,20 @@
 // (itself a short-lived child), never in the kvfuzz process: a sticky error (illegal address,
 // misaligned address, launch failure) kills only the worker's context. The CUDA runtime is linked
 // statically and loads the driver at run time, so kvfuzz starts on machines without one.
+//
+// Two switches from the environment, for measuring the host's share of a case (docs/targets.md):
+//   KVFUZZ_CUDA_SYNC=auto|spin|yield|blocking  how the host thread waits for the device: the device
+//                                               is initialised with cudaDeviceScheduleAuto / Spin /
+//                                               Yield / BlockingSync (unset: the runtime's default)
+//   KVFUZZ_CUDA_PIN=1                           page-lock the worker's shared arena (cudaHostRegister)
+//                                               so the image copies are DMA from pinned memory
+// Any other value is bad input (exit 2), raised when the target is opened.
 #include <cuda_runtime.h>
+#include <unistd.h>
 
+#include <cstdio>
+#include <cstdlib>
+#include <optional>
 #include <string>
 
 #include "case/errors.h"
@@ -22,9 +34,48 @@ namespace kvf {
 
 namespace {
 
+// The environment's switches (the file comment).
+struct HostSwitches {
+  std::optional<unsigned int> schedule;  // KVFUZZ_CUDA_SYNC: a cudaDeviceSchedule* flag; none: unset
+  bool pin = false;                      // KVFUZZ_CUDA_PIN=1
+};
+
+// $name's value; nullopt when unset or empty.
+std::optional<std::string> env(const char* name) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return std::nullopt;
+  return std::string(v);
+}
+
+// Throws InputError naming the variable, its value and the values it takes.
+HostSwitches host_switches() {
+  HostSwitches s;
+  if (const std::optional<std::string> v = env("KVFUZZ_CUDA_SYNC")) {
+    if (*v == "auto") s.schedule = cudaDeviceScheduleAuto;
+    else if (*v == "spin") s.schedule = cudaDeviceScheduleSpin;
+    else if (*v == "yield") s.schedule = cudaDeviceScheduleYield;
+    else if (*v == "blocking") s.schedule = cudaDeviceScheduleBlockingSync;
+    else
+      throw InputError("$KVFUZZ_CUDA_SYNC", "",
+                       "\"" + *v + "\" is not a way to wait for the device; expected auto, spin, yield or blocking (or leave it unset)");
+  }
+  if (const std::optional<std::string> v = env("KVFUZZ_CUDA_PIN")) {
+    if (*v != "0" && *v != "1")
+      throw InputError("$KVFUZZ_CUDA_PIN", "", "\"" + *v + "\" is neither 0 nor 1 (1: page-lock the arena image)");
+    s.pin = *v == "1";
+  }
+  return s;
+}
+
 class CudaTarget final : public Target {
  public:
-  explicit CudaTarget(int device) : device_(device) {
+  CudaTarget(int device, bool in_worker) : device_(device), in_worker_(in_worker) {
+    // A bad switch must not break `kvfuzz targets`: it is raised when the target is opened.
+    try {
+      switches_ = host_switches();
+    } catch (const InputError& e) {
+      switch_error_ = e;
+    }
     info_ = TargetInfo{
         "cuda",
         "kernels/cuda/kv_append.cu on CUDA device " + std::to_string(device) + " (run in a worker process)",
@@ -41,14 +92,21 @@ class CudaTarget final : public Target {
 
   const TargetInfo& info() const override { return info_; }
 
-  std::string unavailable_reason() const override { return probe_cuda_device(device_); }
+  std::string unavailable_reason() const override {
+    if (switch_error_) throw *switch_error_;  // bad input (exit 2), also on a machine without a device
+    return probe_cuda_device(device_);
+  }
 
   // The device's context is created here, before the worker's first case (isolation.h).
-  std::string start() override { return prepare(0).message; }
+  std::string start() override {
+    if (switch_error_) return switch_error_->what();
+    return prepare(0).message;
+  }
 
   RunResult run(const Case& c, std::byte* image, const ArenaLayout& layout) override {
     const size_t bytes = static_cast<size_t>(layout.total_bytes);
     if (RunResult r = prepare(bytes); r.status != RunStatus::ok) return r;
+    pin(image, bytes);
     if (cudaError_t e = cudaMemcpyAsync(device_image_, image, bytes, cudaMemcpyHostToDevice, stream_); e != cudaSuccess)
       return fault(e, "copying the arena to the device");
     if (RunResult r = launch(c, static_cast<std::byte*>(device_image_), layout); r.status != RunStatus::ok) return r;
@@ -63,6 +121,9 @@ class CudaTarget final : public Target {
   RunResult run_windowed(const Case& c, std::byte* image, const ArenaLayout& layout, const WindowPlan& plan,
                          OutsideDiff& outside) override {
     if (RunResult r = prepare(static_cast<size_t>(layout.total_bytes)); r.status != RunStatus::ok) return r;
+    // The parent releases a windowed image's cache pages after the run (isolation.cpp), which would
+    // leave registered pages that are no longer the shared file's: nothing stays pinned here.
+    unpin();
     auto* device = static_cast<std::byte*>(device_image_);
     auto* cache = reinterpret_cast<unsigned char*>(device + layout.cache_begin);
     const int64_t elems = layout.cache_bytes / plan.fill.elem_size;
@@ -98,9 +159,41 @@ class CudaTarget final : public Target {
     return {};
   }
 
+  // KVFUZZ_CUDA_PIN=1, in a worker: page-locks the image's pages, once, and again when a larger
+  // image needs more. The image is the worker's shared mapping, at one address for every case (in
+  // process each case's image is a new allocation, so nothing is pinned there). A registration the
+  // driver refuses is said once on stderr and the copies stay pageable: slower, never wrong.
+  void pin(std::byte* image, size_t bytes) {
+    if (!switches_.pin || !in_worker_ || pin_failed_ || (image == pinned_ && bytes <= pinned_bytes_)) return;
+    unpin();
+    const auto page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    const size_t span = (bytes + page - 1) / page * page;  // the worker maps whole pages
+    if (cudaError_t e = cudaHostRegister(image, span, cudaHostRegisterDefault); e != cudaSuccess) {
+      cudaGetLastError();  // not sticky; clear it
+      pin_failed_ = true;
+      std::fprintf(stderr, "kvfuzz: KVFUZZ_CUDA_PIN=1: %s; the arena copies stay pageable in this worker\n",
+                   describe(e, "cudaHostRegister of the arena").c_str());
+      return;
+    }
+    pinned_ = image;
+    pinned_bytes_ = span;
+  }
+
+  void unpin() {
+    if (pinned_ == nullptr) return;
+    cudaHostUnregister(pinned_);
+    cudaGetLastError();
+    pinned_ = nullptr;
+    pinned_bytes_ = 0;
+  }
+
   // Selects the device and makes room for an image of `bytes` (once per worker, then on growth).
+  // KVFUZZ_CUDA_SYNC initialises the device with its schedule flag first.
   RunResult prepare(size_t bytes) {
     if (!initialised_) {
+      if (switches_.schedule)
+        if (cudaError_t e = cudaInitDevice(device_, *switches_.schedule, cudaInitDeviceFlagsAreValid); e != cudaSuccess)
+          return fault(e, "cudaInitDevice with the schedule of KVFUZZ_CUDA_SYNC");
       if (cudaError_t e = cudaSetDevice(device_); e != cudaSuccess) return fault(e, "cudaSetDevice");
       if (cudaError_t e = cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking); e != cudaSuccess)
         return fault(e, "cudaStreamCreate");
@@ -124,8 +217,14 @@ class CudaTarget final : public Target {
   }
 
   int device_;
+  bool in_worker_;  // made in a worker process: the image is the shared mapping (pin())
+  HostSwitches switches_;
+  std::optional<InputError> switch_error_;
   TargetInfo info_;
   bool initialised_ = false;
+  std::byte* pinned_ = nullptr;  // the registered range (KVFUZZ_CUDA_PIN=1), or none
+  size_t pinned_bytes_ = 0;
+  bool pin_failed_ = false;
   cudaStream_t stream_ = nullptr;
   void* device_image_ = nullptr;
   size_t capacity_ = 0;
@@ -134,7 +233,7 @@ class CudaTarget final : public Target {
 }  // namespace
 
 std::unique_ptr<Target> make_cuda_target(const TargetOptions& options) {
-  return std::make_unique<CudaTarget>(options.device);
+  return std::make_unique<CudaTarget>(options.device, options.in_worker);
 }
 
 }  // namespace kvf

@@ -164,5 +164,25 @@ TEST(FillRows, theInitialArenaIsTheElementwiseDefinitionOnEveryProfile) {
   }
 }
 
+// The pre-run image is part of every saved case's meaning: a faster fill must give the same bytes.
+// FNV-1a 64 over the initial arenas of 40 cases of each profile, as the fill made them before the
+// payload's remainders became multiplications (golden/remainder.h); a change here changes images.
+TEST(FillRows, theInitialArenasAreTheBytesTheyWereBeforeTheRemaindersByMultiplication) {
+  const std::filesystem::path configs = std::filesystem::path(KVFUZZ_SOURCE_DIR) / "configs";
+  const uint64_t expected[] = {0x03d9b6e5e872c589ull, 0x92582e56f9b4c9a6ull, 0x7f4b32151a7e9e22ull, 0x2f6aa8ad9cb0735dull,
+                               0xa023755e4ccccfefull};
+  for (size_t p = 0; p < std::size(kProfiles); ++p) {
+    const char* profile = kProfiles[p];
+    const Profile pr = *profile == '\0' ? default_profile() : load_profile(configs / profile);
+    const CaseSource source(pr, std::nullopt);
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (int64_t i = 0; i < 40; ++i) {
+      const Arena a = make_initial_arena(source.draw(17, i).kase);
+      for (int64_t b = 0; b < a.size(); ++b) h = (h ^ static_cast<uint8_t>(a.data()[b])) * 0x100000001b3ull;
+    }
+    EXPECT_EQ(h, expected[p]) << (*profile ? profile : "default") << ": 0x" << std::hex << h;
+  }
+}
+
 }  // namespace
 }  // namespace kvf

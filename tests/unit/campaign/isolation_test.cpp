@@ -1,6 +1,9 @@
 // isolation_test.cpp — a faulting, hanging or refusing kernel becomes a finding, not a dead kvfuzz.
 #include <gtest/gtest.h>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <csignal>
 #include <cstring>
 #include <thread>
@@ -102,6 +105,63 @@ TEST(Isolation, aKernelThatDoesWhatTheGoldenModelDoesPasses) {
     CheckOptions opts;
     opts.isolation.fork = fork;
     EXPECT_TRUE(check_case(t, small_case(), opts).pass()) << "fork=" << fork;
+  }
+}
+
+// A kernel whose first try overwrites the whole image and then dies; every later try (on a fresh
+// worker) does what the golden model does. Tries are counted in memory shared with the workers.
+class DiesOnceAfterScribbling final : public Target {
+ public:
+  DiesOnceAfterScribbling()
+      : tries_(static_cast<int*>(mmap(nullptr, sizeof(int), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0))) {
+    *tries_ = 0;
+  }
+  ~DiesOnceAfterScribbling() override { munmap(tries_, sizeof(int)); }
+  const TargetInfo& info() const override { return info_; }
+  RunResult run(const Case& c, std::byte* image, const ArenaLayout& layout) override {
+    if ((*tries_)++ == 0) {
+      std::memset(image, 0x5A, static_cast<size_t>(layout.total_bytes));
+      _exit(9);
+    }
+    Arena a(layout);
+    std::memcpy(a.data(), image, static_cast<size_t>(layout.total_bytes));
+    golden::golden_append(c, a);
+    std::memcpy(image, a.data(), static_cast<size_t>(layout.total_bytes));
+    return {};
+  }
+  int tries() const { return *tries_; }
+
+ private:
+  int* tries_;  // shared with every worker
+  TargetInfo info_{"dies-once", "", "", "exact", false};
+};
+
+// The shared image still holds what the dead try wrote; the retry must start from the pre-run arena.
+TEST(Isolation, aRetryStartsFromThePreRunArenaNotFromWhatTheDeadTryLeft) {
+  DiesOnceAfterScribbling t;
+  Isolator isolator(t, IsolationOptions{});
+  const CaseRun r = run_case(isolator, small_case());
+  EXPECT_EQ(t.tries(), 2);
+  EXPECT_EQ(isolator.events().deaths_retried, 1);
+  EXPECT_EQ(r.status, IsolatedStatus::ok);
+  EXPECT_TRUE(r.verdict.pass()) << r.verdict.findings.front().sentence;
+}
+
+// The initial arena is only read: after a run in a worker or in process it is still the pre-run image.
+TEST(Isolation, leavesTheInitialArenaAsItWas) {
+  for (bool fork : {true, false}) {
+    FakeTarget t(FakeTarget::Mode::write_guard);
+    IsolationOptions opts;
+    opts.fork = fork;
+    Isolator isolator(t, opts);
+    const Case c = small_case();
+    const Arena initial = make_initial_arena(c);
+    Arena actual = Arena::shaped_like(initial);
+    ASSERT_EQ(isolator.run(c, initial, actual).status, IsolatedStatus::ok) << "fork=" << fork;
+    const Arena fresh = make_initial_arena(c);
+    EXPECT_EQ(std::memcmp(initial.data(), fresh.data(), static_cast<size_t>(initial.size())), 0) << "fork=" << fork;
+    EXPECT_EQ(actual.data()[0], std::byte{0}) << "fork=" << fork;  // the target's write came back
+    EXPECT_EQ(std::memcmp(actual.data() + 1, fresh.data() + 1, static_cast<size_t>(initial.size() - 1)), 0) << "fork=" << fork;
   }
 }
 
