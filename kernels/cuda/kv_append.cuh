@@ -203,8 +203,9 @@ struct alignas(16) Vec16 {
 };
 
 KVF_HD Vec16 load16(const void* src) {
-#if defined(__CUDA_ARCH__)
-  return *reinterpret_cast<const Vec16*>(src);
+#if defined(__CUDA_ARCH__)  // through uint4: a struct copy may be split into four 4-byte accesses
+  const uint4 x = *reinterpret_cast<const uint4*>(src);
+  return Vec16{{x.x, x.y, x.z, x.w}};
 #else
   Vec16 v;
   std::memcpy(&v, src, sizeof v);
@@ -213,8 +214,9 @@ KVF_HD Vec16 load16(const void* src) {
 }
 
 KVF_HD void store16(void* dst, const Vec16& v) {
-#if defined(__CUDA_ARCH__)
-  *reinterpret_cast<Vec16*>(dst) = v;
+#if defined(__CUDA_ARCH__)  // one st.v4 (a plain 16-byte store is split in four 4-byte ones where
+  // nvcc cannot see dst's alignment, as in KernelPath aligned, whose launch checked it)
+  __stwb(reinterpret_cast<uint4*>(dst), make_uint4(v.w[0], v.w[1], v.w[2], v.w[3]));
 #else
   std::memcpy(dst, &v, sizeof v);
 #endif
@@ -226,7 +228,7 @@ KVF_HD void store_bytes(void* dst, const Vec16& v) {
   static_assert(N == 4 || N == 8 || N == 16, "store_bytes stores 4, 8 or 16 bytes");
 #if defined(__CUDA_ARCH__)
   if constexpr (N == 16) {
-    *reinterpret_cast<Vec16*>(dst) = v;
+    store16(dst, v);
   } else if constexpr (N == 8) {
     *reinterpret_cast<uint2*>(dst) = make_uint2(v.w[0], v.w[1]);
   } else {
@@ -426,20 +428,21 @@ KVF_HD void store_chunk(const Vec16& x, T* dst, int64_t lo, int64_t hi) {
     if (lo + i < hi) dst[lo + i] = vec_elem<T>(x, i);
 }
 
-// Quantises a loaded chunk x and stores its codes: all kVec codes in one store where whole and aligned.
-template <typename InT, typename CacheT>
+// Quantises a loaded chunk x and stores its codes: all kVec codes in one store where whole and aligned
+// (kWhole: known to be, KernelPath aligned).
+template <typename InT, typename CacheT, bool kWhole = false>
 KVF_HD void store_quantized(const Vec16& x, CacheT* dst, int64_t lo, int64_t hi, float scale) {
   constexpr int kVec = 16 / sizeof(InT);
   Vec16 codes{};
   KVF_UNROLL
   for (int i = 0; i < kVec; ++i) set_vec_elem(codes, i, quantize<CacheT>(to_float(vec_elem<InT>(x, i)), scale));
-  if (hi - lo == kVec && aligned_to(dst + lo, kVec * sizeof(CacheT))) {
+  if (kWhole || (hi - lo == kVec && aligned_to(dst + lo, kVec * sizeof(CacheT)))) {
     store_bytes<kVec * sizeof(CacheT)>(dst + lo, codes);
-    return;
+  } else {
+    KVF_UNROLL
+    for (int i = 0; i < kVec; ++i)
+      if (lo + i < hi) dst[lo + i] = vec_elem<CacheT>(codes, i);
   }
-  KVF_UNROLL
-  for (int i = 0; i < kVec; ++i)
-    if (lo + i < hi) dst[lo + i] = vec_elem<CacheT>(codes, i);
 }
 
 // Stores a loaded chunk x (load_chunk) of InT elements converted to CacheT (both float dtypes).
@@ -1185,18 +1188,24 @@ KVF_HD ScalePair tensor_scales(const KvAppendCore& p) {
   return {};
 }
 
-// Stores an item at (block, pos): bit copies, conversions, or a static scale's quantisation.
-template <typename InT, typename CacheT>
+// Stores an item at (block, pos): bit copies, conversions, or a static scale's quantisation. kWhole:
+// the chunk is whole and its destination aligned to its stored size (KernelPath aligned), so a bit
+// copy or a chunk's codes is one store without a check (the compiler otherwise splits the checked
+// 16-byte store into four 4-byte ones).
+template <typename InT, typename CacheT, bool kWhole = false>
 KVF_HD void store_classic_item(const KvAppendCore& p, const ClassicItem& it, int64_t block, int64_t pos) {
   CacheT* k_dst = cache_row<CacheT, false>(p, false, block, pos, it.head);
   CacheT* v_dst = cache_row<CacheT, false>(p, true, block, pos, it.head);
-  if constexpr (std::is_same_v<InT, CacheT>) {
+  if constexpr (std::is_same_v<InT, CacheT> && kWhole) {
+    store16(k_dst + it.lo, it.k);
+    store16(v_dst + it.lo, it.v);
+  } else if constexpr (std::is_same_v<InT, CacheT>) {
     store_chunk(it.k, k_dst, it.lo, it.hi);
     store_chunk(it.v, v_dst, it.lo, it.hi);
   } else if constexpr (kIsQuantized<CacheT>) {
     const bool by_block = p.scale_kind == ScaleKind::per_block;  // the slot's physical block's scales
-    store_quantized<InT, CacheT>(it.k, k_dst, it.lo, it.hi, by_block ? static_scale(p, false, block, it.head) : it.scale.k);
-    store_quantized<InT, CacheT>(it.v, v_dst, it.lo, it.hi, by_block ? static_scale(p, true, block, it.head) : it.scale.v);
+    store_quantized<InT, CacheT, kWhole>(it.k, k_dst, it.lo, it.hi, by_block ? static_scale(p, false, block, it.head) : it.scale.k);
+    store_quantized<InT, CacheT, kWhole>(it.v, v_dst, it.lo, it.hi, by_block ? static_scale(p, true, block, it.head) : it.scale.v);
   } else {
     store_converted<InT, CacheT>(it.k, k_dst, it.lo, it.hi);
     store_converted<InT, CacheT>(it.v, v_dst, it.lo, it.hi);
@@ -1231,7 +1240,7 @@ KVF_HD void append_aligned_item(const KvAppendCore& p, int64_t token, int head, 
   int64_t block = 0, pos = 0;
   const int first = head | chunk;  // 0 for the row's first item alone, which counts an invalid slot
   if (!row_destination<SlotT, false>(p, token, first, block, pos)) return;
-  store_classic_item<InT, CacheT>(p, it, block, pos);
+  store_classic_item<InT, CacheT, true>(p, it, block, pos);
 }
 
 // Lane `lane`'s share of a row of `len` elements held by `lanes` threads: the max magnitude over its
