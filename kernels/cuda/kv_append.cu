@@ -37,7 +37,7 @@ cudaError_t kv_append_cuda(const KvAppendParams& p, cudaStream_t stream) {
     if constexpr (kIsFormat<CacheT>) {  // a quantised format: the fields path's instantiation
       kv_append_kernel<InT, CacheT, SlotT, KernelPath::fields, KvAppendParams><<<grid, cfg.block, 0, stream>>>(p);
     } else {
-      switch (kernel_path(p)) {
+      switch (cfg.path) {
         case KernelPath::aligned:
           kv_append_aligned_kernel<InT, CacheT, SlotT><<<dim3(grid, cfg.grid_y), dim3(cfg.block, cfg.block_y), 0, stream>>>(core);
           break;

@@ -170,14 +170,6 @@ struct KvAppendParams : KvAppendCore {
 };
 
 
-// Grid shape shared by the GPU launcher and the emulator: one thread block per slot entry.
-struct LaunchConfig {
-  int64_t grid = 0;   // thread blocks (x: one per slot entry)
-  int block = 0;      // threads per block (x)
-  int grid_y = 1;     // KernelPath aligned: thread blocks per slot entry (y), each holding block_y heads
-  int block_y = 1;    //   (y) of block chunks (x) each
-};
-
 inline namespace KVF_KERNEL_NS {  // the kernel's functions (kv_layout.cuh)
 
 // V's head dim and geometry (K's unless kv_split).
@@ -1065,14 +1057,19 @@ inline KernelPath kernel_path(const KvAppendCore& p) {
   return plain && !two_items && aligned_chunks(p) ? KernelPath::aligned : KernelPath::classic;
 }
 
-// The launch of a call (kernel_path_of: its path). The aligned path's blocks hold whole rows of
-// heads, up to 128 threads, and a call's heads spread over grid_y blocks per slot entry.
-inline KernelPath kernel_path_of(const KvAppendParams& p) {
-  return p.quant_format != QuantFormatId::none ? KernelPath::fields : kernel_path(p);
-}
+// A call's launch, shared by the GPU launcher and the emulator: its path (a quantised format's is
+// fields) and one thread block per slot entry; the aligned path's blocks hold whole rows of heads, up
+// to 128 threads, and a call's heads spread over grid_y blocks per slot entry.
+struct LaunchConfig {
+  KernelPath path = KernelPath::classic;
+  int64_t grid = 0;   // thread blocks (x: one per slot entry)
+  int block = 0;      // threads per block (x)
+  int grid_y = 1;     // KernelPath aligned: thread blocks per slot entry (y), each holding block_y heads
+  int block_y = 1;    //   (y) of block chunks (x) each
+};
 inline LaunchConfig kv_append_launch_config(const KvAppendParams& p) {
-  LaunchConfig cfg{p.num_slots, kv_append_threads(p)};
-  if (kernel_path_of(p) == KernelPath::aligned) {
+  LaunchConfig cfg{p.quant_format != QuantFormatId::none ? KernelPath::fields : kernel_path(p), p.num_slots, kv_append_threads(p)};
+  if (cfg.path == KernelPath::aligned) {
     cfg.block = static_cast<int>(p.head_dim / (16 / classic_dtype_bytes(p.input_dtype)));  // a row's chunks
     cfg.block_y = 128 / cfg.block < p.num_heads ? 128 / cfg.block : p.num_heads;
     cfg.grid_y = (p.num_heads + cfg.block_y - 1) / cfg.block_y;

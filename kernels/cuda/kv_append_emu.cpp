@@ -17,8 +17,8 @@ LaunchStatus kv_append_emu(const KvAppendParams& p) {
     using InT = typename decltype(in)::type;
     using CacheT = typename decltype(cache)::type;
     using SlotT = typename decltype(slot)::type;
-    const KernelPath path = kernel_path_of(p);  // the instantiation the GPU launcher runs
-    const KvAppendCore& core = p;                // a classic cache's kernels take the core alone
+    const KernelPath path = cfg.path;  // the instantiation the GPU launcher runs
+    const KvAppendCore& core = p;       // a classic cache's kernels take the core alone
     if constexpr (!kIsFormat<CacheT>) {
       if (path == KernelPath::aligned) {  // kv_append_aligned_kernel's threads
         for (int64_t cta = 0; cta < cfg.grid; ++cta)
