@@ -18,10 +18,16 @@ __global__ void kv_append_kernel(const __grid_constant__ P p) {
   kv_append_thread<InT, CacheT, SlotT, kPath>(p, blockIdx.x, threadIdx.x, blockDim.x);
 }
 
-// KernelPath aligned: thread (x, y) of block (token, y) holds chunk x of head y of the block's heads.
-template <typename InT, typename CacheT, typename SlotT>
+// KernelPath aligned (kDynamic: aligned_dynamic): thread (x, y) of block (token, y) holds chunk x of
+// head y of the block's heads.
+template <typename InT, typename CacheT, typename SlotT, bool kDynamic>
 __global__ void kv_append_aligned_kernel(const __grid_constant__ KvAppendCore p) {
-  append_aligned_item<InT, CacheT, SlotT>(p, blockIdx.x, blockIdx.y * blockDim.y + threadIdx.y, threadIdx.x);
+  const int head = blockIdx.y * blockDim.y + threadIdx.y;
+  if constexpr (kDynamic) {
+    append_aligned_dynamic_item<InT, CacheT, SlotT>(p, blockIdx.x, head, threadIdx.x, blockDim.x);
+  } else {
+    append_aligned_item<InT, CacheT, SlotT>(p, blockIdx.x, head, threadIdx.x);
+  }
 }
 
 cudaError_t kv_append_cuda(const KvAppendParams& p, cudaStream_t stream) {
@@ -39,7 +45,11 @@ cudaError_t kv_append_cuda(const KvAppendParams& p, cudaStream_t stream) {
     } else {
       switch (cfg.path) {
         case KernelPath::aligned:
-          kv_append_aligned_kernel<InT, CacheT, SlotT><<<dim3(grid, cfg.grid_y), dim3(cfg.block, cfg.block_y), 0, stream>>>(core);
+          kv_append_aligned_kernel<InT, CacheT, SlotT, false><<<dim3(grid, cfg.grid_y), dim3(cfg.block, cfg.block_y), 0, stream>>>(core);
+          break;
+        case KernelPath::aligned_dynamic:  // a quantised cache, as classic_dynamic
+          if constexpr (kIsQuantized<CacheT>)
+            kv_append_aligned_kernel<InT, CacheT, SlotT, true><<<dim3(grid, cfg.grid_y), dim3(cfg.block, cfg.block_y), 0, stream>>>(core);
           break;
         case KernelPath::fields:
           kv_append_kernel<InT, CacheT, SlotT, KernelPath::fields, KvAppendCore><<<grid, cfg.block, 0, stream>>>(core);

@@ -1020,9 +1020,11 @@ KVF_HD void append_format_rows(const KvAppendParams& p, int64_t token, int64_t b
 // its occupancy, owe nothing to the others' code (the per-token-head path's lanes took the static
 // scales' kernel from 56 to 70 registers: 157 -> 175 us at T = 65536 on the H200). A classic call
 // whose every chunk is whole and 16-byte aligned, addressed by its slots alone, takes the aligned
-// path (aligned_chunks). The GPU launcher and the emulator both choose by this, so cuda-emu runs the
-// path the GPU runs (the harness's host and device images have the same alignment).
-enum class KernelPath { classic, classic_dynamic, fields, aligned };
+// path (aligned_chunks); with a per-token-head scale it takes aligned_dynamic when a row's chunks
+// are a power of two up to a warp (the row's lanes combine their maxima by shuffles). The GPU
+// launcher and the emulator both choose by this, so cuda-emu runs the path the GPU runs (the
+// harness's host and device images have the same alignment).
+enum class KernelPath { classic, classic_dynamic, fields, aligned, aligned_dynamic };
 
 // Bytes of an element of a classic cache's dtypes (the host's dtype_size, in the kernel's headers).
 inline int64_t classic_dtype_bytes(DType t) { return t == DType::f32 ? 4 : t == DType::f16 || t == DType::bf16 ? 2 : 1; }
@@ -1051,15 +1053,20 @@ inline bool aligned_chunks(const KvAppendCore& p) {
 // Static-scale calls of >= 4096 rows keep the classic path's two items per thread (kv_append_threads).
 inline KernelPath kernel_path(const KvAppendCore& p) {
   if (p.vllm_legacy || !p.has_value || p.rope_dim != 0 || p.value_head_dim != 0 || p.value_cache.num_blocks != 0) return KernelPath::fields;
-  if (p.scale_kind == ScaleKind::per_token_head) return KernelPath::classic_dynamic;
   const bool plain = p.csr_batch_indices == nullptr && p.window_positions == nullptr && p.cp_positions == nullptr;
+  if (p.scale_kind == ScaleKind::per_token_head) {
+    const int64_t chunks = p.head_dim / (16 / classic_dtype_bytes(p.input_dtype));
+    const bool warp_rows = chunks <= 32 && (chunks & (chunks - 1)) == 0;  // a row's lanes: a power of two
+    return plain && aligned_chunks(p) && warp_rows ? KernelPath::aligned_dynamic : KernelPath::classic_dynamic;
+  }
   const bool two_items = p.scale_kind != ScaleKind::none && p.num_slots >= 4096;
   return plain && !two_items && aligned_chunks(p) ? KernelPath::aligned : KernelPath::classic;
 }
 
 // A call's launch, shared by the GPU launcher and the emulator: its path (a quantised format's is
-// fields) and one thread block per slot entry; the aligned path's blocks hold whole rows of heads, up
-// to 128 threads, and a call's heads spread over grid_y blocks per slot entry.
+// fields) and one thread block per slot entry; the aligned paths' blocks hold whole rows of heads, up
+// to 128 threads, and a call's heads spread over grid_y blocks per slot entry. aligned_dynamic's
+// blocks are whole warps (heads past the call's fill them), since every lane joins the shuffles.
 struct LaunchConfig {
   KernelPath path = KernelPath::classic;
   int64_t grid = 0;   // thread blocks (x: one per slot entry)
@@ -1069,9 +1076,13 @@ struct LaunchConfig {
 };
 inline LaunchConfig kv_append_launch_config(const KvAppendParams& p) {
   LaunchConfig cfg{p.quant_format != QuantFormatId::none ? KernelPath::fields : kernel_path(p), p.num_slots, kv_append_threads(p)};
-  if (cfg.path == KernelPath::aligned) {
+  if (cfg.path == KernelPath::aligned || cfg.path == KernelPath::aligned_dynamic) {
     cfg.block = static_cast<int>(p.head_dim / (16 / classic_dtype_bytes(p.input_dtype)));  // a row's chunks
     cfg.block_y = 128 / cfg.block < p.num_heads ? 128 / cfg.block : p.num_heads;
+    if (cfg.path == KernelPath::aligned_dynamic) {  // rows per warp: block_y rounded up to a multiple
+      const int warp_rows = 32 / cfg.block;
+      cfg.block_y = (cfg.block_y + warp_rows - 1) / warp_rows * warp_rows;
+    }
     cfg.grid_y = (p.num_heads + cfg.block_y - 1) / cfg.block_y;
   }
   return cfg;
@@ -1240,6 +1251,14 @@ KVF_HD void append_aligned_item(const KvAppendCore& p, int64_t token, int head, 
   store_classic_item<InT, CacheT, true>(p, it, block, pos);
 }
 
+// The max of `partial` and the magnitudes of a chunk's elements (NaN ignored).
+template <typename InT>
+KVF_HD float chunk_max(float partial, const Vec16& x) {
+  KVF_UNROLL
+  for (int e = 0; e < static_cast<int>(16 / sizeof(InT)); ++e) partial = fmaxf(partial, fabsf(to_float(vec_elem<InT>(x, e))));
+  return partial;
+}
+
 // Lane `lane`'s share of a row of `len` elements held by `lanes` threads: the max magnitude over its
 // 16-byte chunks lane, lane + lanes, ... (NaN ignored, zeros past the row); *first (if given) gets
 // its first chunk.
@@ -1250,8 +1269,7 @@ KVF_HD float lane_max(const InT* src, int64_t len, int lane, int lanes, Vec16* f
   for (int64_t lo = lane * kVec; lo < len; lo += lanes * kVec) {
     const Vec16 x = load_chunk(src, lo, lo + kVec < len ? lo + kVec : len);
     if (first != nullptr && lo == lane * kVec) *first = x;
-    KVF_UNROLL
-    for (int e = 0; e < kVec; ++e) partial = fmaxf(partial, fabsf(to_float(vec_elem<InT>(x, e))));  // NaN ignored
+    partial = chunk_max<InT>(partial, x);
   }
   return partial;
 }
@@ -1323,6 +1341,36 @@ KVF_HD void append_classic_dynamic(const KvAppendCore& p, int64_t token, int thr
       store_quantized<InT, CacheT>(c == lane ? s.first : load_chunk(s.src, lo, hi), dst, lo, hi, scale);
     }
   }
+}
+
+// Chunk `chunk` of head `head` of row `token` under a per-token-head scale when the aligned path's
+// conditions hold and a row's chunks are a power of two up to 32 (KernelPath aligned_dynamic): the
+// row's K (and V) chunks are held by that many consecutive lanes of one warp, one chunk each, which
+// combine their maxima (row_group_max); the row's first lane stores the scales. Every thread of the
+// block reaches the shuffles: a head past the call's joins them with zeros and returns after.
+template <typename InT, typename CacheT, typename SlotT>
+KVF_HD void append_aligned_dynamic_item(const KvAppendCore& p, int64_t token, int head, int chunk, int chunks) {
+  const bool live = head < p.num_heads;
+  ClassicItem it;
+  float k_max = 0.0f, v_max = 0.0f;
+  if (live) {
+    it = load_classic_item<InT, CacheT, true>(p, token, head, chunk, ScalePair{});
+    k_max = chunk_max<InT>(0.0f, it.k);
+    v_max = chunk_max<InT>(0.0f, it.v);
+  }
+  k_max = row_group_max(k_max, chunks, live ? input_row<InT>(p, false, token, head) : nullptr, p.head_dim);
+  v_max = row_group_max(v_max, chunks, live ? input_row<InT>(p, true, token, head) : nullptr, p.head_dim);
+  int64_t block = 0, pos = 0;
+  if (!live || !row_destination<SlotT, false>(p, token, head | chunk, block, pos)) return;
+  const ScalePair scale{dynamic_scale<CacheT>(k_max), dynamic_scale<CacheT>(v_max)};
+  if (chunk == 0) {
+    *scale_cell(p, false, block, pos, head) = scale.k;
+    *scale_cell(p, true, block, pos, head) = scale.v;
+  }
+  CacheT* k_dst = cache_row<CacheT, false>(p, false, block, pos, head);
+  CacheT* v_dst = cache_row<CacheT, false>(p, true, block, pos, head);
+  store_quantized<InT, CacheT, true>(it.k, k_dst, it.lo, it.hi, scale.k);
+  store_quantized<InT, CacheT, true>(it.v, v_dst, it.lo, it.hi, scale.v);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -20,11 +20,16 @@ LaunchStatus kv_append_emu(const KvAppendParams& p) {
     const KernelPath path = cfg.path;  // the instantiation the GPU launcher runs
     const KvAppendCore& core = p;       // a classic cache's kernels take the core alone
     if constexpr (!kIsFormat<CacheT>) {
-      if (path == KernelPath::aligned) {  // kv_append_aligned_kernel's threads
+      if (path == KernelPath::aligned || path == KernelPath::aligned_dynamic) {  // kv_append_aligned_kernel's threads
         for (int64_t cta = 0; cta < cfg.grid; ++cta)
           for (int head = 0; head < cfg.grid_y * cfg.block_y; ++head)
-            for (int chunk = 0; chunk < cfg.block; ++chunk)
-              append_aligned_item<InT, CacheT, SlotT>(core, cta, head, chunk);
+            for (int chunk = 0; chunk < cfg.block; ++chunk) {
+              if (path == KernelPath::aligned) {
+                append_aligned_item<InT, CacheT, SlotT>(core, cta, head, chunk);
+              } else if constexpr (kIsQuantized<CacheT>) {
+                append_aligned_dynamic_item<InT, CacheT, SlotT>(core, cta, head, chunk, cfg.block);
+              }
+            }
         return;
       }
     }
