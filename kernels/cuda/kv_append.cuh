@@ -176,11 +176,12 @@ inline namespace KVF_KERNEL_NS {  // the kernel's functions (kv_layout.cuh)
 KVF_HD int64_t value_dim(const KvAppendCore& p) { return p.value_head_dim > 0 ? p.value_head_dim : p.head_dim; }
 KVF_HD const CacheGeometry& value_geometry(const KvAppendCore& p) { return p.value_cache.num_blocks > 0 ? p.value_cache : p.cache; }
 
-// Threads per block: 128, or 64 for calls of >= 4096 rows into caches quantised with a static
-// scale, whose per-element division and conversion then make the fixed per-thread work worth
-// sharing between two work items. On the H200 (H_kv 8 x D 128, fp8 per tensor): 64 threads take
-// 157 us at T = 65536 against 174 with 128 and tie at 4096 (11.3 / 11.6); at T <= 256, where the
-// second item's load waits for the slot, 128 take 2.8 us against 3.9.
+// Threads per block of the classic and fields paths: 128, or 64 for classic calls of >= 4096 rows
+// into caches quantised with a static scale (those the aligned path cannot take), whose per-element
+// division and conversion then make the fixed per-thread work worth sharing between two work items.
+// On the H200 (H_kv 8 x D 128, fp8 per tensor, classic path): 64 threads take 157 us at T = 65536
+// against 174 with 128 and tie at 4096 (11.3 / 11.6); at T <= 256, where the second item's load
+// waits for the slot, 128 take 2.8 us against 3.9.
 inline int kv_append_threads(const KvAppendParams& p) {
   if (p.quant_format != QuantFormatId::none) return 128;  // a quantised format: pieces of groups (append_format_rows)
   const bool static_scale = p.scale_kind != ScaleKind::none && p.scale_kind != ScaleKind::per_token_head;
@@ -1050,7 +1051,8 @@ inline bool aligned_chunks(const KvAppendCore& p) {
          strided_aligned(p.v_cache, out, stored, {g.stride_block, g.stride_pos, g.stride_head});
 }
 
-// Static-scale calls of >= 4096 rows keep the classic path's two items per thread (kv_append_threads).
+// On the H200 (H 8 x D 128, fp8, T = 65536) the aligned paths take 119 us per tensor and 180 per
+// token head where the classic paths took 161 and 319 (reports/gpu/2026-12-04-h200-limits/).
 inline KernelPath kernel_path(const KvAppendCore& p) {
   if (p.vllm_legacy || !p.has_value || p.rope_dim != 0 || p.value_head_dim != 0 || p.value_cache.num_blocks != 0) return KernelPath::fields;
   const bool plain = p.csr_batch_indices == nullptr && p.window_positions == nullptr && p.cp_positions == nullptr;
@@ -1059,8 +1061,7 @@ inline KernelPath kernel_path(const KvAppendCore& p) {
     const bool warp_rows = chunks <= 32 && (chunks & (chunks - 1)) == 0;  // a row's lanes: a power of two
     return plain && aligned_chunks(p) && warp_rows ? KernelPath::aligned_dynamic : KernelPath::classic_dynamic;
   }
-  const bool two_items = p.scale_kind != ScaleKind::none && p.num_slots >= 4096;
-  return plain && !two_items && aligned_chunks(p) ? KernelPath::aligned : KernelPath::classic;
+  return plain && aligned_chunks(p) ? KernelPath::aligned : KernelPath::classic;
 }
 
 // A call's launch, shared by the GPU launcher and the emulator: its path (a quantised format's is
