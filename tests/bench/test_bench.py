@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """CPU tests of bench/bench.py's non-GPU logic: arguments, cases, byte counts, cache addressing,
 the quantised formats' codecs, decode check and ABI fields, the FlashInfer peer's CSR inputs and
-argument struct, targets, rendering. Run: python3
+argument struct, targets, rendering; bench/kernel_variant.py's rewrites of the current kernel. Run: python3
 tests/bench/test_bench.py (ctest: bench.cpu). The place_rows tests need torch (CPU tensors), the
 decode-check tests numpy (build/venv-triton/bin/python has it); each is skipped without them."""
 import contextlib
@@ -459,6 +459,40 @@ class Targets(unittest.TestCase):
         self.assertIn("| 50% |", md)
         self.assertIn("| triton | 1 | 0.000 | - |", md)
         self.assertIn("error: boom", md)
+
+
+class KernelVariants(unittest.TestCase):
+    """bench/kernel_variant.py: each variant of the current kernel rewrites its sites, and only them
+    (a stale site exits non-zero and names the file); aligned_static targets kernels before 01eb8c2."""
+
+    def run_variant(self, name, out):
+        return subprocess.run([sys.executable, str(ROOT / "bench" / "kernel_variant.py"), name, str(out)],
+                              capture_output=True, text=True)
+
+    def test_current_kernel_variants_apply(self):
+        sys.path.insert(0, str(ROOT / "bench"))
+        import kernel_variant
+        with tempfile.TemporaryDirectory() as tmp:
+            for name, sites in kernel_variant.VARIANTS.items():
+                out = pathlib.Path(tmp) / name
+                r = self.run_variant(name, out)
+                if name == "aligned_static":
+                    self.assertNotEqual(r.returncode, 0)
+                    self.assertIn("occurs 0 times", r.stderr)
+                    continue
+                self.assertEqual(r.returncode, 0, r.stderr)
+                for file, old, new in sites:
+                    text = (out / file).read_text()
+                    self.assertNotIn(old, text, f"{name}: {file}")
+                    self.assertEqual(text.count(new), 1, f"{name}: {file}")
+                changed = {f.name for f in out.iterdir() if f.read_bytes() != (ROOT / "kernels" / "cuda" / f.name).read_bytes()}
+                self.assertEqual(changed, {file for file, _, _ in sites}, name)
+
+    def test_existing_output_refused(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            r = self.run_variant("div2", tmp)
+            self.assertNotEqual(r.returncode, 0)
+            self.assertIn("exists", r.stderr)
 
 
 if __name__ == "__main__":

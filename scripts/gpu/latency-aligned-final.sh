@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Issue 20: the kernel with both aligned paths (static scales at any T, per-token-head), in two H200
+# calls, from the repository root with OUT set:
+#   OUT=DIR bash scripts/gpu/latency-aligned-final.sh bench      # bench.py: every bf16/fp8 case of H 8 D 128, D 96 and
+#                                                                # H 32; cuda, earlier kernels (H 8 D 128), triton, copy
+#   OUT=DIR bash scripts/gpu/latency-aligned-final.sh campaigns  # cuda campaigns of six profiles, GPU-only mutants
+# Carried (built where nvcc is): build-h200/bin/kvfuzz (strip of build/kvfuzz), build-h200/bench/
+# libkvf_cuda.so and earlier kernels' libkvf_NAME.so (bench/build_cuda_entry.sh), build-h200/mutants/kvfuzz-mutant-NAME (built with
+# -DKVFUZZ_GPU_MUTANTS=ON, stripped).
+set -u
+mkdir -p "$OUT"
+K=build-h200/bin/kvfuzz L=build-h200/bench
+{ date -u; nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv,noheader; nproc
+  $K --version; } > "$OUT/device.txt" 2>&1
+log() { echo "$*" >> "$OUT/device.txt"; }
+case "${1:?bench or campaigns}" in
+  bench)
+    s=$SECONDS
+    libs=(--cuda-lib "cuda=$L/libkvf_cuda.so")
+    for f in "$L"/libkvf_*.so; do  # earlier kernels (v0, prev) on the H 8 D 128 cases
+      n=${f##*/libkvf_}; n=${n%.so}; [ "$n" = cuda ] || libs+=(--cuda-lib "$n@h8-d128=$f")
+    done
+    PYTHONUNBUFFERED=1 timeout 540 python3 bench/bench.py "${libs[@]}" \
+      --cases nhd-bf16,hnd-bf16,nhd-fp8,hnd-fp8 --no-torch --triton-variants "" --budget-s 480 --out "$OUT/bench" > "$OUT/bench.log" 2>&1
+    log "bench rc=$? $((SECONDS - s)) s" ;;
+  campaigns)
+    step() {  # step NAME BINARY ARGS...: a campaign, its summary JSON, log and findings under OUT
+      local name=$1 bin=$2; shift 2; local s=$SECONDS
+      timeout 150 $bin run "$@" --json "$OUT/$name.json" --corpus-out "$OUT/findings-$name" > "$OUT/$name.log" 2>&1
+      log "$name rc=$? $((SECONDS - s)) s: $(grep -E '^kvfuzz: [0-9]+ (cases in|passed)' "$OUT/$name.log" | tr '\n' ' ')"
+    }
+    step cuda-default-100k $K --target cuda --cases 100000 --seed 8001 -j 8
+    step cuda-quant $K --target cuda --config configs/quant.json --cases 50000 --seed 8002 -j 8
+    for c in serving formats placement quant-formats; do
+      step cuda-$c $K --target cuda --config configs/$c.json --cases 20000 --seed 8003 -j 8
+    done
+    step mutant-aligned-dynamic-lanes-any-count build-h200/mutants/kvfuzz-mutant-aligned-dynamic-lanes-any-count \
+      --target cuda --config configs/quant.json --cases 3000 --seed 1
+    step mutant-aligned-input-alignment-unchecked build-h200/mutants/kvfuzz-mutant-aligned-input-alignment-unchecked \
+      --target cuda --cases 2000 --seed 1 ;;
+esac
+cat "$OUT/device.txt"
