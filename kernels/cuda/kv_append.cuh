@@ -196,8 +196,11 @@ struct alignas(16) Vec16 {
 };
 
 KVF_HD Vec16 load16(const void* src) {
-#if defined(__CUDA_ARCH__)  // through uint4: a struct copy may be split into four 4-byte accesses
-  const uint4 x = *reinterpret_cast<const uint4*>(src);
+#if defined(__CUDA_ARCH__)  // one ld.global.v4, issued where the code puts it: a plain load whose
+  // value only the store after the slot check uses is sunk below that check by the compiler, and a
+  // small call then waits for the slot's load and the row's one after the other
+  uint4 x;
+  asm volatile("ld.global.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(x.x), "=r"(x.y), "=r"(x.z), "=r"(x.w) : "l"(src));
   return Vec16{{x.x, x.y, x.z, x.w}};
 #else
   Vec16 v;
