@@ -1,6 +1,7 @@
 // stage_cost.cu — the least a large append can take, one stage at a time (issue 20).
 //
 //   nvcc -O3 -std=c++20 -arch=sm_90 bench/stage_cost.cu -o stage_cost && ./stage_cost > stage_cost.md
+//   STAGE_COST_T=1 STAGE_COST_D=128 ./stage_cost    (one T and D only, e.g. under a profiler)
 //
 // node_cost.cu prices the fixed cost of a small append; this program prices what the bytes and the
 // arithmetic of a big one cost, with kernels that do nothing but the stage in question, so that a
@@ -162,8 +163,11 @@ int main(int argc, char** argv) {
   std::printf("| row | D | T | µs per launch | copy µs (same bytes) | ratio to copy |\n|---|---:|---:|---:|---:|---:|\n");
   std::mt19937_64 rng(20);
 
+  const int only_t = std::getenv("STAGE_COST_T") ? std::atoi(std::getenv("STAGE_COST_T")) : 0;  // one T, one D (profilers)
+  const int only_d = std::getenv("STAGE_COST_D") ? std::atoi(std::getenv("STAGE_COST_D")) : 0;
   for (int T : {1, 16, 256, 4096, 65536}) {
     for (int D : {96, 128}) {
+      if ((only_t != 0 && T != only_t) || (only_d != 0 && D != only_d)) continue;
       const int C = D / 8;
       const int64_t cap = std::max<int64_t>(2 * T, 4096), in_chunks = int64_t(T) * kHeads * C, cache_chunks = cap * kHeads * C;
       std::vector<int64_t> random_slots(cap), seq_slots(T);

@@ -34,9 +34,10 @@ case "${1:?bench or campaigns}" in
     for c in serving formats placement quant-formats; do
       step cuda-$c $K --target cuda --config configs/$c.json --cases 20000 --seed 8003 -j 8
     done
-    step mutant-aligned-dynamic-lanes-any-count build-h200/mutants/kvfuzz-mutant-aligned-dynamic-lanes-any-count \
-      --target cuda --config configs/quant.json --cases 3000 --seed 1
-    step mutant-aligned-input-alignment-unchecked build-h200/mutants/kvfuzz-mutant-aligned-input-alignment-unchecked \
-      --target cuda --cases 2000 --seed 1 ;;
+    for m in build-h200/mutants/kvfuzz-mutant-*; do  # the GPU-only mutants carried (the per-token-head ones on quant)
+      n=${m##*/kvfuzz-mutant-}; cfg=()
+      case $n in aligned-dynamic-*) cfg=(--config configs/quant.json) ;; esac
+      step "mutant-$n" "$m" --target cuda ${cfg[@]+"${cfg[@]}"} --cases 3000 --seed 1
+    done ;;
 esac
 cat "$OUT/device.txt"
