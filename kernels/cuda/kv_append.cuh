@@ -1054,13 +1054,16 @@ inline bool aligned_chunks(const KvAppendCore& p) {
          strided_aligned(p.v_cache, out, stored, {g.stride_block, g.stride_pos, g.stride_head});
 }
 
+// 16-byte chunks of input in a row of an aligned call (aligned_chunks: a whole number of them).
+inline int64_t aligned_row_chunks(const KvAppendCore& p) { return p.head_dim / (16 / classic_dtype_bytes(p.input_dtype)); }
+
 // On the H200 (H 8 x D 128, fp8, T = 65536) the aligned paths take 119 us per tensor and 180 per
 // token head where the classic paths took 161 and 319 (reports/gpu/2026-12-04-h200-limits/).
 inline KernelPath kernel_path(const KvAppendCore& p) {
   if (p.vllm_legacy || !p.has_value || p.rope_dim != 0 || p.value_head_dim != 0 || p.value_cache.num_blocks != 0) return KernelPath::fields;
   const bool plain = p.csr_batch_indices == nullptr && p.window_positions == nullptr && p.cp_positions == nullptr;
   if (p.scale_kind == ScaleKind::per_token_head) {
-    const int64_t chunks = p.head_dim / (16 / classic_dtype_bytes(p.input_dtype));
+    const int64_t chunks = aligned_row_chunks(p);
     const bool warp_rows = chunks <= 32 && (chunks & (chunks - 1)) == 0;  // a row's lanes: a power of two
     return plain && aligned_chunks(p) && warp_rows ? KernelPath::aligned_dynamic : KernelPath::classic_dynamic;
   }
@@ -1081,7 +1084,7 @@ struct LaunchConfig {
 inline LaunchConfig kv_append_launch_config(const KvAppendParams& p) {
   LaunchConfig cfg{p.quant_format != QuantFormatId::none ? KernelPath::fields : kernel_path(p), p.num_slots, kv_append_threads(p)};
   if (cfg.path == KernelPath::aligned || cfg.path == KernelPath::aligned_dynamic) {
-    cfg.block = static_cast<int>(p.head_dim / (16 / classic_dtype_bytes(p.input_dtype)));  // a row's chunks
+    cfg.block = static_cast<int>(aligned_row_chunks(p));  // a row's chunks
     cfg.block_y = 128 / cfg.block < p.num_heads ? 128 / cfg.block : p.num_heads;
     if (cfg.path == KernelPath::aligned_dynamic) {  // rows per warp: block_y rounded up to a multiple
       const int warp_rows = 32 / cfg.block;
