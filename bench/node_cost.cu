@@ -22,14 +22,7 @@
 #include <cstring>
 #include <vector>
 
-#define CHECK(x)                                                                        \
-  do {                                                                                  \
-    cudaError_t e_ = (x);                                                               \
-    if (e_ != cudaSuccess) {                                                            \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                     \
-    }                                                                                   \
-  } while (0)
+#include "graph_timing.cuh"
 
 template <int N>
 struct Pad {
@@ -88,36 +81,6 @@ __global__ void mini_append(const __grid_constant__ MiniParams<kBytes> p) {
   const int64_t at = block * p.a.stride_block + pos * p.a.stride_pos + c;
   p.a.k_cache[at] = k;
   p.a.v_cache[at] = v;
-}
-
-static float graph_us(cudaStream_t s, int calls, int reps, const auto& launch) {
-  for (int i = 0; i < 3; ++i) launch(s);
-  CHECK(cudaStreamSynchronize(s));
-  cudaGraph_t g;
-  cudaGraphExec_t ge;
-  CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-  for (int i = 0; i < calls; ++i) launch(s);
-  CHECK(cudaStreamEndCapture(s, &g));
-  CHECK(cudaGraphInstantiate(&ge, g, 0));
-  CHECK(cudaGraphLaunch(ge, s));
-  CHECK(cudaStreamSynchronize(s));
-  cudaEvent_t a, b;
-  CHECK(cudaEventCreate(&a));
-  CHECK(cudaEventCreate(&b));
-  std::vector<float> us;
-  for (int r = 0; r < reps; ++r) {
-    CHECK(cudaEventRecord(a, s));
-    CHECK(cudaGraphLaunch(ge, s));
-    CHECK(cudaEventRecord(b, s));
-    CHECK(cudaEventSynchronize(b));
-    float ms = 0;
-    CHECK(cudaEventElapsedTime(&ms, a, b));
-    us.push_back(ms * 1000.0f / calls);
-  }
-  std::sort(us.begin(), us.end());
-  CHECK(cudaGraphExecDestroy(ge));
-  CHECK(cudaGraphDestroy(g));
-  return us[us.size() / 2];
 }
 
 int main(int argc, char** argv) {

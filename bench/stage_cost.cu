@@ -32,14 +32,7 @@
 #include <random>
 #include <vector>
 
-#define CHECK(x)                                                                                  \
-  do {                                                                                            \
-    cudaError_t e_ = (x);                                                                         \
-    if (e_ != cudaSuccess) {                                                                      \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));    \
-      std::exit(1);                                                                               \
-    }                                                                                             \
-  } while (0)
+#include "graph_timing.cuh"
 
 constexpr int kBlockSize = 16, kHeads = 8, kThreads = 256;
 
@@ -112,38 +105,6 @@ __global__ void fp8_rows(const Rows r, uint2* kc, uint2* vc, float ks, float vs,
   const int64_t at = dst_of<false>(slot, head, c, r.chunks);
   kc[at] = fp8_chunk(k, ks, 1.0f / ks, kMode);
   vc[at] = fp8_chunk(v, vs, 1.0f / vs, kMode);
-}
-
-static float graph_us(cudaStream_t s, int calls, int reps, const auto& launch) {
-  for (int i = 0; i < 3; ++i) launch(s);
-  CHECK(cudaStreamSynchronize(s));
-  cudaGraph_t g;
-  cudaGraphExec_t ge;
-  CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-  for (int i = 0; i < calls; ++i) launch(s);
-  CHECK(cudaStreamEndCapture(s, &g));
-  CHECK(cudaGraphInstantiate(&ge, g, 0));
-  CHECK(cudaGraphLaunch(ge, s));
-  CHECK(cudaStreamSynchronize(s));
-  cudaEvent_t a, b;
-  CHECK(cudaEventCreate(&a));
-  CHECK(cudaEventCreate(&b));
-  std::vector<float> us;
-  for (int r = 0; r < reps; ++r) {
-    CHECK(cudaEventRecord(a, s));
-    CHECK(cudaGraphLaunch(ge, s));
-    CHECK(cudaEventRecord(b, s));
-    CHECK(cudaEventSynchronize(b));
-    float ms = 0;
-    CHECK(cudaEventElapsedTime(&ms, a, b));
-    us.push_back(ms * 1000.0f / calls);
-  }
-  std::sort(us.begin(), us.end());
-  CHECK(cudaGraphExecDestroy(ge));
-  CHECK(cudaGraphDestroy(g));
-  CHECK(cudaEventDestroy(a));
-  CHECK(cudaEventDestroy(b));
-  return us[us.size() / 2];
 }
 
 static float bf16_to_float(uint16_t b) {

@@ -9,12 +9,8 @@
 # Carried (built where nvcc is): build-h200/bin/kvfuzz (strip of build/kvfuzz), build-h200/bench/
 # libkvf_{cuda,v0,aligned_static}.so (bench/build_cuda_entry.sh), build-h200/mutants/
 # kvfuzz-mutant-NAME (built with -DKVFUZZ_GPU_MUTANTS=ON, stripped).
-set -u
-mkdir -p "$OUT"
-K=build-h200/bin/kvfuzz L=build-h200/bench
-{ date -u; nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv,noheader; nproc
-  $K --version; } > "$OUT/device.txt" 2>&1
-log() { echo "$*" >> "$OUT/device.txt"; }
+source "$(dirname "$0")/preamble.sh"  # $B, log, campaign, $OUT/device.txt
+L=build-h200/bench
 
 s=$SECONDS
 PYTHONUNBUFFERED=1 timeout 300 python3 bench/bench.py --cuda-lib "cuda=$L/libkvf_cuda.so" --cuda-lib "v0@h8-d128=$L/libkvf_v0.so" \
@@ -23,14 +19,9 @@ PYTHONUNBUFFERED=1 timeout 300 python3 bench/bench.py --cuda-lib "cuda=$L/libkvf
   --no-triton --no-torch --triton-variants "" --budget-s 240 --out "$OUT/bench" > "$OUT/bench.log" 2>&1
 log "bench rc=$? $((SECONDS - s)) s"
 
-step() {  # step NAME BINARY ARGS...: a campaign, its summary JSON, log and findings under OUT
-  local name=$1 bin=$2; shift 2; local s=$SECONDS
-  timeout 150 $bin run "$@" --json "$OUT/$name.json" --corpus-out "$OUT/findings-$name" > "$OUT/$name.log" 2>&1
-  log "$name rc=$? $((SECONDS - s)) s: $(grep -E '^kvfuzz: [0-9]+ (cases in|passed)' "$OUT/$name.log" | tr '\n' ' ')"
-}
-step cuda-quant $K --target cuda --config configs/quant.json --cases 50000 --seed 7001 -j 8
-step cuda-default $K --target cuda --cases 40000 --seed 7002 -j 8
+campaign cuda-quant $B --target cuda --config configs/quant.json --cases 50000 --seed 7001 -j 8
+campaign cuda-default $B --target cuda --cases 40000 --seed 7002 -j 8
 for m in build-h200/mutants/kvfuzz-mutant-*; do
-  step "mutant-${m##*/kvfuzz-mutant-}" "$m" --target cuda --config configs/quant.json --cases 3000 --seed 1
+  campaign "mutant-${m##*/kvfuzz-mutant-}" "$m" --target cuda --config configs/quant.json --cases 3000 --seed 1
 done
 cat "$OUT/device.txt"

@@ -7,12 +7,8 @@
 # Carried (built where nvcc is): build-h200/bin/kvfuzz (strip of build/kvfuzz), build-h200/bench/
 # libkvf_cuda.so and earlier kernels' libkvf_NAME.so (bench/build_cuda_entry.sh), build-h200/mutants/kvfuzz-mutant-NAME (built with
 # -DKVFUZZ_GPU_MUTANTS=ON, stripped).
-set -u
-mkdir -p "$OUT"
-K=build-h200/bin/kvfuzz L=build-h200/bench
-{ date -u; nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv,noheader; nproc
-  $K --version; } > "$OUT/device.txt" 2>&1
-log() { echo "$*" >> "$OUT/device.txt"; }
+source "$(dirname "$0")/preamble.sh"  # $B, log, campaign, $OUT/device.txt
+L=build-h200/bench
 case "${1:?bench or campaigns}" in
   bench)
     s=$SECONDS
@@ -24,20 +20,15 @@ case "${1:?bench or campaigns}" in
       --cases nhd-bf16,hnd-bf16,nhd-fp8,hnd-fp8 --no-torch --triton-variants "" --budget-s 480 --out "$OUT/bench" > "$OUT/bench.log" 2>&1
     log "bench rc=$? $((SECONDS - s)) s" ;;
   campaigns)
-    step() {  # step NAME BINARY ARGS...: a campaign, its summary JSON, log and findings under OUT
-      local name=$1 bin=$2; shift 2; local s=$SECONDS
-      timeout 150 $bin run "$@" --json "$OUT/$name.json" --corpus-out "$OUT/findings-$name" > "$OUT/$name.log" 2>&1
-      log "$name rc=$? $((SECONDS - s)) s: $(grep -E '^kvfuzz: [0-9]+ (cases in|passed)' "$OUT/$name.log" | tr '\n' ' ')"
-    }
-    step cuda-default-100k $K --target cuda --cases 100000 --seed 8001 -j 8
-    step cuda-quant $K --target cuda --config configs/quant.json --cases 50000 --seed 8002 -j 8
+    campaign cuda-default-100k $B --target cuda --cases 100000 --seed 8001 -j 8
+    campaign cuda-quant $B --target cuda --config configs/quant.json --cases 50000 --seed 8002 -j 8
     for c in serving formats placement quant-formats; do
-      step cuda-$c $K --target cuda --config configs/$c.json --cases 20000 --seed 8003 -j 8
+      campaign cuda-$c $B --target cuda --config configs/$c.json --cases 20000 --seed 8003 -j 8
     done
     for m in build-h200/mutants/kvfuzz-mutant-*; do  # the GPU-only mutants carried (the per-token-head ones on quant)
       n=${m##*/kvfuzz-mutant-}; cfg=()
       case $n in aligned-dynamic-*) cfg=(--config configs/quant.json) ;; esac
-      step "mutant-$n" "$m" --target cuda ${cfg[@]+"${cfg[@]}"} --cases 3000 --seed 1
+      campaign "mutant-$n" "$m" --target cuda ${cfg[@]+"${cfg[@]}"} --cases 3000 --seed 1
     done ;;
 esac
 cat "$OUT/device.txt"

@@ -11,12 +11,8 @@
 # Carried (built where nvcc is): build-h200/bin/kvfuzz (strip of build/kvfuzz), build-h200/probe/
 # stage_cost (nvcc -O3 -std=c++20 -arch=sm_90 bench/stage_cost.cu), build-h200/bench/libkvf_{cuda,
 # div2,amax2}.so (bench/build_cuda_entry.sh on kernels/cuda and on kernel_variant.py's copies).
-set -u
-mkdir -p "$OUT"
-K=build-h200/bin/kvfuzz L=build-h200/bench
-{ date -u; nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv,noheader; nproc
-  $K --version; } > "$OUT/device.txt" 2>&1
-log() { echo "$*" >> "$OUT/device.txt"; }
+source "$(dirname "$0")/preamble.sh"  # $B, log, campaign, $OUT/device.txt
+L=build-h200/bench
 
 s=$SECONDS; timeout 90 build-h200/probe/stage_cost > "$OUT/stage_cost.md" 2>&1; log "stage_cost rc=$? $((SECONDS - s)) s"
 s=$SECONDS; timeout 90 python3 bench/triton_floor.py > "$OUT/triton_floor.md" 2>&1; log "triton_floor rc=$? $((SECONDS - s)) s"
@@ -30,7 +26,7 @@ log "bench rc=$? $((SECONDS - s)) s"
 
 fuzz() {  # fuzz NAME ARGS...: a campaign with --stats, its log and JSON under OUT
   local name=$1; shift; local s=$SECONDS
-  timeout 90 $K run --target cuda --seed 1 --stats --json "$OUT/$name.json" "$@" > "$OUT/$name.log" 2>&1
+  timeout 90 $B run --target cuda --seed 1 --stats --json "$OUT/$name.json" "$@" > "$OUT/$name.log" 2>&1
   log "$name rc=$? $((SECONDS - s)) s: $(grep -E '^kvfuzz: [0-9]+ cases in' "$OUT/$name.log" | tail -n 1)"
 }
 for j in 1 2 4 8 16; do fuzz workers-j$j --cases $((j < 4 ? 3000 : 12000)) -j $j; done
