@@ -1496,10 +1496,12 @@ def run_case(torch, kt, libs, peers, args, case, gen):
     elif kt is not None:
         impls.append(("triton", make_triton_impl(torch, kt, s)))
         if case.tokens in args.triton_variants and case.heads == 8 and case.head_dim == 128 and not case.quant:
-            for w in (2, 8):
+            # The kernel kv_append picks (the row kernel here) with other warp counts, and the general
+            # kernel's two variants.
+            for w in (1, 2, 8):
                 impls.append((f"triton:w{w}", make_triton_impl(torch, kt, s, num_warps=w)))
-            other = "token" if case.layout == "hnd" else "head"
-            impls.append((f"triton:{other}", make_triton_impl(torch, kt, s, variant=other)))
+            for other in ("token", "head"):
+                impls.append((f"triton:{other}", make_triton_impl(torch, kt, s, variant=other)))
             if case.layout == "hnd":
                 impls.append(("triton:token:w8", make_triton_impl(torch, kt, s, variant="token", num_warps=8)))
                 impls.append(("triton:head:w1", make_triton_impl(torch, kt, s, variant="head", num_warps=1)))

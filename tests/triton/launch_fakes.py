@@ -1,6 +1,6 @@
 """Fakes for the launcher tests (test_direct_launch.py, test_launch_plan.py): duck tensors, a fake CUDA
-driver, a CompiledKernel that records its launches, and kv_append_kernel as a JITFunction whose
-compilation makes one of those (the `jit` fixture). Triton's JITFunction.run itself runs unchanged."""
+driver, a CompiledKernel that records its launches, and kv_append_kernel (the `jit` fixture) or
+kv_append_row_kernel (`jit_row`) as a JITFunction whose compilation makes one of those. Triton's JITFunction.run itself runs unchanged."""
 import importlib.util
 import os
 
@@ -8,7 +8,7 @@ import pytest
 
 import kvfuzz_triton
 from kvfuzz_triton import KvAppendParams, direct_launch
-from kvfuzz_triton.api import kernel_arguments
+from kvfuzz_triton.api import kernel_call
 
 KERNEL_FILE = os.path.join(os.path.dirname(kvfuzz_triton.__file__), "kv_append.py")
 STREAM = 0x5EED
@@ -64,6 +64,16 @@ def fake_compiled():
 def jit(monkeypatch):
     """kv_append_kernel as a JITFunction, Triton's driver faked, compilation replaced by fake_compiled():
     returns (kernel, compiled kernels made)."""
+    return jit_kernel(monkeypatch, "kv_append_kernel")
+
+
+@pytest.fixture
+def jit_row(monkeypatch):
+    """The same of kv_append_row_kernel (what kv_append runs for params())."""
+    return jit_kernel(monkeypatch, "kv_append_row_kernel")
+
+
+def jit_kernel(monkeypatch, name):
     import triton.experimental.gluon  # noqa: F401  (Triton's binder imports it; it must load under the interpreter)
     from triton import knobs
     from triton.runtime import driver
@@ -71,7 +81,7 @@ def jit(monkeypatch):
     spec = importlib.util.spec_from_file_location("kvfuzz_jit_kv_append", KERNEL_FILE)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    kernel = module.kv_append_kernel
+    kernel = getattr(module, name)
     monkeypatch.setattr(driver, "_active", FakeDriver())
     monkeypatch.setattr(direct_launch, "_get_device", lambda: 0)
     monkeypatch.setattr(direct_launch, "_get_stream", lambda device: STREAM)
@@ -107,13 +117,14 @@ def params(ptr=0x10000, k_stride_token=3 * 8 * 128, scale_kind="none", cache_dty
     return p
 
 
-def launch_args(p):
-    grid, args, constexprs = kernel_arguments(p, fp8_software=False)
+def launch_args(p, variant="token"):
+    """(grid, arguments, constexprs, options) of p's launch of the kernel of `variant` (kernel_call)."""
+    _, grid, args, constexprs = kernel_call(p, variant=variant, fp8_software=False)
     return grid, args, constexprs, {"num_warps": 4}
 
 
-def jit_launch(kernel, p):
+def jit_launch(kernel, p, variant="token"):
     """The run of p through Triton's JITFunction.run: the fake compiled kernel's last record."""
-    grid, args, constexprs, options = launch_args(p)
+    grid, args, constexprs, options = launch_args(p, variant)
     compiled = kernel[grid](*args, **constexprs, **options)
     return compiled.runs[-1]

@@ -136,6 +136,66 @@ def test_many_heads_span_several_tiles(rng, backend):
           variant="token")
 
 
+# ---------------------------------------------------------------------------------------------
+# The row kernel (kv_append_row_kernel): what a plain call runs
+
+@pytest.mark.parametrize("input_dtype,cache_dtype,scale_kind", [
+    ("bf16", "bf16", "none"), ("f32", "f16", "none"), ("f16", "int8", "per_token_head"),
+    ("bf16", "fp8_e4m3", "per_tensor"), ("bf16", "fp8_e5m2", "per_block"), ("f16", "fp8_e4m3", "per_head")])
+@pytest.mark.parametrize("layout", ["nhd", "hnd"])
+def test_row_kernel_over_two_head_tiles(rng, backend, input_dtype, cache_dtype, scale_kind, layout):
+    # 40 heads x 128 dims: a row is two head tiles (32 + 8), a grid of (T, 2); the slot past the
+    # capacity (7 of 2) is counted once, by the first tile's program; padding skipped.
+    case = make_case(rng, input_dtype=input_dtype, cache_dtype=cache_dtype, scale_kind=scale_kind, layout=layout,
+                     values="bits" if scale_kind == "none" else "values", magnitude=30.0, num_heads=40, head_dim=128,
+                     num_slots=4, num_blocks=1, block_size=2, slots=[1, -1, 7, 0], pad=1)
+    check(case, backend, variant="row")
+
+
+@interp_only
+@pytest.mark.parametrize("what,kernel", [
+    (dict(), "row"), (dict(layout="hnd", pad=2, input_dtype="f32", cache_dtype="bf16"), "row"),
+    (dict(packed=True), "row"), (dict(fused_q_heads=6), "row"),
+    (dict(cache_dtype="int8", scale_kind="per_token_head", values="values"), "row"),
+    (dict(layout="vllm_legacy"), "general"), (dict(family="kv_split", value_dim=5), "general"),
+    (dict(family="k_only"), "general"), (dict(family="mla", head_dim=8, rope_dim=3), "general")])
+def test_a_plain_call_runs_the_row_kernel(rng, monkeypatch, what, kernel):
+    from kvfuzz_triton import api
+    ran = []
+    for name, launcher in (("row", api.KV_APPEND_ROW), ("general", api.KV_APPEND)):
+        def recorded(*a, _name=name, _launch=launcher.launch, **kw):
+            ran.append(_name)
+            return _launch(*a, **kw)
+        monkeypatch.setattr(launcher, "launch", recorded)
+    check(make_case(rng, **what), "raw")
+    assert ran == [kernel]
+    ran.clear()
+    check(make_case(rng, **what), "raw", variant="token")  # asked for: the general kernel
+    assert ran == ["general"]
+
+
+@interp_only
+def test_row_variant_refuses_calls_it_does_not_take(rng):
+    from kvfuzz_triton.api import AOT_TILE
+    with pytest.raises(ValueError, match='variant "row" takes family kv'):
+        run_raw(make_case(rng, layout="vllm_legacy"), variant="row")
+    with pytest.raises(ValueError, match='variant "row" takes family kv'):
+        run_raw(make_case(rng), variant="row", tile=AOT_TILE)
+
+
+def test_row_num_warps_as_measured():
+    # The H200 measurements behind row_num_warps (H 8 x D 128: 1,024 elements a tile): 2 warps for
+    # bf16 at every T, 8 for fp8 up to T = 256, 2 beyond; always 1 to 8.
+    from types import SimpleNamespace as P
+    from kvfuzz_triton.api import row_num_warps
+    assert row_num_warps(P(cache_dtype="bf16", num_slots=1), 1024) == 2
+    assert row_num_warps(P(cache_dtype="fp8_e4m3", num_slots=256), 1024) == 8
+    assert row_num_warps(P(cache_dtype="fp8_e4m3", num_slots=4096), 1024) == 2
+    for elements in (1, 16, 1024, 4096, 2 ** 16):
+        for cache, t in (("f16", 1), ("int8", 1), ("int8", 10 ** 6)):
+            assert 1 <= row_num_warps(P(cache_dtype=cache, num_slots=t), elements) <= 8
+
+
 @interp_only
 @pytest.mark.parametrize("num_heads,head_dim", [(1, 1), (5, 3), (9, 130), (2, 576)])
 @pytest.mark.parametrize("variant", ["token", "head"])

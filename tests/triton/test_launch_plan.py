@@ -18,7 +18,7 @@ import kvfuzz_triton
 from kvfuzz_triton import launch_plan
 from kvfuzz_triton.api import PLAN_FIELDS
 from kvfuzz_triton.direct_launch import DirectLauncher, set_direct_launch_mode
-from launch_fakes import Tensor, fake_compiled, jit, jit_launch, launch_args, params  # noqa: F401
+from launch_fakes import Tensor, fake_compiled, jit, jit_kernel, jit_launch, jit_row, launch_args, params  # noqa: F401
 
 GPU = os.environ.get("KVFUZZ_TRITON_GPU") == "1"
 cpu_only = pytest.mark.skipif(GPU, reason="CPU test with a fake driver")
@@ -37,44 +37,48 @@ def tensor_args(p):
 @cpu_only
 @pytest.mark.parametrize("scale_kind,cache_dtype", [("none", "bf16"), ("per_tensor", "fp8_e4m3"),
                                                     ("per_token_head", "fp8_e4m3")])
-def test_plan_launches_what_the_jit_launches(jit, scale_kind, cache_dtype):
-    kernel, made = jit
+@pytest.mark.parametrize("variant", ["row", "token"])
+def test_plan_launches_what_the_jit_launches(request, variant, scale_kind, cache_dtype):
+    kernel, made = request.getfixturevalue("jit_row" if variant == "row" else "jit")
     launcher = DirectLauncher(kernel)
     first = params(scale_kind=scale_kind, cache_dtype=cache_dtype)
-    grid, args, constexprs, options = launch_args(first)
+    grid, args, constexprs, options = launch_args(first, variant)
     compiled = launcher.launch(grid, args, constexprs, options)
-    plan = kvfuzz_triton.api.kv_append_plan(first, compiled, 0, fp8_software=False, launcher=launcher)
+    plan = kvfuzz_triton.api.kv_append_plan(first, compiled, 0, variant=variant, fp8_software=False,
+                                            launcher=launcher)
     assert plan is not None and plan.device == 0 and plan.grid == (5, 1)
     later = params(ptr=0x490000, scale_kind=scale_kind, cache_dtype=cache_dtype)
     plan.launch(tensor_args(later))
     planned = compiled.runs[-1]
-    want = jit_launch(kernel, later)
+    want = jit_launch(kernel, later, variant)
     assert planned[:6] == want[:6]
     assert [(type(a), a) for a in planned[9:]] == [(type(a), a) for a in want[9:]]
     assert all(a is b for a, b in zip(planned[9:], want[9:]) if isinstance(a, Tensor))
 
 
 @cpu_only
-def test_kv_append_launches_a_known_call_from_its_plan(jit, monkeypatch):
+def test_kv_append_launches_a_known_call_from_its_plan(jit_row, monkeypatch):
     """kv_append's own hit path, on duck tensors (it reads no more of them than call_key does): no
-    validation, the plan's launch, the JIT's arguments."""
+    validation, the plan's launch, the JIT's arguments (of the row kernel, a plain call's)."""
     from kvfuzz_triton import api
-    kernel, _ = jit
+    kernel, _ = jit_row
     launcher = DirectLauncher(kernel)
     first = params()
-    grid, args, constexprs, options = launch_args(first)
+    grid, args, constexprs, options = launch_args(first, "row")
     compiled = launcher.launch(grid, args, constexprs, options)
     tensors = tensor_args(first)
     key = api._plan_key(tensors, "nhd", None, None, None, False, 0, 1, 1)
     monkeypatch.setattr(api, "PLANS", api.LruCache())
     api.PLANS.put(key, api.kv_append_plan(first, compiled, 0, fp8_software=False, launcher=launcher))
-    monkeypatch.setattr(api, "KV_APPEND", launcher)  # the package's kernel is interpreted here
+    # The package's kernels are interpreted here: kv_append takes plans only where KV_APPEND is supported.
+    monkeypatch.setattr(api, "KV_APPEND", DirectLauncher(jit_kernel(monkeypatch, "kv_append_kernel")[0]))
+    monkeypatch.setattr(api, "KV_APPEND_ROW", launcher)
     monkeypatch.setattr(api, "_checked_params", lambda *a: pytest.fail("validated a call that has a plan"))
     later = params(ptr=0x490000)
     api.kv_append(later.key, later.value, later.k_cache, later.v_cache, later.slot_mapping, layout="nhd",
                   invalid_slots=later.invalid_slots, fp8_software=False)
     planned = compiled.runs[-1]
-    want = jit_launch(kernel, later)
+    want = jit_launch(kernel, later, "row")
     assert [(type(a), a) for a in planned[9:]] == [(type(a), a) for a in want[9:]] and planned[:6] == want[:6]
     with pytest.raises(pytest.fail.Exception, match="validated"):  # another layout: another key, validation
         api.kv_append(later.key, later.value, later.k_cache, later.v_cache, later.slot_mapping, layout="hnd",

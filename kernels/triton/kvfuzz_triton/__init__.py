@@ -48,8 +48,10 @@ torch API (CUDA tensors on a GPU; CPU tensors under TRITON_INTERPRET=1):
                   token), a row of position -1 follows slot_mapping alone. The caches are the rank's
                   shard; slot_mapping holds each row's local slot. cp_rank, cp_world_size and
                   cp_interleave need cp_positions.
-  variant         "token" (program per token: all heads) or "head" (program per token and head);
-                  None: pick_variant(), which picks "token" for every layout (measured on an H200).
+  variant         None: "row" for a plain call (family kv, slot_mapping addressing without cp_positions,
+                  nhd/hnd caches: kv_append_row_kernel, a program per token and tile of heads holding
+                  whole rows, loaded before the slot is known), else "token"; "token" (program per
+                  token: all heads) or "head" (program per token and head) ask for the general kernel.
   fp8_software    fp8 conversion in exact integer arithmetic (default under the interpreter, whose
                   fp8 casts are wrong) instead of the hardware cvt.rn.satfinite (default on the GPU).
 
@@ -97,7 +99,8 @@ Raw entry point (no torch needed; used by the interpreter worker with HostPtr sh
   cache is addressed per field: k_field/v_field (FieldStrides: block, pos, head, x, dim0, dim1; see
   kv_append.py's docstring for the formula), by default the shared geometry with contiguous dims;
   legacy_fields() gives vllm_legacy's. The family fields (value_head_dim, has_value, rope,
-  rope_stride_token, rope_stride_head, rope_dim) default to family kv. tile=AOT_TILE runs the one tile the ahead-of-time build
+  rope_stride_token, rope_stride_head, rope_dim) default to family kv. variant as kv_append's (None: the
+  row kernel where it fits, unless a tile is given). tile=AOT_TILE runs the one tile the ahead-of-time build
   (kernels/triton/aot_compile.py) compiles. quant_format (not "none") with format_rules, format_cache,
   format_scales and the FormatFields k_codes, v_codes, k_scales, v_scales, k_zeros, v_zeros and
   rope_field runs kv_append_format_kernel instead (format_api.py). launch_cp_slot_mapping(CpSlotMappingParams(...)) runs
@@ -110,12 +113,12 @@ from .cp_slot_mapping import CpSlotMappingParams, cp_slot_mapping, cp_slot_mappi
 from .direct_launch import direct_launch_mode, set_direct_launch_mode
 from .format_api import FORMATS, FormatField, FormatRules, launch_format
 from .hostptr import HostPtr
-from .kv_append import kv_append_kernel
+from .kv_append import kv_append_kernel, kv_append_row_kernel
 from .kv_append_format import kv_append_format_kernel
 from .quant_api import kv_append_quant
 
 __all__ = ["DTYPES", "FORMATS", "LAYOUTS", "SCALE_KINDS", "CpSlotMappingParams", "FieldStrides", "FormatField",
            "FormatRules", "HostPtr", "KvAppendParams", "cache_fields", "check_params", "check_ranks", "cp_slot_mapping",
            "cp_slot_mapping_kernel", "direct_launch_mode", "geometry_field", "interpreting", "kv_append", "kv_append_format_kernel",
-           "kv_append_kernel", "kv_append_mla", "kv_append_quant", "launch", "launch_cp_slot_mapping", "launch_format",
+           "kv_append_kernel", "kv_append_mla", "kv_append_row_kernel", "kv_append_quant", "launch", "launch_cp_slot_mapping", "launch_format",
            "legacy_fields", "pick_variant", "set_direct_launch_mode", "tile_sizes"]

@@ -6,16 +6,17 @@ import os
 import triton
 
 from .direct_launch import DirectLauncher, LruCache, Unsupported, direct_launch_mode, is_compiled, on_device
-from .kv_append import kv_append_kernel
+from .kv_append import kv_append_kernel, kv_append_row_kernel
 from .launch_plan import LaunchPlan, Slot, call_key
 
 KV_APPEND = DirectLauncher(kv_append_kernel)  # launches kv_append_kernel (direct_launch.py)
+KV_APPEND_ROW = DirectLauncher(kv_append_row_kernel)
 
 DTYPES = ("f16", "bf16", "f32", "fp8_e4m3", "fp8_e5m2", "int8")  # index = kvf::DType
 FLOAT_DTYPES = DTYPES[:3]
 QUANT_DTYPES = DTYPES[3:]
 SCALE_KINDS = ("none", "per_tensor", "per_head", "per_block", "per_token_head")  # index = kvf::ScaleKind
-VARIANTS = ("token", "head")
+VARIANTS = ("token", "head", "row")  # "row": kv_append_row_kernel (row_kernel_fits)
 QMAX = {"fp8_e4m3": 448.0, "fp8_e5m2": 57344.0, "int8": 127.0}
 
 TILE_ELEMENTS = 4096  # elements of one program's [BLOCK_H, BLOCK_D] tile
@@ -248,8 +249,11 @@ def pick_variant(stride_pos, stride_head):
     return "token"
 
 
-def launch(p, *, variant=None, fp8_software=None, num_warps=4, tile=None):
-    """Runs kv_append_kernel on raw parameters. variant: "token", "head" or None (by strides).
+def launch(p, *, variant=None, fp8_software=None, num_warps=None, tile=None):
+    """Runs the append on raw parameters. variant: "token" or "head" (kv_append_kernel, a program per
+    token or per token and head tile), "row" (kv_append_row_kernel), or None: "row" when
+    row_kernel_fits(p) and no tile is given, else pick_variant(). num_warps None: 4, or
+    row_num_warps() for the row kernel.
 
     Returns the compiled kernel on the GPU (its .asm holds the PTX), None otherwise.
 
@@ -263,12 +267,82 @@ def launch(p, *, variant=None, fp8_software=None, num_warps=4, tile=None):
     if p.quant_format != "none":
         from .format_api import FORMAT_AOT_BLOCK, launch_format
         return launch_format(p, fp8_software=interpreting() if fp8_software is None else fp8_software,
-                             num_warps=num_warps, block=FORMAT_AOT_BLOCK if tile == AOT_TILE else None)
-    call = kernel_arguments(p, variant=variant, fp8_software=fp8_software, tile=tile)
+                             num_warps=4 if num_warps is None else num_warps,
+                             block=FORMAT_AOT_BLOCK if tile == AOT_TILE else None)
+    call = kernel_call(p, variant=variant, fp8_software=fp8_software, tile=tile)
     if call is None:
         return None  # nothing to write; never launch an empty grid
-    grid, args, constexprs = call
-    return KV_APPEND.launch(grid, args, constexprs, {"num_warps": num_warps})
+    launcher, grid, args, constexprs = call
+    if num_warps is None:
+        num_warps = row_num_warps(p, constexprs["BLOCK_H"] * constexprs["BLOCK_D"]) if launcher is KV_APPEND_ROW else 4
+    return launcher.launch(grid, args, constexprs, {"num_warps": num_warps})
+
+
+def row_kernel_fits(p):
+    """Whether kv_append_row_kernel writes p: family kv (V rows of key's head dim, no rope), slot_mapping
+    addressing without a ring window or a context-parallel filter, and K and V fields whose dims are
+    contiguous (the nhd and hnd geometries, not vllm_legacy's packing); no quantised format."""
+    return (p.quant_format == "none" and bool(p.has_value) and p.rope is None and p.rope_dim == 0
+            and value_dim(p) == p.head_dim and p.csr_batch_indices is None and p.window_positions is None
+            and p.cp_positions is None and all(f.x == 1 and f.dim1 == 1 for f in fields(p)))
+
+
+def row_num_warps(p, tile_elements):
+    """The row kernel's warps for p's tile of tile_elements (BLOCK_H x BLOCK_D): 16 elements a thread
+    (two 16-byte vectors of f16/bf16), but 4 for a quantised cache of at most 256 rows, where each
+    element's IEEE division is on the critical path of a short call; 1 to 8 warps.
+
+    Measured on an H200 (reports/gpu/2026-12-04-h200-triton-row, H 8 x D 128, 1,024 elements): bf16
+    T = 1 / 16 / 256 / 4096 with 1, 2, 4, 8 warps 1.34 / 1.26 / 1.24 / 1.27, 1.51 / 1.43 / 1.41 / 1.44,
+    1.77 / 1.71 / 1.78 / 1.80, 6.36 / 5.96 / 6.50 / 7.73 µs; fp8 per tensor T = 1 3.94 / 2.72 / 2.11 /
+    1.91, T = 256 4.21 / 3.02 / 2.46 / 2.31, T = 65536 125 / 120 / 138 / 182 µs."""
+    per_thread = 4 if p.cache_dtype in QUANT_DTYPES and p.num_slots <= 256 else 16
+    return max(1, min(8, tile_elements // (32 * per_thread)))
+
+
+def kernel_call(p, *, variant=None, fp8_software=None, tile=None):
+    """(launcher, grid, positional arguments, constexprs) of the kernel that writes raw parameters p
+    (launch()'s arguments): KV_APPEND_ROW for variant "row" (None: when row_kernel_fits(p) and no tile
+    is given), else KV_APPEND (kernel_arguments()). None when there is nothing to write; ValueError for
+    parameters check_params refuses, or variant "row" for parameters the row kernel does not take."""
+    if variant is None and tile is None and p.quant_format == "none" and row_kernel_fits(p):
+        variant = "row"
+    if variant != "row":
+        call = kernel_arguments(p, variant=variant, fp8_software=fp8_software, tile=tile)
+        return None if call is None else (KV_APPEND, *call)
+    check_params(p)
+    if tile is not None or not row_kernel_fits(p):
+        raise ValueError("variant \"row\" takes family kv, slot_mapping addressing without a window or "
+                         "cp_positions, and caches whose dims are contiguous (nhd, hnd), and no tile")
+    if p.num_slots == 0 or p.num_heads == 0 or p.head_dim == 0:
+        return None
+    block_h, block_d = tile_sizes(p.num_heads, p.head_dim, "token")
+    k, v = fields(p)
+    k_scale, v_scale, dummy = _scale_pointers(p)
+    args = (p.key, p.value, p.slot_mapping, p.k_cache, p.v_cache, k_scale, v_scale,
+            p.slot_mapping if p.invalid_slots is None else p.invalid_slots,
+            p.num_heads, p.head_dim, p.key_stride_token, p.key_stride_head, p.value_stride_token, p.value_stride_head,
+            p.num_blocks, p.block_size, k.block, k.pos, k.head, v.block, v.pos, v.head,
+            p.scale_stride_block, p.scale_stride_pos, p.scale_stride_head, int(p.invalid_slots is not None))
+    constexprs = dict(SCALE_KIND=SCALE_KINDS.index(p.scale_kind), IN_DTYPE=DTYPES.index(p.input_dtype),
+                      CACHE_DTYPE=DTYPES.index(p.cache_dtype),
+                      FP8_SOFTWARE=bool(interpreting() if fp8_software is None else fp8_software),
+                      BLOCK_H=block_h, BLOCK_D=block_d)
+    return KV_APPEND_ROW, (p.num_slots, triton.cdiv(p.num_heads, block_h)), args, constexprs
+
+
+def _scale_pointers(p):
+    """(K's, V's scale pointer, the stand-in of absent pointers) of kv_append_kernel's and
+    kv_append_row_kernel's arguments: the static scales, or the scale caches for per_token_head."""
+    dynamic = p.scale_kind == "per_token_head"
+    k_scale = p.k_scale_cache if dynamic else p.k_scale
+    v_scale = p.v_scale_cache if dynamic else p.v_scale
+    # Stand-ins for absent pointers, never dereferenced (float caches read no scale; has_counter = 0).
+    dummy = p.key
+    # No V (k_only, mla): V's scale pointer is never read, but the JIT specialises on its element type,
+    # and the tile's scale must be fp32 on every branch: K's scales stand in.
+    return (dummy if k_scale is None else k_scale,
+            v_scale if v_scale is not None else (k_scale if k_scale is not None else dummy), dummy)
 
 
 def kernel_arguments(p, *, variant=None, fp8_software=None, tile=None):
@@ -276,19 +350,15 @@ def kernel_arguments(p, *, variant=None, fp8_software=None, tile=None):
     arguments), or None when there is nothing to write. ValueError for parameters check_params refuses."""
     check_params(p)
     variant = variant or pick_variant(p.stride_pos, p.stride_head)
-    if variant not in VARIANTS:
-        raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
+    if variant not in VARIANTS[:2]:
+        raise ValueError(f"variant must be one of {VARIANTS[:2]}, got {variant!r}")
     if p.num_slots == 0 or p.num_heads == 0 or p.head_dim == 0:
         return None
     if fp8_software is None:
         fp8_software = interpreting()
     block_h, block_d = tile if tile is not None else tile_sizes(p.num_heads, max(p.head_dim, value_dim(p)), variant)
     heads_per_program = block_h if variant == "head" else p.num_heads
-    dynamic = p.scale_kind == "per_token_head"
-    k_scale = p.k_scale_cache if dynamic else p.k_scale
-    v_scale = p.v_scale_cache if dynamic else p.v_scale
-    # Stand-ins for absent pointers, never dereferenced (float caches read no scale; has_counter = 0).
-    dummy = p.key
+    k_scale, v_scale, dummy = _scale_pointers(p)
     k, v = fields(p)
     value = p.value if p.has_value else dummy
     v_cache = p.v_cache if p.has_value else p.k_cache
@@ -297,11 +367,7 @@ def kernel_arguments(p, *, variant=None, fp8_software=None, tile=None):
     slots = p.slot_mapping if not csr else p.csr_batch_indices  # a CSR call has no slot_mapping: never read
     csr_stand_in = slots  # slot_mapping addressing: the CSR pointers are never read
     args = (
-        p.key, value, slots, p.k_cache, v_cache,
-        dummy if k_scale is None else k_scale,
-        # No V (k_only, mla): V's scale pointer is never read, but the JIT specialises on its element
-        # type, and the tile's scale must be fp32 on every branch: K's scales stand in.
-        v_scale if v_scale is not None else (k_scale if k_scale is not None else dummy),
+        p.key, value, slots, p.k_cache, v_cache, k_scale, v_scale,
         slots if p.invalid_slots is None else p.invalid_slots,  # an integer pointer either way
         p.num_heads, p.head_dim,
         p.key_stride_token, p.key_stride_head, p.value_stride_token, p.value_stride_head,
@@ -465,12 +531,14 @@ def _plan_key(tensors, layout, scale_kind, cache_dtype, variant, fp8_software, c
                               type(cp_world_size), cp_world_size, type(cp_interleave), cp_interleave))
 
 
-def kv_append_plan(p, compiled, device, *, variant=None, fp8_software=None, launcher=KV_APPEND):
+def kv_append_plan(p, compiled, device, *, variant=None, fp8_software=None, launcher=None):
     """The LaunchPlan (launch_plan.py) of launching `compiled` for p on CUDA device `device`, its pointers
     taken from kv_append's tensor arguments (PLAN_FIELDS); None when an argument cannot be planned.
-    The kernel's arguments are derived once more with each tensor replaced by its Slot."""
+    The kernel's arguments are derived once more with each tensor replaced by its Slot; `launcher`
+    (default: kernel_call's) binds them."""
     marked = dataclasses.replace(p, **{f: Slot(i) for i, f in enumerate(PLAN_FIELDS) if getattr(p, f) is not None})
-    grid, args, constexprs = kernel_arguments(marked, variant=variant, fp8_software=fp8_software)
+    chosen, grid, args, constexprs = kernel_call(marked, variant=variant, fp8_software=fp8_software)
+    launcher = launcher or chosen
     try:
         return LaunchPlan.of(compiled, grid, launcher.bind(args, constexprs), device)
     except Unsupported:

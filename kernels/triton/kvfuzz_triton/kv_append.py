@@ -1,6 +1,11 @@
 """Triton kernels of the kvfuzz append contract (docs/contract.md), bit for bit the CUDA kernel's.
 
-One @triton.jit kernel, `kv_append_kernel`, covers the whole contract. Only the dtypes and the tile
+Two @triton.jit kernels share the helpers below: `kv_append_kernel`, the general one, covers the
+whole contract, and `kv_append_row_kernel` the plain call (family kv, slot_mapping addressing, dims
+contiguous: see its docstring), which is what decode runs and what kvfuzz_triton.launch and kv_append
+pick for such a call; the general kernel is described first.
+
+`kv_append_kernel` covers the whole contract. Only the dtypes and the tile
 are constexpr; the scale kind, the counter, the variant and the cache format are runtime integers,
 and the kernel loops over heads and dims in tiles of BLOCK_H x BLOCK_D, so one compiled kernel per
 (input dtype, cache dtype, slot dtype) serves every shape and layout (the ahead-of-time build,
@@ -89,7 +94,12 @@ def _bits_ptr(ptr, DTYPE: tl.constexpr):
 @triton.jit
 def _load_f32(ptrs, mask, IN_DTYPE: tl.constexpr):
     """Loads input elements widened exactly to fp32 (ptrs are unsigned-integer pointers)."""
-    bits = tl.load(ptrs, mask=mask, other=0)
+    return _widen(tl.load(ptrs, mask=mask, other=0), IN_DTYPE)
+
+
+@triton.jit
+def _widen(bits, IN_DTYPE: tl.constexpr):
+    """Input element bits (unsigned integers of the element's width) widened exactly to fp32."""
     if IN_DTYPE == BF16:
         x = (bits.to(tl.uint32) << 16).to(tl.float32, bitcast=True)
     elif IN_DTYPE == F16:
@@ -163,6 +173,22 @@ def _int8_bits(q):
 
 
 @triton.jit
+def _cache_bits(bits, scale, IN_DTYPE: tl.constexpr, CACHE_DTYPE: tl.constexpr, FP8_SOFTWARE: tl.constexpr):
+    """Cache element bits of input element bits [BLOCK_D, BLOCK_H] (the module docstring's
+    conversions); scale: each head's fp32 scale [BLOCK_H] (quantised caches only)."""
+    if CACHE_DTYPE == IN_DTYPE:
+        return bits
+    elif CACHE_DTYPE <= F32:
+        return _float_bits(_widen(bits, IN_DTYPE), CACHE_DTYPE)
+    else:
+        q = tl.math.div_rn(_widen(bits, IN_DTYPE), scale[None, :])
+        if CACHE_DTYPE == INT8:
+            return _int8_bits(q)
+        else:
+            return _fp8_bits(q, CACHE_DTYPE, FP8_SOFTWARE)
+
+
+@triton.jit
 def _row_slot(token, slot_ptr, block_size, csr, csr_batch_ptr, csr_pos_ptr, csr_indices_ptr, csr_indptr_ptr,
               window, window_size, window_sinks, window_pos_ptr, window_len_ptr,
               cp, cp_rank, cp_world_size, cp_interleave, cp_pos_ptr):
@@ -193,6 +219,29 @@ def _head_scales(src_rows, rope_rows, key_dims, scale_ptr, block, pos, heads, he
                  CACHE_DTYPE: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_D: tl.constexpr):
     """The fp32 scale of each head of the tile: read (static kinds) or computed and stored (per
     token-head, amax over the row's own head_dim dims, both sources of a two-part row)."""
+    amax = tl.zeros([BLOCK_H], dtype=tl.float32)
+    if scale_kind == PER_TOKEN_HEAD:
+        for d0 in range(0, head_dim, BLOCK_D):
+            dims = (d0 + tl.arange(0, BLOCK_D)).to(tl.int64)
+            mask = (dims < head_dim)[:, None] & head_mask[None, :]
+            x = _load_f32(_src_ptrs(src_rows, rope_rows, d0, dims, key_dims, BLOCK_D), mask, IN_DTYPE)
+            amax = tl.maximum(amax, _abs_max(x))
+    return _tile_scales(amax, scale_ptr, block, pos, heads, head_mask, num_heads, scale_kind, scale_stride_block,
+                        scale_stride_pos, scale_stride_head, CACHE_DTYPE)
+
+
+@triton.jit
+def _abs_max(x):
+    """Each head's max |x| over the dims of a tile [BLOCK_D, BLOCK_H] of fp32, NaN ignored (masked
+    dims hold 0)."""
+    return tl.max(tl.where(x != x, 0.0, tl.abs(x)), axis=0)
+
+
+@triton.jit
+def _tile_scales(amax, scale_ptr, block, pos, heads, head_mask, num_heads, scale_kind, scale_stride_block,
+                 scale_stride_pos, scale_stride_head, CACHE_DTYPE: tl.constexpr):
+    """The fp32 scale of each head of the tile: read (static kinds), or per token-head computed from
+    the row's amax (each head's max |x| over its dims) and stored in the scale cache."""
     if CACHE_DTYPE == INT8:
         QMAX: tl.constexpr = 127.0
     elif CACHE_DTYPE == FP8_E4M3:
@@ -200,12 +249,6 @@ def _head_scales(src_rows, rope_rows, key_dims, scale_ptr, block, pos, heads, he
     else:
         QMAX: tl.constexpr = 57344.0
     if scale_kind == PER_TOKEN_HEAD:
-        amax = tl.zeros([BLOCK_H], dtype=tl.float32)
-        for d0 in range(0, head_dim, BLOCK_D):
-            dims = (d0 + tl.arange(0, BLOCK_D)).to(tl.int64)
-            mask = (dims < head_dim)[:, None] & head_mask[None, :]
-            x = _load_f32(_src_ptrs(src_rows, rope_rows, d0, dims, key_dims, BLOCK_D), mask, IN_DTYPE)
-            amax = tl.maximum(amax, tl.max(tl.where(x != x, 0.0, tl.abs(x)), axis=0))  # masked dims load as 0
         scale = tl.math.div_rn(tl.maximum(amax, 1e-6), QMAX)
         cell = block * scale_stride_block + pos * scale_stride_pos + heads * scale_stride_head
         tl.store(scale_ptr + cell, scale, mask=head_mask)
@@ -248,30 +291,60 @@ def _append_rows(src_base, stride_token, stride_head, rope_base, rope_stride_tok
     key_dims >= head_dim: one source)."""
     heads = (h0 + tl.arange(0, BLOCK_H)).to(tl.int64)
     head_mask = heads < h_end
-    src_rows = _bits_ptr(src_base, IN_DTYPE) + (token * stride_token + heads[None, :] * stride_head)
-    rope_rows = _bits_ptr(rope_base, IN_DTYPE) + (token * rope_stride_token + heads[None, :] * rope_stride_head)
-    dst_rows = _bits_ptr(dst_base, CACHE_DTYPE) + (block * field_stride_block + pos * field_stride_pos
-                                                   + heads[None, :] * field_stride_head)
+    src_rows = _input_rows(src_base, token, stride_token, stride_head, heads, IN_DTYPE)
+    rope_rows = _input_rows(rope_base, token, rope_stride_token, rope_stride_head, heads, IN_DTYPE)
+    dst_rows = _field_rows(dst_base, block, pos, heads, field_stride_block, field_stride_pos, field_stride_head,
+                           CACHE_DTYPE)
+    scale = 1.0  # float caches read no scale
     if CACHE_DTYPE > F32:
         scale = _head_scales(src_rows, rope_rows, key_dims, scale_ptr, block, pos, heads, head_mask, num_heads,
                              head_dim, scale_kind, scale_stride_block, scale_stride_pos, scale_stride_head,
                              IN_DTYPE, CACHE_DTYPE, BLOCK_H, BLOCK_D)
     for d0 in range(0, head_dim, BLOCK_D):
-        dims32 = d0 + tl.arange(0, BLOCK_D)
-        dims = dims32.to(tl.int64)
-        mask = (dims < head_dim)[:, None] & head_mask[None, :]
+        dims32, dims, mask = _dim_tile(d0, head_dim, head_mask, BLOCK_D)
         src = _src_ptrs(src_rows, rope_rows, d0, dims, key_dims, BLOCK_D)
         dst = dst_rows + _dim_offsets(dims32, field_dim_x, field_stride_dim0, field_stride_dim1)[:, None]
-        if CACHE_DTYPE == IN_DTYPE:
-            tl.store(dst, tl.load(src, mask=mask, other=0), mask=mask)
-        elif CACHE_DTYPE <= F32:
-            tl.store(dst, _float_bits(_load_f32(src, mask, IN_DTYPE), CACHE_DTYPE), mask=mask)
-        else:
-            q = tl.math.div_rn(_load_f32(src, mask, IN_DTYPE), scale[None, :])
-            if CACHE_DTYPE == INT8:
-                tl.store(dst, _int8_bits(q), mask=mask)
-            else:
-                tl.store(dst, _fp8_bits(q, CACHE_DTYPE, FP8_SOFTWARE), mask=mask)
+        tl.store(dst, _cache_bits(tl.load(src, mask=mask, other=0), scale, IN_DTYPE, CACHE_DTYPE, FP8_SOFTWARE),
+                 mask=mask)
+
+
+@triton.jit
+def _input_rows(base, token, stride_token, stride_head, heads, IN_DTYPE: tl.constexpr):
+    """Pointers [1, BLOCK_H] to dim 0 of each head's row of input row `token` (unsigned-integer pointers)."""
+    return _bits_ptr(base, IN_DTYPE) + (token * stride_token + heads[None, :] * stride_head)
+
+
+@triton.jit
+def _field_rows(base, block, pos, heads, field_stride_block, field_stride_pos, field_stride_head,
+                CACHE_DTYPE: tl.constexpr):
+    """Pointers [1, BLOCK_H] to dim 0 of each head's entry at slot (block, pos) of one cache field."""
+    return _bits_ptr(base, CACHE_DTYPE) + (block * field_stride_block + pos * field_stride_pos
+                                           + heads[None, :] * field_stride_head)
+
+
+@triton.jit
+def _dim_tile(d0, head_dim, head_mask, BLOCK_D: tl.constexpr):
+    """(dims32, dims, mask) of the dim tile d0 + [0, BLOCK_D): the dims in int32 and int64, and the
+    mask [BLOCK_D, BLOCK_H] of the elements that exist (dim < head_dim, head in range)."""
+    dims32 = d0 + tl.arange(0, BLOCK_D)
+    dims = dims32.to(tl.int64)
+    mask = (dims < head_dim)[:, None] & head_mask[None, :]
+    return dims32, dims, mask
+
+
+@triton.jit
+def _slot_place(slot, block_size, num_blocks, has_counter, invalid_slots_ptr):
+    """(block, pos, inside) of a written row's slot (>= 0); inside: the slot is below the capacity. A
+    slot past it is never written, and counted (has_counter != 0) once per slot entry, by the row's
+    programs of the first head tile."""
+    block = slot // block_size
+    pos = slot - block * block_size
+    outside = block >= num_blocks  # slot >= capacity: never written, counted once per slot entry
+    if outside:
+        if has_counter != 0:
+            if tl.program_id(1) == 0:
+                tl.atomic_add(invalid_slots_ptr, 1)
+    return block, pos, outside == 0
 
 
 # Runtime integers that take the values 0 and 1: never specialised on (the JIT would otherwise
@@ -318,13 +391,8 @@ def kv_append_kernel(
     h_begin = tl.program_id(1) * heads_per_program
     h_end = tl.minimum(h_begin + heads_per_program, num_heads)
     if write:
-        block = slot // block_size
-        pos = slot - block * block_size
-        if block >= num_blocks:  # slot >= capacity: never written, counted once per slot entry
-            if has_counter != 0:
-                if tl.program_id(1) == 0:
-                    tl.atomic_add(invalid_slots_ptr, 1)
-        else:
+        block, pos, inside = _slot_place(slot, block_size, num_blocks, has_counter, invalid_slots_ptr)
+        if inside:
             for h0 in range(h_begin, h_end, BLOCK_H):
                 _append_rows(key_ptr, key_stride_token, key_stride_head, rope_ptr, rope_stride_token,
                              rope_stride_head, head_dim - rope_dim, k_cache_ptr, k_scale_ptr, token, block, pos,
@@ -338,3 +406,65 @@ def kv_append_kernel(
                                  v_dim_x, v_stride_dim0, v_stride_dim1, scale_stride_block, scale_stride_pos,
                                  scale_stride_head, scale_kind, IN_DTYPE, CACHE_DTYPE, FP8_SOFTWARE, BLOCK_H,
                                  BLOCK_D)
+
+
+@triton.jit
+def _store_row(bits, dst_base, scale_ptr, block, pos, heads, head_mask, dims, mask, num_heads, field_stride_block,
+               field_stride_pos, field_stride_head, scale_stride_block, scale_stride_pos, scale_stride_head,
+               SCALE_KIND: tl.constexpr, IN_DTYPE: tl.constexpr, CACHE_DTYPE: tl.constexpr,
+               FP8_SOFTWARE: tl.constexpr, BLOCK_H: tl.constexpr):
+    """kv_append_row_kernel's write of one field: the input bits [BLOCK_D, BLOCK_H] of whole rows
+    (every dim; masked elements hold 0) converted into the entry at slot (block, pos), dims contiguous;
+    per token-head, the amax of the rows already loaded."""
+    scale = 1.0  # float caches read no scale
+    if CACHE_DTYPE > F32:
+        amax = tl.zeros([BLOCK_H], dtype=tl.float32)
+        if SCALE_KIND == PER_TOKEN_HEAD:
+            amax = _abs_max(_widen(bits, IN_DTYPE))
+        scale = _tile_scales(amax, scale_ptr, block, pos, heads, head_mask, num_heads, SCALE_KIND, scale_stride_block,
+                             scale_stride_pos, scale_stride_head, CACHE_DTYPE)
+    dst = _field_rows(dst_base, block, pos, heads, field_stride_block, field_stride_pos, field_stride_head,
+                      CACHE_DTYPE) + dims[:, None]
+    tl.store(dst, _cache_bits(bits, scale, IN_DTYPE, CACHE_DTYPE, FP8_SOFTWARE), mask=mask)
+
+
+@triton.jit(do_not_specialize=["has_counter"])
+def kv_append_row_kernel(
+    key_ptr, value_ptr, slot_ptr, k_cache_ptr, v_cache_ptr,
+    k_scale_ptr, v_scale_ptr,  # fp32: static scales, or the scale caches for PER_TOKEN_HEAD
+    invalid_slots_ptr,  # int64 counter (only touched when has_counter != 0)
+    num_heads, head_dim,
+    key_stride_token, key_stride_head, value_stride_token, value_stride_head,
+    num_blocks, block_size,
+    k_stride_block, k_stride_pos, k_stride_head,  # K and V entries: (block, pos, head), dims contiguous
+    v_stride_block, v_stride_pos, v_stride_head,
+    scale_stride_block, scale_stride_pos, scale_stride_head,
+    has_counter,  # 0 or 1
+    SCALE_KIND: tl.constexpr, IN_DTYPE: tl.constexpr, CACHE_DTYPE: tl.constexpr, FP8_SOFTWARE: tl.constexpr,
+    BLOCK_H: tl.constexpr, BLOCK_D: tl.constexpr,
+):
+    """The plain call's kernel (api.row_kernel_fits): family kv, slot_mapping addressing, K and V
+    fields with contiguous dims, BLOCK_D >= head_dim. Grid (num_slots, cdiv(num_heads, BLOCK_H)):
+    program (t, p) holds heads [p * BLOCK_H, (p + 1) * BLOCK_H) of row t whole, and loads its K and V
+    rows before its slot is known (the rows exist whatever the slot is), so a small call waits for one
+    round of loads instead of the slot's and then the rows'. The same helpers as kv_append_kernel; the
+    scale kind is a constexpr, and per token-head takes its amax from the rows already loaded."""
+    token = tl.program_id(0).to(tl.int64)
+    slot, write = _row_slot(token, slot_ptr, block_size, 0, slot_ptr, slot_ptr, slot_ptr, slot_ptr,
+                            0, 0, 0, slot_ptr, slot_ptr, 0, 0, 1, 1, slot_ptr)
+    heads = (tl.program_id(1) * BLOCK_H + tl.arange(0, BLOCK_H)).to(tl.int64)
+    head_mask = heads < num_heads
+    dims32, dims, mask = _dim_tile(0, head_dim, head_mask, BLOCK_D)
+    k_bits = tl.load(_input_rows(key_ptr, token, key_stride_token, key_stride_head, heads, IN_DTYPE) + dims[:, None],
+                     mask=mask, other=0)
+    v_bits = tl.load(_input_rows(value_ptr, token, value_stride_token, value_stride_head, heads, IN_DTYPE)
+                     + dims[:, None], mask=mask, other=0)
+    if write:
+        block, pos, inside = _slot_place(slot, block_size, num_blocks, has_counter, invalid_slots_ptr)
+        if inside:
+            _store_row(k_bits, k_cache_ptr, k_scale_ptr, block, pos, heads, head_mask, dims, mask, num_heads,
+                       k_stride_block, k_stride_pos, k_stride_head, scale_stride_block, scale_stride_pos,
+                       scale_stride_head, SCALE_KIND, IN_DTYPE, CACHE_DTYPE, FP8_SOFTWARE, BLOCK_H)
+            _store_row(v_bits, v_cache_ptr, v_scale_ptr, block, pos, heads, head_mask, dims, mask, num_heads,
+                       v_stride_block, v_stride_pos, v_stride_head, scale_stride_block, scale_stride_pos,
+                       scale_stride_head, SCALE_KIND, IN_DTYPE, CACHE_DTYPE, FP8_SOFTWARE, BLOCK_H)
