@@ -52,7 +52,7 @@ FlashInfer's CSR arrays, ring windows, context-parallel ranks), invalid slots co
 import triton
 import triton.language as tl
 
-from .kv_append import BF16, F16, F32, FP8_E4M3, FP8_E5M2, INT8, _bits_ptr, _fp8_bits, _int8_bits, _load_f32, _row_slot
+from .kv_append import FP8_E4M3, FP8_E5M2, _bits_ptr, _fp8_bits, _int8_bits, _load_f32, _row_slot, _widen
 
 # The formats; the values are those of kvf::QuantFormatId (kernels/cuda/kv_append.cuh).
 NVFP4 = tl.constexpr(1)
@@ -83,17 +83,6 @@ def _e2m1(v, NAN_CODE: tl.constexpr):
             + (a > 0x40A00000).to(tl.uint32))
     code = code | ((u >> 28) & 0x8)
     return tl.where(a > 0x7F800000, NAN_CODE, code)
-
-
-@triton.jit
-def _widen(bits, IN_DTYPE: tl.constexpr):
-    """Input element bits (unsigned) -> fp32, exact (kv_append.py's _load_f32 on loaded bits)."""
-    if IN_DTYPE == BF16:
-        return (bits.to(tl.uint32) << 16).to(tl.float32, bitcast=True)
-    elif IN_DTYPE == F16:
-        return bits.to(tl.float16, bitcast=True).to(tl.float32)
-    else:
-        return bits.to(tl.float32, bitcast=True)
 
 
 @triton.jit
