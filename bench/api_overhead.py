@@ -163,9 +163,10 @@ def breakdown(torch, kt, tokens, calls, repeats):
     plan = api.PLANS.values()[0]
     key, value, kc, vc, slots = call.args
     tensors = (key, value, kc, vc, slots) + (None,) * 7
-    bound = plan.arguments(tensors)
+    pointers = [None if t is None else t.data_ptr() for t in tensors]
+    bound = plan.arguments(pointers)  # what a plan hit launches: pointers as integers
+    as_tensors = plan.arguments(tensors)
     stream = direct_launch.current_stream(plan.device)
-    as_ints = [a.data_ptr() if hasattr(a, "data_ptr") else a for a in bound]
     p, _ = api._checked_params(key, value, kc, vc, slots, "nhd", None, None, None, None, None, None, None, None,
                                None, None, 0, 1, 1)
     dev = key.device
@@ -181,12 +182,13 @@ def breakdown(torch, kt, tokens, calls, repeats):
         ("launch(p): prebuilt KvAppendParams, jit", "0", lambda: kt.launch(p)),
         ("validation alone (api._checked_params)", "1", lambda: api._checked_params(
             key, value, kc, vc, slots, "nhd", None, None, None, None, None, None, None, None, None, None, 0, 1, 1)),
-        ("plan key + lookup (call_key, PLANS.get)", "1",
-         lambda: api.PLANS.get(api._plan_key(tensors, "nhd", None, None, None, None, 0, 1, 1))),
-        ("LaunchPlan.launch (arguments, device, stream, launch)", "1", lambda: plan.launch(tensors)),
-        ("launch_compiled, prebuilt arguments", "1", lambda: direct_launch.launch_compiled(plan.compiled, plan.grid, stream, bound)),
-        ("launch_compiled, prebuilt arguments, pointers as ints (not used: skips Triton's pointer check)", "1",
-         lambda: direct_launch.launch_compiled(plan.compiled, plan.grid, stream, as_ints)),
+        ("plan key + pointers + lookup (keyed_pointers, PLANS.get)", "1",
+         lambda: api.PLANS.get(api._plan_key(tensors, "nhd", None, None, None, None, 0, 1, 1)[0])),
+        ("LaunchPlan.launch (arguments, device, stream, launch)", "1", lambda: plan.launch(pointers)),
+        ("launch_compiled, prebuilt arguments (pointers as integers, as a plan passes them)", "1",
+         lambda: direct_launch.launch_compiled(plan.compiled, plan.grid, stream, bound)),
+        ("launch_compiled, prebuilt arguments, pointers as tensors (Triton's pointer check)", "1",
+         lambda: direct_launch.launch_compiled(plan.compiled, plan.grid, stream, as_tensors)),
         ("torch.cuda.device(dev) enter + exit (no longer on the path)", "1", device_context),
     ]
     out = []

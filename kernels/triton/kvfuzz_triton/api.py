@@ -7,7 +7,7 @@ import triton
 
 from .direct_launch import DirectLauncher, LruCache, Unsupported, direct_launch_mode, is_compiled, on_device
 from .kv_append import kv_append_kernel, kv_append_row_kernel
-from .launch_plan import LaunchPlan, Slot, call_key
+from .launch_plan import LaunchPlan, Slot, keyed_pointers
 
 KV_APPEND = DirectLauncher(kv_append_kernel)  # launches kv_append_kernel (direct_launch.py)
 KV_APPEND_ROW = DirectLauncher(kv_append_row_kernel)
@@ -495,14 +495,14 @@ def kv_append(key, value, key_cache, value_cache, slot_mapping, *, layout, rope=
     mode = direct_launch_mode()
     plan_key = plan = None
     if mode != "0" and KV_APPEND.supported:  # supported: compiled for the GPU, not interpreted
-        plan_key = _plan_key(tensors, layout, scale_kind, cache_dtype, variant, fp8_software, cp_rank, cp_world_size,
-                             cp_interleave)
+        plan_key, pointers = _plan_key(tensors, layout, scale_kind, cache_dtype, variant, fp8_software, cp_rank,
+                                       cp_world_size, cp_interleave)
         try:
             plan = PLANS.get(plan_key) if plan_key is not None else None
         except TypeError:  # an unhashable argument: the full path names it
             plan_key = None
         if plan is not None and mode == "1":
-            plan.launch(tensors)
+            plan.launch(pointers)
             return
     p, device = _checked_params(key, value, key_cache, value_cache, slot_mapping, layout, rope, scale_kind,
                                 k_scale, v_scale, k_scale_cache, v_scale_cache, invalid_slots, cache_dtype,
@@ -525,9 +525,10 @@ def kv_append(key, value, key_cache, value_cache, slot_mapping, *, layout, rope=
 
 
 def _plan_key(tensors, layout, scale_kind, cache_dtype, variant, fp8_software, cp_rank, cp_world_size, cp_interleave):
-    """call_key (launch_plan.py) of a kv_append call: its tensors, then everything else validation and
-    kernel_arguments() read; the ranks with their types (True is refused where 1 is not)."""
-    return call_key(tensors, (layout, scale_kind, cache_dtype, variant, fp8_software, type(cp_rank), cp_rank,
+    """keyed_pointers (launch_plan.py) of a kv_append call: the key of its tensors, then everything else
+    validation and kernel_call() read (the ranks with their types: True is refused where 1 is not),
+    and the tensors' pointers."""
+    return keyed_pointers(tensors, (layout, scale_kind, cache_dtype, variant, fp8_software, type(cp_rank), cp_rank,
                               type(cp_world_size), cp_world_size, type(cp_interleave), cp_interleave))
 
 

@@ -6,10 +6,10 @@ dtype, device and 16-byte alignment, with equal other arguments, passes the same
 same integers, grid and compiled kernel: only the pointers differ. A LaunchPlan keeps the first call's
 launch with each pointer argument replaced by the position of the call tensor it comes from:
 
-    key = call_key(tensors, others)              # None: a call no plan describes
+    key, pointers = keyed_pointers(tensors, others)   # None: a call no plan describes
     plan = plans.get(key)
     if plan is not None:
-        return plan.launch(tensors)              # the key, one lookup, the launch
+        return plan.launch(pointers)             # the key, one lookup, the launch
     ...validate, launch through DirectLauncher...
     bound = the kernel's arguments derived once more with Slot(i) in place of the call's tensor i
     plans.put(key, LaunchPlan.of(compiled, grid, bound, device))
@@ -22,6 +22,13 @@ from the key. A pointer's value decides only its alignment (Triton's divisibilit
 What the environment decides is read when the package is imported (TRITON_INTERPRET: whether the
 kernels are compiled at all, and so whether plans are made) and kept by a plan (fp8_software=None's
 default, which kv_append reads from TRITON_INTERPRET at each validation).
+
+A plan launches with each pointer as the integer data_ptr() (the key read it already), not the tensor.
+Triton's launcher calls data_ptr() on a tensor argument and asks the driver whether the address is
+device memory (cuPointerGetAttribute, about 0.5 µs a pointer: 3.9 µs of a bf16 call's 12.8 in the
+launcher, reports/gpu/2026-12-04-h200-latency); an integer it takes as it is. The plan's first call
+went through that check (validation, then Triton's JIT), and a hit's tensors have its key: the same
+tensor type and CUDA device, so the check would give the same answer.
 """
 from triton import knobs
 
@@ -31,12 +38,18 @@ from .direct_launch import current_device, current_stream, launch_compiled, on_d
 def call_key(tensors, others):
     """The plan key of a call (the module docstring), or None when a tensor argument is not one
     (the full path then raises the error that names it)."""
+    return keyed_pointers(tensors, others)[0]
+
+
+def keyed_pointers(tensors, others):
+    """(call_key(tensors, others), [each tensor's data_ptr(), None for an absent one]), or (None, None)."""
     try:
-        described = [None if t is None else (type(t), t.shape, t.stride(), t.dtype, t.get_device(), t.data_ptr() & 15)
-                     for t in tensors]
+        pointers = [None if t is None else t.data_ptr() for t in tensors]
+        described = [None if t is None else (type(t), t.shape, t.stride(), t.dtype, t.get_device(), ptr & 15)
+                     for t, ptr in zip(tensors, pointers)]
     except Exception:  # noqa: BLE001 - anything but a tensor: the full path names the problem
-        return None
-    return tuple(described), others, knobs.runtime.debug, knobs.compilation.instrumentation_mode
+        return None, None
+    return (tuple(described), others, knobs.runtime.debug, knobs.compilation.instrumentation_mode), pointers
 
 
 class Slot:
@@ -77,15 +90,16 @@ class LaunchPlan:
                 return None
         return cls(compiled, tuple(grid), device, template, tuple(slots))
 
-    def arguments(self, tensors):
-        """The launch's arguments for this call's tensors."""
+    def arguments(self, pointers):
+        """The launch's arguments for this call's pointers (keyed_pointers(): the call's tensors'
+        data_ptr(), in the order of its tensors)."""
         bound = self.template.copy()
         for pos, src in self.slots:
-            bound[pos] = tensors[src]
+            bound[pos] = pointers[src]
         return bound
 
-    def launch(self, tensors):
-        bound = self.arguments(tensors)
+    def launch(self, pointers):
+        bound = self.arguments(pointers)
         device = self.device
         if current_device() == device:
             launch_compiled(self.compiled, self.grid, current_stream(device), bound)
