@@ -16,7 +16,9 @@
 //     (no scale: the conversion's own cost);
 //   - fp8 per-token-head rows: each row's 16 chunks held by 16 lanes, max |x| by shuffles, scale =
 //     max(amax, 1e-6) / 448, then the division per element and the scale's store;
-//   - the copy node (cudaMemcpyAsync) of as many bytes as the row reads and writes, halved.
+//   - the copy node (cudaMemcpyAsync) of as many bytes as the row reads and writes, halved;
+//   - bf16 NHD at random slots again with 424 bytes of kernel parameters (kvfuzz's KvAppendCore's
+//     size; the extra bytes unread): what a launch's parameter size costs a small call.
 // Every kernel's output is checked on the host for the first 64 tokens before it is timed; times
 // are CUDA-graph replays (`calls` launches a graph, median of `reps` replays) in µs per launch.
 #include <cuda_bf16.h>
@@ -52,7 +54,7 @@ __device__ __forceinline__ int64_t dst_of(int64_t slot, int head, int c, int chu
 }
 
 template <bool kHND>
-__global__ void bf16_rows(const Rows r, uint4* kc, uint4* vc) {
+__device__ __forceinline__ void bf16_row_chunk(const Rows& r, uint4* kc, uint4* vc) {
   const int i = blockIdx.x * kThreads + threadIdx.x, per_token = kHeads * r.chunks;
   if (i >= r.tokens * per_token) return;
   const int token = i / per_token, head = (i - token * per_token) / r.chunks, c = i % r.chunks;
@@ -60,6 +62,21 @@ __global__ void bf16_rows(const Rows r, uint4* kc, uint4* vc) {
   const int64_t at = dst_of<kHND>(r.slots[token], head, c, r.chunks);
   kc[at] = k;
   vc[at] = v;
+}
+
+template <bool kHND>
+__global__ void bf16_rows(const Rows r, uint4* kc, uint4* vc) {
+  bf16_row_chunk<kHND>(r, kc, vc);
+}
+
+// Parameter bytes as many as kvfuzz's kernels take (KvAppendCore: 424), none of them read: whether
+// the size of a launch's parameters costs a small call time.
+struct Unused {
+  int64_t words[48];  // 384 bytes, beside Rows (32) and the two cache pointers
+};
+
+__global__ void bf16_rows_424_byte_parameters(const Rows r, uint4* kc, uint4* vc, const __grid_constant__ Unused) {
+  bf16_row_chunk<false>(r, kc, vc);
 }
 
 enum Fp8Mode { kDivide, kReciprocal, kNoScale, kPerTokenHead };
@@ -193,6 +210,12 @@ int main(int argc, char** argv) {
             continue;
           }
           report(name, graph_us(s, calls, reps, [&](cudaStream_t st) { kernel<<<grid, kThreads, 0, st>>>(rows, kc, vc); }), bf16_copy);
+          if (!hnd && !sequential) {  // the same kernel with 424 bytes of parameters (same output, checked above)
+            const Unused unused{};
+            report("bf16 NHD, random slots, 424 bytes of parameters",
+                   graph_us(s, calls, reps, [&](cudaStream_t st) { bf16_rows_424_byte_parameters<<<grid, kThreads, 0, st>>>(rows, kc, vc, unused); }),
+                   bf16_copy);
+          }
         }
       }
 

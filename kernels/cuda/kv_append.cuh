@@ -218,6 +218,30 @@ KVF_HD void store16(void* dst, const Vec16& v) {
 #endif
 }
 
+// Stores the first N bytes of v (N = 4, 8 or 16; dst aligned to N) when `enabled`: on the GPU one
+// store under a predicate, which no branch skips. (ptxas sinks the loads of values that only a
+// skipped store uses below the branch that skips it, an early exit: the aligned path's row loads
+// then waited for the slot's, one after the other. A predicated store has no branch to sink below.)
+template <int N>
+KVF_HD void store_bytes_if(void* dst, const Vec16& v, bool enabled) {
+  static_assert(N == 4 || N == 8 || N == 16, "store_bytes_if stores 4, 8 or 16 bytes");
+#if defined(__CUDA_ARCH__)
+  const uint32_t on = enabled ? 1u : 0u;
+  if constexpr (N == 16) {
+    asm volatile("{\n .reg .pred p;\n setp.ne.u32 p, %5, 0;\n @p st.global.wb.v4.u32 [%0], {%1, %2, %3, %4};\n}"
+                 :: "l"(dst), "r"(v.w[0]), "r"(v.w[1]), "r"(v.w[2]), "r"(v.w[3]), "r"(on) : "memory");
+  } else if constexpr (N == 8) {
+    asm volatile("{\n .reg .pred p;\n setp.ne.u32 p, %3, 0;\n @p st.global.v2.u32 [%0], {%1, %2};\n}"
+                 :: "l"(dst), "r"(v.w[0]), "r"(v.w[1]), "r"(on) : "memory");
+  } else {
+    asm volatile("{\n .reg .pred p;\n setp.ne.u32 p, %2, 0;\n @p st.global.u32 [%0], %1;\n}"
+                 :: "l"(dst), "r"(v.w[0]), "r"(on) : "memory");
+  }
+#else
+  if (enabled) std::memcpy(dst, &v, N);
+#endif
+}
+
 // Stores the first N bytes of v (N = 4, 8 or 16; dst aligned to N).
 template <int N>
 KVF_HD void store_bytes(void* dst, const Vec16& v) {
@@ -425,14 +449,17 @@ KVF_HD void store_chunk(const Vec16& x, T* dst, int64_t lo, int64_t hi) {
 }
 
 // Quantises a loaded chunk x and stores its codes: all kVec codes in one store where whole and aligned
-// (kWhole: known to be, KernelPath aligned).
+// (kWhole: known to be, KernelPath aligned, whose store is predicated on `enabled`; elsewhere
+// `enabled` is true).
 template <typename InT, typename CacheT, bool kWhole = false>
-KVF_HD void store_quantized(const Vec16& x, CacheT* dst, int64_t lo, int64_t hi, float scale) {
+KVF_HD void store_quantized(const Vec16& x, CacheT* dst, int64_t lo, int64_t hi, float scale, bool enabled = true) {
   constexpr int kVec = 16 / sizeof(InT);
   Vec16 codes{};
   KVF_UNROLL
   for (int i = 0; i < kVec; ++i) set_vec_elem(codes, i, quantize<CacheT>(to_float(vec_elem<InT>(x, i)), scale));
-  if (kWhole || (hi - lo == kVec && aligned_to(dst + lo, kVec * sizeof(CacheT)))) {
+  if constexpr (kWhole) {
+    store_bytes_if<kVec * sizeof(CacheT)>(dst + lo, codes, enabled);
+  } else if (hi - lo == kVec && aligned_to(dst + lo, kVec * sizeof(CacheT))) {
     store_bytes<kVec * sizeof(CacheT)>(dst + lo, codes);
   } else {
     KVF_UNROLL
@@ -1224,21 +1251,26 @@ KVF_HD ScalePair tensor_scales(const KvAppendCore& p) {
 // Stores an item at (block, pos): bit copies, conversions, or a static scale's quantisation. kWhole:
 // the chunk is whole and its destination aligned to its stored size (KernelPath aligned), so a bit
 // copy or a chunk's codes is one store without a check (the compiler otherwise splits the checked
-// 16-byte store into four 4-byte ones).
+// 16-byte store into four 4-byte ones), predicated on `enabled` (store_bytes_if: the aligned path
+// computes every address and predicates the stores rather than branching past them); elsewhere
+// `enabled` is true.
 template <typename InT, typename CacheT, bool kWhole = false>
-KVF_HD void store_classic_item(const KvAppendCore& p, const ClassicItem& it, int64_t block, int64_t pos) {
+KVF_HD void store_classic_item(const KvAppendCore& p, const ClassicItem& it, int64_t block, int64_t pos, bool enabled = true) {
   CacheT* k_dst = cache_row<CacheT, false>(p, false, block, pos, it.head);
   CacheT* v_dst = cache_row<CacheT, false>(p, true, block, pos, it.head);
   if constexpr (std::is_same_v<InT, CacheT> && kWhole) {
-    store16(k_dst + it.lo, it.k);
-    store16(v_dst + it.lo, it.v);
+    store_bytes_if<16>(k_dst + it.lo, it.k, enabled);
+    store_bytes_if<16>(v_dst + it.lo, it.v, enabled);
+  } else if constexpr (kWhole && !kIsQuantized<CacheT>) {  // a conversion: not predicated
+    if (enabled) store_classic_item<InT, CacheT>(p, it, block, pos);
   } else if constexpr (std::is_same_v<InT, CacheT>) {
     store_chunk(it.k, k_dst, it.lo, it.hi);
     store_chunk(it.v, v_dst, it.lo, it.hi);
   } else if constexpr (kIsQuantized<CacheT>) {
-    const bool by_block = p.scale_kind == ScaleKind::per_block;  // the slot's physical block's scales
-    store_quantized<InT, CacheT, kWhole>(it.k, k_dst, it.lo, it.hi, by_block ? static_scale(p, false, block, it.head) : it.scale.k);
-    store_quantized<InT, CacheT, kWhole>(it.v, v_dst, it.lo, it.hi, by_block ? static_scale(p, true, block, it.head) : it.scale.v);
+    // The slot's physical block's scales (none read for a row not written: its block is no block).
+    const bool by_block = enabled && p.scale_kind == ScaleKind::per_block;
+    store_quantized<InT, CacheT, kWhole>(it.k, k_dst, it.lo, it.hi, by_block ? static_scale(p, false, block, it.head) : it.scale.k, enabled);
+    store_quantized<InT, CacheT, kWhole>(it.v, v_dst, it.lo, it.hi, by_block ? static_scale(p, true, block, it.head) : it.scale.v, enabled);
   } else {
     store_converted<InT, CacheT>(it.k, k_dst, it.lo, it.hi);
     store_converted<InT, CacheT>(it.v, v_dst, it.lo, it.hi);
@@ -1272,8 +1304,10 @@ KVF_HD void append_aligned_item(const KvAppendCore& p, int64_t token, int head, 
   const ClassicItem it = load_classic_item<InT, CacheT, true>(p, token, head, chunk, tensor_scales<CacheT>(p));
   int64_t block = 0, pos = 0;
   const int first = head | chunk;  // 0 for the row's first item alone, which counts an invalid slot
-  if (!row_destination<SlotT, false>(p, token, first, block, pos)) return;
-  store_classic_item<InT, CacheT, true>(p, it, block, pos);
+  // Stores predicated on the row's destination, not skipped by a branch (store_bytes_if: else the
+  // rows' loads are sunk below the slot's check).
+  const bool write = row_destination<SlotT, false>(p, token, first, block, pos);
+  store_classic_item<InT, CacheT, true>(p, it, block, pos, write);
 }
 
 // The max of `partial` and the magnitudes of a chunk's elements (NaN ignored).
