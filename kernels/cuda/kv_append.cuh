@@ -196,9 +196,10 @@ struct alignas(16) Vec16 {
 };
 
 KVF_HD Vec16 load16(const void* src) {
-#if defined(__CUDA_ARCH__)  // one ld.global.v4, issued where the code puts it: a plain load whose
-  // value only the store after the slot check uses is sunk below that check by the compiler, and a
-  // small call then waits for the slot's load and the row's one after the other
+#if defined(__CUDA_ARCH__)  // one ld.global.v4, where the code puts it in the PTX: nvcc sinks a plain
+  // load whose value only the store after the slot check uses below that check, and a small call then
+  // waits for the slot's load and the row's one after the other (ptxas may still sink it below an
+  // early exit: store16_if)
   uint4 x;
   asm volatile("ld.global.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(x.x), "=r"(x.y), "=r"(x.z), "=r"(x.w) : "l"(src));
   return Vec16{{x.x, x.y, x.z, x.w}};
@@ -218,27 +219,16 @@ KVF_HD void store16(void* dst, const Vec16& v) {
 #endif
 }
 
-// Stores the first N bytes of v (N = 4, 8 or 16; dst aligned to N) when `enabled`: on the GPU one
-// store under a predicate, which no branch skips. (ptxas sinks the loads of values that only a
-// skipped store uses below the branch that skips it, an early exit: the aligned path's row loads
-// then waited for the slot's, one after the other. A predicated store has no branch to sink below.)
-template <int N>
-KVF_HD void store_bytes_if(void* dst, const Vec16& v, bool enabled) {
-  static_assert(N == 4 || N == 8 || N == 16, "store_bytes_if stores 4, 8 or 16 bytes");
+// store16 when `enabled`: on the GPU one st.global.v4 under a predicate, which no branch skips.
+// (ptxas sinks the loads of values that only a skipped store uses below the branch that skips it, an
+// early exit: the aligned path's row loads then waited for the slot's, one after the other. A
+// predicated store has no branch to sink below.)
+KVF_HD void store16_if(void* dst, const Vec16& v, bool enabled) {
 #if defined(__CUDA_ARCH__)
-  const uint32_t on = enabled ? 1u : 0u;
-  if constexpr (N == 16) {
-    asm volatile("{\n .reg .pred p;\n setp.ne.u32 p, %5, 0;\n @p st.global.wb.v4.u32 [%0], {%1, %2, %3, %4};\n}"
-                 :: "l"(dst), "r"(v.w[0]), "r"(v.w[1]), "r"(v.w[2]), "r"(v.w[3]), "r"(on) : "memory");
-  } else if constexpr (N == 8) {
-    asm volatile("{\n .reg .pred p;\n setp.ne.u32 p, %3, 0;\n @p st.global.v2.u32 [%0], {%1, %2};\n}"
-                 :: "l"(dst), "r"(v.w[0]), "r"(v.w[1]), "r"(on) : "memory");
-  } else {
-    asm volatile("{\n .reg .pred p;\n setp.ne.u32 p, %2, 0;\n @p st.global.u32 [%0], %1;\n}"
-                 :: "l"(dst), "r"(v.w[0]), "r"(on) : "memory");
-  }
+  asm volatile("{\n .reg .pred p;\n setp.ne.u32 p, %5, 0;\n @p st.global.wb.v4.u32 [%0], {%1, %2, %3, %4};\n}"
+               :: "l"(dst), "r"(v.w[0]), "r"(v.w[1]), "r"(v.w[2]), "r"(v.w[3]), "r"(enabled ? 1u : 0u) : "memory");
 #else
-  if (enabled) std::memcpy(dst, &v, N);
+  if (enabled) std::memcpy(dst, &v, sizeof v);
 #endif
 }
 
@@ -1249,7 +1239,7 @@ KVF_HD ScalePair tensor_scales(const KvAppendCore& p) {
 // the chunk is whole and its destination aligned to its stored size (KernelPath aligned), so a bit
 // copy or a chunk's codes is one store without a check (the compiler otherwise splits the checked
 // 16-byte store into four 4-byte ones). `enabled` false: nothing is stored. The aligned path's bit
-// copies are predicated on it (store_bytes_if: the path computes every address and predicates the
+// copies are predicated on it (store16_if: the path computes every address and predicates the
 // stores rather than branching past them); conversions and quantisation return before any store
 // (predicating those cost fp8 per tensor 1.4 % at T = 4096 and 65536 on the H200, the same run in
 // which predicated bit copies gained 4-5 % at 4096).
@@ -1258,8 +1248,8 @@ KVF_HD void store_classic_item(const KvAppendCore& p, const ClassicItem& it, int
   CacheT* k_dst = cache_row<CacheT, false>(p, false, block, pos, it.head);
   CacheT* v_dst = cache_row<CacheT, false>(p, true, block, pos, it.head);
   if constexpr (std::is_same_v<InT, CacheT> && kWhole) {
-    store_bytes_if<16>(k_dst + it.lo, it.k, enabled);
-    store_bytes_if<16>(v_dst + it.lo, it.v, enabled);
+    store16_if(k_dst + it.lo, it.k, enabled);
+    store16_if(v_dst + it.lo, it.v, enabled);
     return;
   }
   if (!enabled) return;
@@ -1304,8 +1294,9 @@ KVF_HD void append_aligned_item(const KvAppendCore& p, int64_t token, int head, 
   int64_t block = 0, pos = 0;
   const int first = head | chunk;  // 0 for the row's first item alone, which counts an invalid slot
   // A bit copy's stores are predicated on the row's destination, not skipped by a branch
-  // (store_bytes_if: else the rows' loads are sunk below the slot's check); a conversion or
-  // quantisation returns first (store_classic_item).
+  // (store16_if: else the rows' loads are sunk below the slot's check); a conversion or
+  // quantisation returns here first, which keeps its code as it was before the predicated stores
+  // (leaving it to store_classic_item's own check compiles to a different, untimed kernel).
   const bool write = row_destination<SlotT, false>(p, token, first, block, pos);
   if constexpr (!std::is_same_v<InT, CacheT>) {
     if (!write) return;

@@ -305,7 +305,7 @@ def kernel_call(p, *, variant=None, fp8_software=None, tile=None):
     (launch()'s arguments): KV_APPEND_ROW for variant "row" (None: when row_kernel_fits(p) and no tile
     is given), else KV_APPEND (kernel_arguments()). None when there is nothing to write; ValueError for
     parameters check_params refuses, or variant "row" for parameters the row kernel does not take."""
-    if variant is None and tile is None and p.quant_format == "none" and row_kernel_fits(p):
+    if variant is None and tile is None and row_kernel_fits(p):
         variant = "row"
     if variant != "row":
         call = kernel_arguments(p, variant=variant, fp8_software=fp8_software, tile=tile)

@@ -454,7 +454,7 @@ def kv_append_row_kernel(
                             0, 0, 0, slot_ptr, slot_ptr, 0, 0, 1, 1, slot_ptr)
     heads = (tl.program_id(1) * BLOCK_H + tl.arange(0, BLOCK_H)).to(tl.int64)
     head_mask = heads < num_heads
-    dims32, dims, mask = _dim_tile(0, head_dim, head_mask, BLOCK_D)
+    _, dims, mask = _dim_tile(0, head_dim, head_mask, BLOCK_D)
     k_bits = tl.load(_input_rows(key_ptr, token, key_stride_token, key_stride_head, heads, IN_DTYPE) + dims[:, None],
                      mask=mask, other=0)
     v_bits = tl.load(_input_rows(value_ptr, token, value_stride_token, value_stride_head, heads, IN_DTYPE)
