@@ -1,7 +1,11 @@
 // cuda_target.cpp — the `cuda` target: kernels/cuda/kv_append.cu on a CUDA device.
 //
 // The whole arena image is copied to one device allocation (grown as needed, reused across cases),
-// the launcher runs on a private stream, and the image is copied back for the whole-image diff. A
+// the launcher runs on a private stream, and the image is copied back for the whole-image diff. Both
+// copies go through a page-locked staging buffer of the target's (grown as needed) as DMA on that
+// stream, so a case waits for the device once and never on the legacy default stream, which every
+// thread of a --no-fork run would share (a synchronous cudaMemcpy there queues behind the other
+// threads' copies: 1.5 ms a case at -j 16 on the H200 host, reports/gpu/2026-12-04-h200-latency). A
 // large cache (arena/windows.h) is filled on the device instead; only its windows cross the bus, and
 // the rest is checked on the device with Thrust (cuda_outside_scan.cu).
 // CUDA is touched only inside the worker process (campaign/isolation.h) and the availability probe
@@ -14,12 +18,13 @@
 //                                               is initialised with cudaDeviceScheduleAuto / Spin /
 //                                               Yield / BlockingSync (unset: the runtime's default)
 //   KVFUZZ_CUDA_PIN=1                           page-lock the worker's shared arena (cudaHostRegister)
-//                                               so the image copies are DMA from pinned memory
+//                                               and copy it directly, without the staging buffer
 // Any other value is bad input (exit 2), raised when the target is opened.
 #include <cuda_runtime.h>
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstring>
 #include <cstdlib>
 #include <optional>
 #include <string>
@@ -107,12 +112,19 @@ class CudaTarget final : public Target {
     const size_t bytes = static_cast<size_t>(layout.total_bytes);
     if (RunResult r = prepare(bytes); r.status != RunStatus::ok) return r;
     pin(image, bytes);
-    if (cudaError_t e = cudaMemcpyAsync(device_image_, image, bytes, cudaMemcpyHostToDevice, stream_); e != cudaSuccess)
+    if (pinned_ == nullptr) stage(bytes);
+    // The image itself when it is page-locked (KVFUZZ_CUDA_PIN=1), else the staging buffer; without
+    // one large enough (stage()) the image, pageable: slower, never wrong.
+    std::byte* host = pinned_ != nullptr || bytes > staging_bytes_ ? image : staging_;
+    if (host != image) std::memcpy(host, image, bytes);
+    if (cudaError_t e = cudaMemcpyAsync(device_image_, host, bytes, cudaMemcpyHostToDevice, stream_); e != cudaSuccess)
       return fault(e, "copying the arena to the device");
     if (RunResult r = launch(c, static_cast<std::byte*>(device_image_), layout); r.status != RunStatus::ok) return r;
-    if (cudaError_t e = cudaStreamSynchronize(stream_); e != cudaSuccess) return fault(e, "kernel execution");
-    if (cudaError_t e = cudaMemcpy(image, device_image_, bytes, cudaMemcpyDeviceToHost); e != cudaSuccess)
+    if (cudaError_t e = cudaMemcpyAsync(host, device_image_, bytes, cudaMemcpyDeviceToHost, stream_); e != cudaSuccess)
       return fault(e, "copying the arena back");
+    // A kernel's fault surfaces here too: the copy back is queued behind it.
+    if (cudaError_t e = cudaStreamSynchronize(stream_); e != cudaSuccess) return fault(e, "kernel execution and the copy back");
+    if (host != image) std::memcpy(image, host, bytes);
     return {};
   }
 
@@ -210,6 +222,27 @@ class CudaTarget final : public Target {
     return {};
   }
 
+  // Makes the page-locked staging buffer hold `bytes` (run(), unless the image is page-locked
+  // itself), up to kMaxStagingBytes: a larger image is copied from where it is, pageable (its copies
+  // outweigh the waits), as is every image once the driver refused a buffer (said once on stderr).
+  // A windowed case never uses it: its image is mostly a cache that stays on the device.
+  static constexpr size_t kMaxStagingBytes = size_t{64} << 20;
+  void stage(size_t bytes) {
+    if (staging_failed_ || bytes <= staging_bytes_ || bytes > kMaxStagingBytes) return;
+    if (staging_ != nullptr) cudaFreeHost(staging_);
+    staging_ = nullptr;
+    staging_bytes_ = 0;
+    void* p = nullptr;
+    if (cudaError_t e = cudaMallocHost(&p, bytes); e != cudaSuccess) {
+      cudaGetLastError();  // not sticky; clear it
+      staging_failed_ = true;
+      std::fprintf(stderr, "kvfuzz: %s; the arena copies stay pageable\n", describe(e, "cudaMallocHost of the staging buffer").c_str());
+      return;
+    }
+    staging_ = static_cast<std::byte*>(p);
+    staging_bytes_ = bytes;
+  }
+
   RunResult fault(cudaError_t e, const char* what) {
     if (is_sticky(e)) return {RunStatus::device_fault, describe(e, what)};
     cudaGetLastError();  // clear a non-sticky error so the next case starts clean
@@ -225,6 +258,9 @@ class CudaTarget final : public Target {
   std::byte* pinned_ = nullptr;  // the registered range (KVFUZZ_CUDA_PIN=1), or none
   size_t pinned_bytes_ = 0;
   bool pin_failed_ = false;
+  std::byte* staging_ = nullptr;  // page-locked, staging_bytes_ long (stage())
+  size_t staging_bytes_ = 0;
+  bool staging_failed_ = false;
   cudaStream_t stream_ = nullptr;
   void* device_image_ = nullptr;
   size_t capacity_ = 0;
