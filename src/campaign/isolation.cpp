@@ -334,9 +334,16 @@ void Isolator::stop() {
   discard(!exited);  // reaps it (killed first if it did not exit) and releases its resources
 }
 
+// A worker's first shared arena: address space and a sparse memfd, nothing resident until a case
+// touches it (each case's image is fenced by mprotect in the worker all the same). An image larger
+// than the arena needs a new worker, and with it a new device context (2-3 s each with 16 workers
+// starting on an H200 host): from 1 MiB, doubling, a default campaign started 66 workers for 16
+// threads (reports/gpu/2026-12-04-h200-host-staging).
+constexpr int64_t kFirstCapacity = int64_t{256} << 20;
+
 void Isolator::ensure_worker(int64_t bytes) {
   if (worker_ && worker_->capacity >= bytes) return;
-  const int64_t capacity = std::max<int64_t>({bytes, worker_ ? 2 * worker_->capacity : 0, int64_t{1} << 20});
+  const int64_t capacity = std::max<int64_t>({bytes, worker_ ? 2 * worker_->capacity : 0, kFirstCapacity});
   std::string why;
   for (int i = 0; i < std::max(1, options_.start_attempts); ++i) {
     if (start(capacity, why)) return;
