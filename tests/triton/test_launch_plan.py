@@ -315,3 +315,174 @@ def test_plans_are_bounded():
     for tokens in range(1, api.PLANS.capacity + 6):
         make("bf16-nhd", seed=tokens, tokens=tokens).run("1")
     assert len(api.PLANS) == api.PLANS.capacity
+
+
+# ---------------------------------------------------------------------------------------------
+# kv_append_quant's plans (quant_api.py)
+
+def quant_tensors(ptr=0x10000, v_distance=0x100000):
+    """kv_append_quant's tensor arguments of an nvfp4 call on duck tensors at ptr (H 8, D 128, 16 blocks
+    of 16): key, value, key_cache, value_cache (v_distance bytes after key_cache), slot_mapping,
+    key_scales, value_scales, k_scale, v_scale, rope, invalid_slots."""
+    h, d, nb, bs = 8, 128, 16, 16
+    at = lambda i: ptr + i * 0x1000000  # noqa: E731
+    rows = dict(shape=(5, h, d), strides=(3 * h * d, d, 1))
+    return (Tensor(at(0), **rows), Tensor(at(1), **rows),
+            Tensor(at(2), "uint8", (nb, bs, h, d // 2), (bs * h * d // 2, h * d // 2, d // 2, 1)),
+            Tensor(at(2) + v_distance, "uint8", (nb, bs, h, d // 2), (bs * h * d // 2, h * d // 2, d // 2, 1)),
+            Tensor(at(4), "int64", (5,), (1,)),
+            Tensor(at(5), "uint8", (nb, bs, h, d // 16), (bs * h * d // 16, h * d // 16, d // 16, 1)),
+            Tensor(at(6), "uint8", (nb, bs, h, d // 16), (bs * h * d // 16, h * d // 16, d // 16, 1)),
+            Tensor(at(7), "float32", (1,), (1,)), Tensor(at(8), "float32", (1,), (1,)), None,
+            Tensor(at(10), "int64", (1,), (1,)))
+
+
+def call_quant(tensors, **kw):
+    from kvfuzz_triton.quant_api import kv_append_quant
+    key, value, kc, vc, slots, ks, vs, k_scale, v_scale, rope, invalid = tensors
+    kv_append_quant(key, value, kc, vc, slots, quant_format="nvfp4", key_scales=ks, value_scales=vs, k_scale=k_scale,
+                    v_scale=v_scale, rope=rope, invalid_slots=invalid, fp8_software=False, **kw)
+
+
+@cpu_only
+def test_kv_append_quant_launches_a_known_call_from_its_plan(monkeypatch):
+    """kv_append_quant's hit path on duck tensors: no validation, the plan's launch with the call's
+    pointers; another distance between the K and V caches (a kernel argument), another layout or
+    rules dict: no plan, the full path."""
+    from kvfuzz_triton import quant_api
+
+    class Plan:
+        def __init__(self):
+            self.launched = []
+
+        def launch(self, pointers):
+            self.launched.append(pointers)
+
+    class Supported:
+        supported = True
+
+    first = quant_tensors()
+    key, pointers = launch_plan.keyed_pointers(first, ("nvfp4", "nhd", "linear", None, False))
+    plan = Plan()
+    monkeypatch.setattr(quant_api, "KV_APPEND_FORMAT", Supported())
+    monkeypatch.setattr(quant_api, "PLANS", quant_api.LruCache())
+    quant_api.PLANS.put((key, 0x100000, 0x1000000), plan)
+    monkeypatch.setattr(quant_api, "_checked_params", lambda *a: pytest.fail("validated a call that has a plan"))
+    later = quant_tensors(ptr=0x490000)
+    call_quant(later)
+    assert plan.launched == [[None if t is None else t.data_ptr() for t in later]]
+    for change in (dict(tensors=quant_tensors(ptr=0x490000, v_distance=0x200000)), dict(layout="hnd"),
+                   dict(rules={"nvfp4": "flashinfer"})):
+        tensors = change.pop("tensors", later)
+        with pytest.raises(pytest.fail.Exception, match="validated"):
+            call_quant(tensors, **change)
+    assert len(plan.launched) == 1
+
+
+@cpu_only
+def test_kv_append_quant_makes_no_plan_under_the_interpreter():
+    from kvfuzz_triton import quant_api
+    assert not quant_api.KV_APPEND_FORMAT.supported  # interpreted: launched by Triton's interpreter, unplanned
+    assert len(quant_api.PLANS) == 0
+
+
+QUANT_KINDS = ["nvfp4", "mxfp8_e4m3", "mxfp4", "fp8_inline", "asym_int8", "asym_int4", "ds_mla", "indexer_k"]
+
+
+def make_quant(fmt, seed, tokens=16, together=True):
+    """A kv_append_quant call of format `fmt` on new CUDA tensors (H 8, D 128; ds_mla 512 + 64 rope
+    dims, indexer_k 128), caches and scales poisoned, slots distinct with padding and an invalid slot,
+    counted. together: K and V caches (and scales) are the two halves of one tensor per block, as vLLM
+    allocates them (one distance for every call); else separate allocations."""
+    import torch
+    from kvfuzz_triton import kv_append_quant
+    g = torch.Generator(device="cuda").manual_seed(seed)
+
+    def poisoned(shape, dtype=torch.uint8):
+        t = torch.empty(shape, dtype=dtype, device="cuda")
+        t.view(torch.uint8).fill_(0xA5)
+        return t
+
+    def pair(row, dtype=torch.uint8):
+        if together:
+            kv = poisoned((NB, 2, BS, H, row), dtype)
+            return kv[:, 0], kv[:, 1]
+        return poisoned((NB, BS, H, row), dtype), poisoned((NB, BS, H, row), dtype)
+
+    slots = torch.randperm(NB * BS, generator=g, device="cuda")[:tokens]
+    slots[::5] = -1
+    slots[3 % tokens] = NB * BS + 7
+    counter = torch.zeros(1, dtype=torch.int64, device="cuda")
+    kw = dict(quant_format=fmt, invalid_slots=counter)
+    if fmt in ("ds_mla", "indexer_k"):
+        dc = 512 if fmt == "ds_mla" else D
+        key = torch.randn(tokens, dc, generator=g, device="cuda").to(torch.bfloat16)
+        if fmt == "ds_mla":
+            kw["rope"] = torch.randn(tokens, 64, generator=g, device="cuda").to(torch.bfloat16)
+        cache = poisoned((NB, BS, 656 if fmt == "ds_mla" else D + 4))
+        return Call(kv_append_quant, (key, None, cache, None, slots), kw, [cache, counter])
+    qkv = torch.randn(tokens, 3, H, D, generator=g, device="cuda").to(torch.bfloat16)
+    key, value = qkv[:, 1], qkv[:, 2]
+    four = fmt in ("nvfp4", "mxfp4", "asym_int4")
+    kc, vc = pair(D + 4 if fmt == "fp8_inline" else D // 2 if four else D)
+    outputs = [kc, vc, counter]
+    if fmt in ("asym_int8", "asym_int4"):
+        ks, vs = pair(2, torch.float32)
+    elif fmt != "fp8_inline":
+        ks, vs = pair(D // (16 if fmt == "nvfp4" else 32))
+    if fmt != "fp8_inline":
+        kw.update(key_scales=ks, value_scales=vs)
+        outputs += [ks, vs]
+    if fmt == "nvfp4":
+        kw.update(k_scale=torch.tensor([0.02], device="cuda"), v_scale=torch.tensor([0.03], device="cuda"))
+    return Call(kv_append_quant, (key, value, kc, vc, slots), kw, outputs)
+
+
+def count_quant_validations(monkeypatch):
+    from kvfuzz_triton import quant_api
+    calls = []
+    real = quant_api._checked_params
+
+    def checked(*a, **k):
+        calls.append(1)
+        return real(*a, **k)
+    monkeypatch.setattr(quant_api, "_checked_params", checked)
+    return calls
+
+
+@gpu_only
+@pytest.mark.parametrize("tokens", [1, 16])
+@pytest.mark.parametrize("fmt", QUANT_KINDS)
+def test_quant_plan_writes_what_the_full_path_writes(fmt, tokens, monkeypatch):
+    from kvfuzz_triton import quant_api
+    quant_api.PLANS.clear()
+    make_quant(fmt, seed=1, tokens=tokens).run("1")  # validates, launches, keeps a plan
+    assert len(quant_api.PLANS) == 1
+    validations = count_quant_validations(monkeypatch)
+    planned, full = make_quant(fmt, seed=2, tokens=tokens), make_quant(fmt, seed=2, tokens=tokens)
+    planned.run("1")
+    assert validations == [], "a call like the first is launched from its plan"
+    full.run("0")
+    assert validations == [1]
+    assert same_bytes(planned.outputs, full.outputs)
+    if tokens > 1:  # (T = 1: the one slot is the invalid one, counted, nothing written)
+        assert not torch_all_poison(planned.outputs[0]), "the slots' rows were written"
+    make_quant(fmt, seed=3, tokens=tokens).run("check")  # the plan against the validation
+
+
+def torch_all_poison(t):
+    import torch
+    return bool((t.contiguous().view(-1).view(torch.uint8) == 0xA5).all())
+
+
+@gpu_only
+def test_quant_caches_at_another_distance_get_a_plan_of_their_own(monkeypatch):
+    from kvfuzz_triton import quant_api
+    quant_api.PLANS.clear()
+    make_quant("nvfp4", seed=1).run("1")
+    validations = count_quant_validations(monkeypatch)
+    planned, full = make_quant("nvfp4", seed=2, together=False), make_quant("nvfp4", seed=2, together=False)
+    planned.run("1")
+    assert validations == [1] and len(quant_api.PLANS) == 2
+    full.run("0")
+    assert same_bytes(planned.outputs, full.outputs)

@@ -86,8 +86,10 @@ torch API (CUDA tensors on a GPU; CPU tensors under TRITON_INTERPRET=1):
 
 Launches (direct_launch.py, launch_plan.py): on the GPU each kernel goes through Triton's JIT on the
 first call of each specialisation and is launched from the compiled kernel afterwards; a kv_append
-call like an earlier valid one (same tensor types, shapes, strides, dtypes, devices and 16-byte
-alignment, same other arguments) is launched from that call's plan without validation.
+or kv_append_quant call like an earlier valid one (same tensor types, shapes, strides, dtypes,
+devices and 16-byte alignment, same other arguments; for kv_append_quant also the same distances
+from key_cache to value_cache and key_scales to value_scales) is launched from that call's plan
+without validation.
 KVFUZZ_TRITON_DIRECT_LAUNCH=0 (read at import; set_direct_launch_mode("0") at run time) validates and
 goes through the JIT every call; "check" re-derives every hit the slow way and raises on a difference.
 

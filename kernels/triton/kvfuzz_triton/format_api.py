@@ -143,9 +143,19 @@ def launch_format(p, *, fp8_software, num_warps=4, block=None):
     """Runs kv_append_format_kernel on p (a KvAppendParams with quant_format set). block: the tile
     (FORMAT_AOT_BLOCK for the AOT build's); None: format_tile(). On the GPU through KV_APPEND_FORMAT:
     Triton's JIT on the first call of each specialisation, its compiled kernel directly afterwards."""
+    call = format_call(p, fp8_software=fp8_software, block=block)
+    if call is None:
+        return None  # nothing to write; never launch an empty grid
+    grid, args, constexprs = call
+    return KV_APPEND_FORMAT.launch(grid, args, constexprs, {"num_warps": num_warps})
+
+
+def format_call(p, *, fp8_software, block=None):
+    """(grid, arguments, constexprs) of kv_append_format_kernel's launch for p (launch_format), or
+    None for a call that writes nothing. ValueError for parameters the kernel does not implement."""
     check_format_params(p)
     if p.num_slots == 0 or p.num_heads == 0 or p.head_dim == 0:
-        return None  # nothing to write; never launch an empty grid
+        return None
     rules = p.format_rules or FormatRules()
     block = block or format_tile(p.quant_format, latent_dim(p))
     none = FormatField()
@@ -181,4 +191,4 @@ def launch_format(p, *, fp8_software, num_warps=4, block=None):
         stand_in if p.cp_positions is None else p.cp_positions)
     constexprs = dict(IN_DTYPE=("f16", "bf16", "f32").index(p.input_dtype), FORMAT=FORMATS.index(p.quant_format),
                       FP8_SOFTWARE=bool(fp8_software), BLOCK=block)
-    return KV_APPEND_FORMAT.launch(grid, args, constexprs, {"num_warps": num_warps})
+    return grid, args, constexprs

@@ -40,9 +40,12 @@ or the CPU under TRITON_INTERPRET=1. A ValueError names what does not fit.
 The arguments only need .shape, .stride(), .data_ptr(), .element_size(), .dtype and .device, which
 torch tensors have (the tests use a numpy stand-in).
 """
+import dataclasses
+
 from .api import KvAppendParams, interpreting, launch
-from .direct_launch import on_device
-from .format_api import FORMATS, GROUP, FormatField, FormatRules
+from .direct_launch import LruCache, direct_launch_mode, is_compiled, on_device
+from .format_api import FORMATS, GROUP, KV_APPEND_FORMAT, FormatField, FormatRules, format_call
+from .launch_plan import LaunchPlan, Slot, keyed_pointers
 
 SCALE_LAYOUTS = ("linear", "swizzled_v", "swizzled")
 
@@ -95,10 +98,87 @@ def _offset(t, base, unit, name):
     return delta // unit
 
 
+# Launch plans of kv_append_quant calls (launch_plan.py), at most CACHE_CAPACITY, least recently used
+# forgotten.
+PLANS = LruCache()
+
+
 def kv_append_quant(key, value, key_cache, value_cache, slot_mapping, *, quant_format, layout="nhd",
                     key_scales=None, value_scales=None, k_scale=None, v_scale=None, rope=None,
                     scale_layout="linear", rules=None, invalid_slots=None, fp8_software=None):
-    """Appends key/value rows to a quantised paged KV cache in place (see the module docstring)."""
+    """Appends key/value rows to a quantised paged KV cache in place (see the module docstring).
+
+    On the GPU a call like an earlier valid one is launched from that call's plan without validating
+    again, as kv_append's are (launch_plan.py): same tensor shapes, strides, dtypes, devices and
+    16-byte alignment, same other arguments, and the same byte distances from key_cache to value_cache
+    and from key_scales to value_scales (the format kernel addresses V's fields from K's buffers, so
+    those distances are kernel arguments). KVFUZZ_TRITON_DIRECT_LAUNCH=0 validates every call."""
+    tensors = (key, value, key_cache, value_cache, slot_mapping, key_scales, value_scales, k_scale, v_scale, rope,
+               invalid_slots)
+    mode = direct_launch_mode()
+    plan_key = plan = None
+    if mode != "0" and KV_APPEND_FORMAT.supported:  # supported: compiled for the GPU, not interpreted
+        plan_key, pointers = keyed_pointers(tensors, (quant_format, layout, scale_layout, rules, fp8_software))
+        if plan_key is not None:
+            plan_key = (plan_key, _distance(pointers, 2, 3), _distance(pointers, 5, 6))
+        try:
+            plan = PLANS.get(plan_key) if plan_key is not None else None
+        except TypeError:  # an unhashable argument (rules as a dict): the full path every call
+            plan_key = None
+        if plan is not None and mode == "1":
+            plan.launch(pointers)
+            return
+    p = _checked_params(key, value, key_cache, value_cache, slot_mapping, quant_format, layout, key_scales,
+                        value_scales, k_scale, v_scale, rope, scale_layout, rules, invalid_slots)
+    device = getattr(key, "device", None)
+    if getattr(device, "type", "cpu") != "cuda":
+        launch(p, fp8_software=fp8_software)
+        return
+    with on_device(device.index):
+        compiled = launch(p, fp8_software=fp8_software)
+    if plan_key is None or not is_compiled(compiled):
+        return
+    fresh = quant_plan(p, compiled, device.index, fp8_software=fp8_software)
+    if plan is None:
+        if fresh is not None:
+            PLANS.put(plan_key, fresh)
+    elif not plan.same_as(fresh):
+        raise RuntimeError("kvfuzz_triton: kv_append_quant's launch plan for these arguments differs from what "
+                           "their validation gives (the plan key misses something the arguments depend on); run "
+                           "with KVFUZZ_TRITON_DIRECT_LAUNCH=0 meanwhile")
+
+
+def _distance(pointers, a, b):
+    """pointers[b] - pointers[a], None when either tensor is absent."""
+    return None if pointers[a] is None or pointers[b] is None else pointers[b] - pointers[a]
+
+
+# The KvAppendParams fields _checked_params fills with kv_append_quant's tensor arguments: the index of
+# each in the call's `tensors` (value_cache and value_scales enter as offsets from key_cache and
+# key_scales; format_scales is key_scales, or key_cache for the formats that keep their scales there).
+PLAN_SLOTS = {"key": 0, "value": 1, "format_cache": 2, "slot_mapping": 4, "k_scale": 7, "v_scale": 8, "rope": 9,
+              "invalid_slots": 10}
+SCALES_IN_CACHE = ("ds_mla", "indexer_k", "fp8_inline", "int8_inline")
+
+
+def quant_plan(p, compiled, device, *, fp8_software=None):
+    """The LaunchPlan (launch_plan.py) of launching `compiled` for p, the KvAppendParams _checked_params
+    made of a kv_append_quant call, on CUDA device `device`: the kernel's arguments derived once more
+    with each of p's tensors replaced by the Slot of the call argument it is (PLAN_SLOTS). None when an
+    argument cannot be planned."""
+    slots = dict(PLAN_SLOTS, format_scales=2 if p.quant_format in SCALES_IN_CACHE else 5)
+    marked = dataclasses.replace(p, **{f: Slot(i) for f, i in slots.items() if getattr(p, f) is not None})
+    call = format_call(marked, fp8_software=interpreting() if fp8_software is None else fp8_software)
+    if call is None:
+        return None
+    grid, args, constexprs = call
+    return LaunchPlan.of(compiled, grid, KV_APPEND_FORMAT.bind(args, constexprs), device)
+
+
+def _checked_params(key, value, key_cache, value_cache, slot_mapping, quant_format, layout, key_scales,
+                    value_scales, k_scale, v_scale, rope, scale_layout, rules, invalid_slots):
+    """The KvAppendParams of a kv_append_quant call; ValueError("kv_append_quant: ...") naming what
+    does not fit."""
     if quant_format not in FORMATS[1:]:
         _fail(f"quant_format must be one of {FORMATS[1:]}, got {quant_format!r}")
     if layout not in ("nhd", "hnd"):
@@ -266,9 +346,4 @@ def kv_append_quant(key, value, key_cache, value_cache, slot_mapping, *, quant_f
         v_scale=v_scale, quant_format=fmt, format_rules=rules, format_cache=key_cache, format_scales=scale_base,
         k_codes=fields.get("kc"), v_codes=fields.get("vc"), k_scales=fields.get("ks"), v_scales=fields.get("vs"),
         k_zeros=fields.get("kz"), v_zeros=fields.get("vz"), rope_field=fields.get("rp"))
-    device = getattr(key, "device", None)
-    if getattr(device, "type", "cpu") == "cuda":
-        with on_device(device.index):
-            launch(p, fp8_software=fp8_software)
-    else:
-        launch(p, fp8_software=fp8_software)
+    return p
