@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstring>
 
 namespace kvf {
 
@@ -78,21 +79,56 @@ std::string probe_cuda_device(int device, const std::function<std::string()>& ex
 
 DeviceImage::~DeviceImage() {
   if (data_ != nullptr) cudaFree(data_);
+  if (staging_ != nullptr) cudaFreeHost(staging_);
 }
 
-cudaError_t DeviceImage::upload(const std::byte* host, size_t bytes, cudaStream_t stream) {
-  if (bytes > capacity_) {
-    if (data_ != nullptr) cudaFree(data_);
-    data_ = nullptr;
-    capacity_ = 0;
-    if (cudaError_t e = cudaMalloc(&data_, bytes); e != cudaSuccess) return e;
-    capacity_ = bytes;
+cudaError_t DeviceImage::reserve(size_t bytes) {
+  if (bytes <= capacity_) return cudaSuccess;
+  if (data_ != nullptr) cudaFree(data_);
+  data_ = nullptr;
+  capacity_ = 0;
+  if (cudaError_t e = cudaMalloc(&data_, bytes); e != cudaSuccess) return e;
+  capacity_ = bytes;
+  return cudaSuccess;
+}
+
+std::byte* DeviceImage::staging(size_t bytes) {
+  if (bytes <= staging_bytes_) return staging_;
+  if (staging_refused_ || bytes > kMaxStagingBytes) return nullptr;
+  if (staging_ != nullptr) cudaFreeHost(staging_);
+  staging_ = nullptr;
+  staging_bytes_ = 0;
+  void* p = nullptr;
+  if (cudaError_t e = cudaMallocHost(&p, bytes); e != cudaSuccess) {
+    cudaGetLastError();  // not sticky; clear it
+    staging_refused_ = true;
+    std::fprintf(stderr, "kvfuzz: %s; the arena copies stay pageable\n", describe(e, "cudaMallocHost of the staging buffer").c_str());
+    return nullptr;
   }
-  return cudaMemcpyAsync(data_, host, bytes, cudaMemcpyHostToDevice, stream);
+  staging_ = static_cast<std::byte*>(p);
+  staging_bytes_ = bytes;
+  return staging_;
 }
 
-cudaError_t DeviceImage::download(std::byte* host, size_t bytes) const {
-  return cudaMemcpy(host, data_, bytes, cudaMemcpyDeviceToHost);
+cudaError_t DeviceImage::upload(const std::byte* host, size_t bytes, cudaStream_t stream, bool host_pinned) {
+  if (cudaError_t e = reserve(bytes); e != cudaSuccess) return e;
+  // A case that stopped between its upload and its download may still be reading the staging buffer.
+  if (in_flight_)
+    if (cudaError_t e = cudaStreamSynchronize(stream); e != cudaSuccess) return e;
+  std::byte* stage = host_pinned ? nullptr : staging(bytes);
+  if (stage != nullptr) std::memcpy(stage, host, bytes);
+  in_flight_ = true;
+  return cudaMemcpyAsync(data_, stage != nullptr ? stage : host, bytes, cudaMemcpyHostToDevice, stream);
+}
+
+cudaError_t DeviceImage::download(std::byte* host, size_t bytes, cudaStream_t stream, bool host_pinned) {
+  std::byte* stage = host_pinned || bytes > staging_bytes_ ? nullptr : staging_;
+  if (cudaError_t e = cudaMemcpyAsync(stage != nullptr ? stage : host, data_, bytes, cudaMemcpyDeviceToHost, stream); e != cudaSuccess)
+    return e;
+  if (cudaError_t e = cudaStreamSynchronize(stream); e != cudaSuccess) return e;
+  in_flight_ = false;
+  if (stage != nullptr) std::memcpy(host, stage, bytes);
+  return cudaSuccess;
 }
 
 }  // namespace kvf

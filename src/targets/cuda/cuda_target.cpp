@@ -1,11 +1,8 @@
 // cuda_target.cpp — the `cuda` target: kernels/cuda/kv_append.cu on a CUDA device.
 //
 // The whole arena image is copied to one device allocation (grown as needed, reused across cases),
-// the launcher runs on a private stream, and the image is copied back for the whole-image diff. Both
-// copies go through a page-locked staging buffer of the target's (grown as needed) as DMA on that
-// stream, so a case waits for the device once and never on the legacy default stream, which every
-// thread of a --no-fork run would share (a synchronous cudaMemcpy there queues behind the other
-// threads' copies: 1.5 ms a case at -j 16 on the H200 host, reports/gpu/2026-12-04-h200-latency). A
+// the launcher runs on a private stream, and the image is copied back for the whole-image diff, both
+// copies through a page-locked staging buffer on that stream (DeviceImage, cuda_status.h). A
 // large cache (arena/windows.h) is filled on the device instead; only its windows cross the bus, and
 // the rest is checked on the device with Thrust (cuda_outside_scan.cu).
 // CUDA is touched only inside the worker process (campaign/isolation.h) and the availability probe
@@ -18,13 +15,12 @@
 //                                               is initialised with cudaDeviceScheduleAuto / Spin /
 //                                               Yield / BlockingSync (unset: the runtime's default)
 //   KVFUZZ_CUDA_PIN=1                           page-lock the worker's shared arena (cudaHostRegister)
-//                                               and copy it directly, without the staging buffer
+//                                               and copy it directly, without DeviceImage's staging
 // Any other value is bad input (exit 2), raised when the target is opened.
 #include <cuda_runtime.h>
 #include <unistd.h>
 
 #include <cstdio>
-#include <cstring>
 #include <cstdlib>
 #include <optional>
 #include <string>
@@ -95,6 +91,16 @@ class CudaTarget final : public Target {
     };
   }
 
+  // Releases what prepare() and pin() made (a campaign thread's target, with --no-fork; the device
+  // image releases its own); a worker exits without. After a sticky error these calls fail, harmlessly.
+  ~CudaTarget() override {
+    if (!initialised_) return;
+    unpin();
+    cudaStreamDestroy(stream_);
+  }
+  CudaTarget(const CudaTarget&) = delete;
+  CudaTarget& operator=(const CudaTarget&) = delete;
+
   const TargetInfo& info() const override { return info_; }
 
   std::string unavailable_reason() const override {
@@ -105,26 +111,20 @@ class CudaTarget final : public Target {
   // The device's context is created here, before the worker's first case (isolation.h).
   std::string start() override {
     if (switch_error_) return switch_error_->what();
-    return prepare(0).message;
+    return prepare().message;
   }
 
   RunResult run(const Case& c, std::byte* image, const ArenaLayout& layout) override {
     const size_t bytes = static_cast<size_t>(layout.total_bytes);
-    if (RunResult r = prepare(bytes); r.status != RunStatus::ok) return r;
+    if (RunResult r = prepare(); r.status != RunStatus::ok) return r;
     pin(image, bytes);
-    if (pinned_ == nullptr) stage(bytes);
-    // The image itself when it is page-locked (KVFUZZ_CUDA_PIN=1), else the staging buffer; without
-    // one large enough (stage()) the image, pageable: slower, never wrong.
-    std::byte* host = pinned_ != nullptr || bytes > staging_bytes_ ? image : staging_;
-    if (host != image) std::memcpy(host, image, bytes);
-    if (cudaError_t e = cudaMemcpyAsync(device_image_, host, bytes, cudaMemcpyHostToDevice, stream_); e != cudaSuccess)
+    const bool pinned = pinned_ != nullptr;  // KVFUZZ_CUDA_PIN=1: copied directly
+    if (cudaError_t e = device_image_.upload(image, bytes, stream_, pinned); e != cudaSuccess)
       return fault(e, "copying the arena to the device");
-    if (RunResult r = launch(c, static_cast<std::byte*>(device_image_), layout); r.status != RunStatus::ok) return r;
-    if (cudaError_t e = cudaMemcpyAsync(host, device_image_, bytes, cudaMemcpyDeviceToHost, stream_); e != cudaSuccess)
-      return fault(e, "copying the arena back");
+    if (RunResult r = launch(c, device_image_.data(), layout); r.status != RunStatus::ok) return r;
     // A kernel's fault surfaces here too: the copy back is queued behind it.
-    if (cudaError_t e = cudaStreamSynchronize(stream_); e != cudaSuccess) return fault(e, "kernel execution and the copy back");
-    if (host != image) std::memcpy(image, host, bytes);
+    if (cudaError_t e = device_image_.download(image, bytes, stream_, pinned); e != cudaSuccess)
+      return fault(e, "kernel execution and the copy back");
     return {};
   }
 
@@ -132,11 +132,13 @@ class CudaTarget final : public Target {
   // the bus, and the rest of the cache is filled and checked there with Thrust (cuda_outside_scan.h).
   RunResult run_windowed(const Case& c, std::byte* image, const ArenaLayout& layout, const WindowPlan& plan,
                          OutsideDiff& outside) override {
-    if (RunResult r = prepare(static_cast<size_t>(layout.total_bytes)); r.status != RunStatus::ok) return r;
+    if (RunResult r = prepare(); r.status != RunStatus::ok) return r;
+    if (cudaError_t e = device_image_.reserve(static_cast<size_t>(layout.total_bytes)); e != cudaSuccess)
+      return {RunStatus::launch_error, describe(e, "cudaMalloc of the arena")};
     // The parent releases a windowed image's cache pages after the run (isolation.cpp), which would
     // leave registered pages that are no longer the shared file's: nothing stays pinned here.
     unpin();
-    auto* device = static_cast<std::byte*>(device_image_);
+    std::byte* device = device_image_.data();
     auto* cache = reinterpret_cast<unsigned char*>(device + layout.cache_begin);
     const int64_t elems = layout.cache_bytes / plan.fill.elem_size;
     if (cudaError_t e = fill_cache_on_device(cache, plan.fill, elems, stream_); e != cudaSuccess) return fault(e, "filling the cache");
@@ -199,48 +201,18 @@ class CudaTarget final : public Target {
     pinned_bytes_ = 0;
   }
 
-  // Selects the device and makes room for an image of `bytes` (once per worker, then on growth).
-  // KVFUZZ_CUDA_SYNC initialises the device with its schedule flag first.
-  RunResult prepare(size_t bytes) {
-    if (!initialised_) {
-      if (switches_.schedule)
-        if (cudaError_t e = cudaInitDevice(device_, *switches_.schedule, cudaInitDeviceFlagsAreValid); e != cudaSuccess)
-          return fault(e, "cudaInitDevice with the schedule of KVFUZZ_CUDA_SYNC");
-      if (cudaError_t e = cudaSetDevice(device_); e != cudaSuccess) return fault(e, "cudaSetDevice");
-      if (cudaError_t e = cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking); e != cudaSuccess)
-        return fault(e, "cudaStreamCreate");
-      initialised_ = true;
-    }
-    if (bytes > capacity_) {
-      if (device_image_ != nullptr) cudaFree(device_image_);
-      device_image_ = nullptr;
-      capacity_ = 0;
-      if (cudaError_t e = cudaMalloc(&device_image_, bytes); e != cudaSuccess)
-        return {RunStatus::launch_error, describe(e, "cudaMalloc of the arena")};
-      capacity_ = bytes;
-    }
+  // Selects the device and creates the stream (once per target). KVFUZZ_CUDA_SYNC initialises
+  // the device with its schedule flag first.
+  RunResult prepare() {
+    if (initialised_) return {};
+    if (switches_.schedule)
+      if (cudaError_t e = cudaInitDevice(device_, *switches_.schedule, cudaInitDeviceFlagsAreValid); e != cudaSuccess)
+        return fault(e, "cudaInitDevice with the schedule of KVFUZZ_CUDA_SYNC");
+    if (cudaError_t e = cudaSetDevice(device_); e != cudaSuccess) return fault(e, "cudaSetDevice");
+    if (cudaError_t e = cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking); e != cudaSuccess)
+      return fault(e, "cudaStreamCreate");
+    initialised_ = true;
     return {};
-  }
-
-  // Makes the page-locked staging buffer hold `bytes` (run(), unless the image is page-locked
-  // itself), up to kMaxStagingBytes: a larger image is copied from where it is, pageable (its copies
-  // outweigh the waits), as is every image once the driver refused a buffer (said once on stderr).
-  // A windowed case never uses it: its image is mostly a cache that stays on the device.
-  static constexpr size_t kMaxStagingBytes = size_t{64} << 20;
-  void stage(size_t bytes) {
-    if (staging_failed_ || bytes <= staging_bytes_ || bytes > kMaxStagingBytes) return;
-    if (staging_ != nullptr) cudaFreeHost(staging_);
-    staging_ = nullptr;
-    staging_bytes_ = 0;
-    void* p = nullptr;
-    if (cudaError_t e = cudaMallocHost(&p, bytes); e != cudaSuccess) {
-      cudaGetLastError();  // not sticky; clear it
-      staging_failed_ = true;
-      std::fprintf(stderr, "kvfuzz: %s; the arena copies stay pageable\n", describe(e, "cudaMallocHost of the staging buffer").c_str());
-      return;
-    }
-    staging_ = static_cast<std::byte*>(p);
-    staging_bytes_ = bytes;
   }
 
   RunResult fault(cudaError_t e, const char* what) {
@@ -258,12 +230,8 @@ class CudaTarget final : public Target {
   std::byte* pinned_ = nullptr;  // the registered range (KVFUZZ_CUDA_PIN=1), or none
   size_t pinned_bytes_ = 0;
   bool pin_failed_ = false;
-  std::byte* staging_ = nullptr;  // page-locked, staging_bytes_ long (stage())
-  size_t staging_bytes_ = 0;
-  bool staging_failed_ = false;
   cudaStream_t stream_ = nullptr;
-  void* device_image_ = nullptr;
-  size_t capacity_ = 0;
+  DeviceImage device_image_;  // the arena on the device, and its staging buffer
 };
 
 }  // namespace

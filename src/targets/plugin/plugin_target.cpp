@@ -589,7 +589,7 @@ class PluginTarget final : public Target {
     // Whatever the plugin launched, on whichever stream: a fault surfaces here, and is sticky.
     if (cudaError_t e = cudaDeviceSynchronize(); e != cudaSuccess) return fault(e, "the plugin's kernel");
     if (r.status != RunStatus::ok) return r;
-    if (cudaError_t e = device_image_.download(image, bytes); e != cudaSuccess) return fault(e, "copying the arena back");
+    if (cudaError_t e = device_image_.download(image, bytes, stream_); e != cudaSuccess) return fault(e, "copying the arena back");
     return {};
 #else
     (void)c, (void)image, (void)layout, (void)counter;

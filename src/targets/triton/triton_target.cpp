@@ -102,8 +102,8 @@ class TritonTarget final : public Target {
           return r;
       if (RunResult r = launch(append_params(c, device_image_.data(), layout, rank)); r.status != RunStatus::ok) return r;
     }
-    if (cudaError_t e = cudaStreamSynchronize(stream_); e != cudaSuccess) return fault(e, "kernel execution");
-    if (cudaError_t e = device_image_.download(image, bytes); e != cudaSuccess) return fault(e, "copying the arena back");
+    // A kernel's fault surfaces here too: the copy back is queued behind it.
+    if (cudaError_t e = device_image_.download(image, bytes, stream_); e != cudaSuccess) return fault(e, "kernel execution and the copy back");
     return {};
   }
 
