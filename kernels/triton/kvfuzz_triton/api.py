@@ -7,7 +7,7 @@ import triton
 
 from .direct_launch import DirectLauncher, LruCache, Unsupported, direct_launch_mode, is_compiled, on_device
 from .kv_append import kv_append_kernel, kv_append_row_kernel
-from .launch_plan import LaunchPlan, Slot, keyed_pointers
+from .launch_plan import LaunchPlan, Slot, keyed_pointers, lookup, remember
 
 KV_APPEND = DirectLauncher(kv_append_kernel)  # launches kv_append_kernel (direct_launch.py)
 KV_APPEND_ROW = DirectLauncher(kv_append_row_kernel)
@@ -497,10 +497,7 @@ def kv_append(key, value, key_cache, value_cache, slot_mapping, *, layout, rope=
     if mode != "0" and KV_APPEND.supported:  # supported: compiled for the GPU, not interpreted
         plan_key, pointers = _plan_key(tensors, layout, scale_kind, cache_dtype, variant, fp8_software, cp_rank,
                                        cp_world_size, cp_interleave)
-        try:
-            plan = PLANS.get(plan_key) if plan_key is not None else None
-        except TypeError:  # an unhashable argument: the full path names it
-            plan_key = None
+        plan_key, plan = lookup(PLANS, plan_key)  # unhashable: the full path names the argument
         if plan is not None and mode == "1":
             plan.launch(pointers)
             return
@@ -514,14 +511,8 @@ def kv_append(key, value, key_cache, value_cache, slot_mapping, *, layout, rope=
         compiled = launch(p, variant=variant, fp8_software=fp8_software)
     if plan_key is None or not is_compiled(compiled):
         return
-    fresh = kv_append_plan(p, compiled, device.index, variant=variant, fp8_software=fp8_software)
-    if plan is None:
-        if fresh is not None:
-            PLANS.put(plan_key, fresh)
-    elif not plan.same_as(fresh):
-        raise RuntimeError("kvfuzz_triton: kv_append's launch plan for these arguments differs from what their "
-                           "validation gives (the plan key misses something the arguments depend on); run with "
-                           "KVFUZZ_TRITON_DIRECT_LAUNCH=0 meanwhile")
+    remember(PLANS, plan_key, plan, kv_append_plan(p, compiled, device.index, variant=variant, fp8_software=fp8_software),
+             "kv_append")
 
 
 def _plan_key(tensors, layout, scale_kind, cache_dtype, variant, fp8_software, cp_rank, cp_world_size, cp_interleave):

@@ -52,6 +52,30 @@ def keyed_pointers(tensors, others):
     return (tuple(described), others, knobs.runtime.debug, knobs.compilation.instrumentation_mode), pointers
 
 
+def lookup(plans, key):
+    """(key, plans' plan for it or None); (None, None) when key is None or unhashable (an argument such
+    as a dict: the call then takes the full path every time)."""
+    if key is None:
+        return None, None
+    try:
+        return key, plans.get(key)
+    except TypeError:
+        return None, None
+
+
+def remember(plans, key, plan, fresh, api):
+    """After a validated launch of a call with plan key `key`: keeps `fresh` (its LaunchPlan, None when
+    it has none) when there was no `plan`; else (KVFUZZ_TRITON_DIRECT_LAUNCH=check) raises unless the
+    plan is the one validation just gave. `api` names the function in the error."""
+    if plan is None:
+        if fresh is not None:
+            plans.put(key, fresh)
+    elif not plan.same_as(fresh):
+        raise RuntimeError(f"kvfuzz_triton: {api}'s launch plan for these arguments differs from what their "
+                           "validation gives (the plan key misses something the arguments depend on); run with "
+                           "KVFUZZ_TRITON_DIRECT_LAUNCH=0 meanwhile")
+
+
 class Slot:
     """Stands for the call's tensor number `index` among a plan's arguments."""
     __slots__ = ("index",)

@@ -45,7 +45,7 @@ import dataclasses
 from .api import KvAppendParams, interpreting, launch
 from .direct_launch import LruCache, direct_launch_mode, is_compiled, on_device
 from .format_api import FORMATS, GROUP, KV_APPEND_FORMAT, FormatField, FormatRules, format_call
-from .launch_plan import LaunchPlan, Slot, keyed_pointers
+from .launch_plan import LaunchPlan, Slot, keyed_pointers, lookup, remember
 
 SCALE_LAYOUTS = ("linear", "swizzled_v", "swizzled")
 
@@ -121,10 +121,7 @@ def kv_append_quant(key, value, key_cache, value_cache, slot_mapping, *, quant_f
         plan_key, pointers = keyed_pointers(tensors, (quant_format, layout, scale_layout, rules, fp8_software))
         if plan_key is not None:
             plan_key = (plan_key, _distance(pointers, 2, 3), _distance(pointers, 5, 6))
-        try:
-            plan = PLANS.get(plan_key) if plan_key is not None else None
-        except TypeError:  # an unhashable argument (rules as a dict): the full path every call
-            plan_key = None
+        plan_key, plan = lookup(PLANS, plan_key)  # unhashable (rules as a dict): the full path every call
         if plan is not None and mode == "1":
             plan.launch(pointers)
             return
@@ -138,14 +135,7 @@ def kv_append_quant(key, value, key_cache, value_cache, slot_mapping, *, quant_f
         compiled = launch(p, fp8_software=fp8_software)
     if plan_key is None or not is_compiled(compiled):
         return
-    fresh = quant_plan(p, compiled, device.index, fp8_software=fp8_software)
-    if plan is None:
-        if fresh is not None:
-            PLANS.put(plan_key, fresh)
-    elif not plan.same_as(fresh):
-        raise RuntimeError("kvfuzz_triton: kv_append_quant's launch plan for these arguments differs from what "
-                           "their validation gives (the plan key misses something the arguments depend on); run "
-                           "with KVFUZZ_TRITON_DIRECT_LAUNCH=0 meanwhile")
+    remember(PLANS, plan_key, plan, quant_plan(p, compiled, device.index, fp8_software=fp8_software), "kv_append_quant")
 
 
 def _distance(pointers, a, b):
