@@ -15,6 +15,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -338,12 +339,25 @@ void Isolator::stop() {
 // touches it (each case's image is fenced by mprotect in the worker all the same). An image larger
 // than the arena needs a new worker, and with it a new device context (2-3 s each with 16 workers
 // starting on an H200 host): from 1 MiB, doubling, a default campaign started 66 workers for 16
-// threads (reports/gpu/2026-12-04-h200-host-staging).
+// threads (reports/gpu/2026-12-04-h200-worker-capacity). Under an address-space limit (RLIMIT_AS)
+// the arena starts at 1 MiB instead, as it did before: 256 MiB a worker would take the room the
+// campaign's other allocations need (-j 4 under 1 GiB ran out).
+namespace {
+
 constexpr int64_t kFirstCapacity = int64_t{256} << 20;
+
+int64_t first_capacity() {
+  rlimit limit{};
+  const bool bounded = getrlimit(RLIMIT_AS, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY;
+  return bounded ? int64_t{1} << 20 : kFirstCapacity;
+}
+
+}  // namespace
 
 void Isolator::ensure_worker(int64_t bytes) {
   if (worker_ && worker_->capacity >= bytes) return;
-  const int64_t capacity = std::max<int64_t>({bytes, worker_ ? 2 * worker_->capacity : 0, kFirstCapacity});
+  static const int64_t first = first_capacity();
+  const int64_t capacity = std::max<int64_t>({bytes, worker_ ? 2 * worker_->capacity : 0, first});
   std::string why;
   for (int i = 0; i < std::max(1, options_.start_attempts); ++i) {
     if (start(capacity, why)) return;

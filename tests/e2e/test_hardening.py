@@ -126,6 +126,16 @@ class HostileInput(unittest.TestCase):
             self.assertEqual(p.returncode, 2, p.stderr)
             self.assertEqual(p.stderr.strip().partition("bad.json")[2], err.partition("bad.json")[2])
 
+    def test_workers_fit_a_tight_address_space_limit(self):
+        # A worker's shared arena starts at 256 MiB of address space (sparse), but at 1 MiB under an
+        # RLIMIT_AS: with 256 MiB each, eight workers' arenas alone would exceed this 1 GiB limit
+        # (`-j 4` ran out of memory, `-j 8` could not create its threads).
+        limit = lambda: resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+        p = subprocess.run([BIN, "run", "--target", "cuda-emu", "--cases", "200", "--seed", "1", "-j", "8"],
+                           capture_output=True, text=True, timeout=300, preexec_fn=limit)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(last_line(p.stdout), "kvfuzz: 200 passed, 0 failed")
+
     def test_the_size_limit_is_configurable(self):
         # A cache buffer of 2 MiB (1 Mi bf16 elements): accepted under the default 1 GiB limit,
         # refused under --max-case-mib 1 with that limit named.
