@@ -136,6 +136,19 @@ class HostileInput(unittest.TestCase):
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertEqual(last_line(p.stdout), "kvfuzz: 200 passed, 0 failed")
 
+    def test_a_thread_the_system_refuses_is_an_infrastructure_error(self):
+        # 256 threads with 8 MiB stacks need 2 GiB of address space: under a 1 GiB limit the system
+        # refuses one; kvfuzz stops the others and exits 3 saying so (it used to abort).
+        def limit():
+            resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+            hard = resource.getrlimit(resource.RLIMIT_STACK)[1]
+            if hard == resource.RLIM_INFINITY or hard >= 8 << 20:
+                resource.setrlimit(resource.RLIMIT_STACK, (8 << 20, hard))
+        p = subprocess.run([BIN, "run", "--target", "cuda-emu", "--cases", "300", "--seed", "1", "-j", "256", "--no-fork"],
+                           capture_output=True, text=True, timeout=300, preexec_fn=limit)
+        self.assertEqual(p.returncode, 3, p.stdout[-2000:] + p.stderr)
+        self.assertRegex(p.stderr, r"infrastructure error: could not start thread \d+ of 256 \(-j\)")
+
     def test_the_size_limit_is_configurable(self):
         # A cache buffer of 2 MiB (1 Mi bf16 elements): accepted under the default 1 GiB limit,
         # refused under --max-case-mib 1 with that limit named.
