@@ -14,6 +14,7 @@
 #include <fstream>
 #include <mutex>
 #include <sstream>
+#include <system_error>
 #include <thread>
 
 #include "campaign/metamorphic.h"
@@ -451,7 +452,14 @@ SelftestResult run_selftest(const SelftestOptions& options, Progress& progress) 
   };
   const int jobs = std::max(1, std::min<int>(ctx.o.jobs, static_cast<int>(selected.size())));
   std::vector<std::thread> threads;
-  for (int j = 1; j < jobs; ++j) threads.emplace_back(worker);
+  for (int j = 1; j < jobs; ++j) {
+    try {
+      threads.emplace_back(worker);
+    } catch (const std::system_error& e) {  // the system refuses a thread: the mutants are shared out among those running
+      ctx.event("kvfuzz: selftest: " + std::to_string(j) + " of " + std::to_string(jobs) + " threads (-j): " + e.what());
+      break;
+    }
+  }
   worker();
   for (std::thread& t : threads) t.join();
   progress.finish();
