@@ -145,10 +145,10 @@ def _distance(pointers, a, b):
 
 # The KvAppendParams fields _checked_params fills with kv_append_quant's tensor arguments: the index of
 # each in the call's `tensors` (value_cache and value_scales enter as offsets from key_cache and
-# key_scales; format_scales is key_scales, or key_cache for the formats that keep their scales there).
+# key_scales; format_scales is key_scales, or key_cache itself for the formats that keep their scales
+# there).
 PLAN_SLOTS = {"key": 0, "value": 1, "format_cache": 2, "slot_mapping": 4, "k_scale": 7, "v_scale": 8, "rope": 9,
               "invalid_slots": 10}
-SCALES_IN_CACHE = ("ds_mla", "indexer_k", "fp8_inline", "int8_inline")
 
 
 def quant_plan(p, compiled, device, *, fp8_software=None):
@@ -156,7 +156,7 @@ def quant_plan(p, compiled, device, *, fp8_software=None):
     made of a kv_append_quant call, on CUDA device `device`: the kernel's arguments derived once more
     with each of p's tensors replaced by the Slot of the call argument it is (PLAN_SLOTS). None when an
     argument cannot be planned."""
-    slots = dict(PLAN_SLOTS, format_scales=2 if p.quant_format in SCALES_IN_CACHE else 5)
+    slots = dict(PLAN_SLOTS, format_scales=2 if p.format_scales is p.format_cache else 5)
     marked = dataclasses.replace(p, **{f: Slot(i) for f, i in slots.items() if getattr(p, f) is not None})
     call = format_call(marked, fp8_software=interpreting() if fp8_software is None else fp8_software)
     if call is None:

@@ -115,19 +115,18 @@ cudaError_t DeviceImage::upload(const std::byte* host, size_t bytes, cudaStream_
   // A case that stopped between its upload and its download may still be reading the staging buffer.
   if (in_flight_)
     if (cudaError_t e = cudaStreamSynchronize(stream); e != cudaSuccess) return e;
-  std::byte* stage = host_pinned ? nullptr : staging(bytes);
-  if (stage != nullptr) std::memcpy(stage, host, bytes);
+  staged_ = host_pinned ? nullptr : staging(bytes);
+  if (staged_ != nullptr) std::memcpy(staged_, host, bytes);
   in_flight_ = true;
-  return cudaMemcpyAsync(data_, stage != nullptr ? stage : host, bytes, cudaMemcpyHostToDevice, stream);
+  return cudaMemcpyAsync(data_, staged_ != nullptr ? staged_ : host, bytes, cudaMemcpyHostToDevice, stream);
 }
 
-cudaError_t DeviceImage::download(std::byte* host, size_t bytes, cudaStream_t stream, bool host_pinned) {
-  std::byte* stage = host_pinned || bytes > staging_bytes_ ? nullptr : staging_;
-  if (cudaError_t e = cudaMemcpyAsync(stage != nullptr ? stage : host, data_, bytes, cudaMemcpyDeviceToHost, stream); e != cudaSuccess)
+cudaError_t DeviceImage::download(std::byte* host, size_t bytes, cudaStream_t stream) {
+  if (cudaError_t e = cudaMemcpyAsync(staged_ != nullptr ? staged_ : host, data_, bytes, cudaMemcpyDeviceToHost, stream); e != cudaSuccess)
     return e;
   if (cudaError_t e = cudaStreamSynchronize(stream); e != cudaSuccess) return e;
   in_flight_ = false;
-  if (stage != nullptr) std::memcpy(host, stage, bytes);
+  if (staged_ != nullptr) std::memcpy(host, staged_, bytes);
   return cudaSuccess;
 }
 

@@ -49,9 +49,9 @@ class DeviceImage {
   // Makes room for `bytes` and copies `host` there on `stream`, asynchronously; `host_pinned`: host
   // is page-locked itself (KVFUZZ_CUDA_PIN=1) and copied directly.
   cudaError_t upload(const std::byte* host, size_t bytes, cudaStream_t stream, bool host_pinned = false);
-  // Copies `bytes` back to `host` on `stream` and waits for the stream: a fault of a kernel queued
-  // before it on the stream surfaces here.
-  cudaError_t download(std::byte* host, size_t bytes, cudaStream_t stream, bool host_pinned = false);
+  // Copies `bytes` back to `host` on `stream`, the way upload() copied them there (staged or
+  // direct), and waits for the stream: a fault of a kernel queued before it surfaces here.
+  cudaError_t download(std::byte* host, size_t bytes, cudaStream_t stream);
   std::byte* data() const { return data_; }
 
  private:
@@ -63,6 +63,7 @@ class DeviceImage {
   std::byte* staging_ = nullptr;  // page-locked, staging_bytes_ long
   size_t staging_bytes_ = 0;
   bool staging_refused_ = false;
+  std::byte* staged_ = nullptr;  // the last upload's staging buffer, nullptr: it copied from the host directly
   bool in_flight_ = false;  // an upload not yet followed by a download (staging_ may still be read)
 };
 

@@ -118,12 +118,12 @@ class CudaTarget final : public Target {
     const size_t bytes = static_cast<size_t>(layout.total_bytes);
     if (RunResult r = prepare(); r.status != RunStatus::ok) return r;
     pin(image, bytes);
-    const bool pinned = pinned_ != nullptr;  // KVFUZZ_CUDA_PIN=1: copied directly
-    if (cudaError_t e = device_image_.upload(image, bytes, stream_, pinned); e != cudaSuccess)
+    // KVFUZZ_CUDA_PIN=1: the image is page-locked, copied directly
+    if (cudaError_t e = device_image_.upload(image, bytes, stream_, pinned_ != nullptr); e != cudaSuccess)
       return fault(e, "copying the arena to the device");
     if (RunResult r = launch(c, device_image_.data(), layout); r.status != RunStatus::ok) return r;
     // A kernel's fault surfaces here too: the copy back is queued behind it.
-    if (cudaError_t e = device_image_.download(image, bytes, stream_, pinned); e != cudaSuccess)
+    if (cudaError_t e = device_image_.download(image, bytes, stream_); e != cudaSuccess)
       return fault(e, "kernel execution and the copy back");
     return {};
   }
