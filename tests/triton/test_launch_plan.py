@@ -177,6 +177,24 @@ class Call:
         torch.cuda.synchronize()
 
 
+def poisoned(shape, dtype):
+    """A new CUDA tensor with every byte 0xA5."""
+    import torch
+    t = torch.empty(shape, dtype=dtype, device="cuda")
+    t.view(torch.uint8).fill_(0xA5)
+    return t
+
+
+def slots_and_counter(g, tokens):
+    """A call's slot_mapping of `tokens` distinct slots of the NB x BS cache from generator g, every fifth
+    padding (-1) and one invalid (past the cache), and a zeroed invalid-slot counter."""
+    import torch
+    slots = torch.randperm(NB * BS, generator=g, device="cuda")[:tokens]
+    slots[::5] = -1
+    slots[3 % tokens] = NB * BS + 7
+    return slots, torch.zeros(1, dtype=torch.int64, device="cuda")
+
+
 def make(kind, seed, tokens=16, misaligned=False):
     """A kv_append call of `kind` on new tensors: inputs from `seed`, caches poisoned with one pattern,
     slots distinct with padding (-1) and an invalid slot, counted. misaligned: key, value (and kv_c)
@@ -191,15 +209,7 @@ def make(kind, seed, tokens=16, misaligned=False):
         flat = torch.randn(n + 8, generator=g, device="cuda").to(in_dt)
         return flat[1:n + 1] if misaligned else flat[:n]
 
-    def poisoned(shape, dtype):
-        t = torch.empty(shape, dtype=dtype, device="cuda")
-        t.view(torch.uint8).fill_(0xA5)
-        return t
-
-    slots = torch.randperm(NB * BS, generator=g, device="cuda")[:tokens]
-    slots[::5] = -1
-    slots[3 % tokens] = NB * BS + 7
-    counter = torch.zeros(1, dtype=torch.int64, device="cuda")
+    slots, counter = slots_and_counter(g, tokens)
     kw = dict(invalid_slots=counter)
     if kind == "bf16-mla":
         kv_c, k_pe = rows(512).view(tokens, 512), rows(64).view(tokens, 64)
@@ -398,28 +408,20 @@ def make_quant(fmt, seed, tokens=16, together=True):
     from kvfuzz_triton import kv_append_quant
     g = torch.Generator(device="cuda").manual_seed(seed)
 
-    def poisoned(shape, dtype=torch.uint8):
-        t = torch.empty(shape, dtype=dtype, device="cuda")
-        t.view(torch.uint8).fill_(0xA5)
-        return t
-
     def pair(row, dtype=torch.uint8):
         if together:
             kv = poisoned((NB, 2, BS, H, row), dtype)
             return kv[:, 0], kv[:, 1]
         return poisoned((NB, BS, H, row), dtype), poisoned((NB, BS, H, row), dtype)
 
-    slots = torch.randperm(NB * BS, generator=g, device="cuda")[:tokens]
-    slots[::5] = -1
-    slots[3 % tokens] = NB * BS + 7
-    counter = torch.zeros(1, dtype=torch.int64, device="cuda")
+    slots, counter = slots_and_counter(g, tokens)
     kw = dict(quant_format=fmt, invalid_slots=counter)
     if fmt in ("ds_mla", "indexer_k"):
         dc = 512 if fmt == "ds_mla" else D
         key = torch.randn(tokens, dc, generator=g, device="cuda").to(torch.bfloat16)
         if fmt == "ds_mla":
             kw["rope"] = torch.randn(tokens, 64, generator=g, device="cuda").to(torch.bfloat16)
-        cache = poisoned((NB, BS, 656 if fmt == "ds_mla" else D + 4))
+        cache = poisoned((NB, BS, 656 if fmt == "ds_mla" else D + 4), torch.uint8)
         return Call(kv_append_quant, (key, None, cache, None, slots), kw, [cache, counter])
     qkv = torch.randn(tokens, 3, H, D, generator=g, device="cuda").to(torch.bfloat16)
     key, value = qkv[:, 1], qkv[:, 2]
