@@ -5,9 +5,12 @@ against Triton's JIT path, verified bit for bit first.
     python3 bench/api_overhead.py --out DIR [--calls 500] [--repeats 9] [--tokens 1,16]
     python3 bench/api_overhead.py --list                 # the cases, no GPU needed
 
-Paths (kernels/triton/kvfuzz_triton/direct_launch.py, launch_plan.py):
+Paths (kernels/triton/kvfuzz_triton/direct_launch.py, launch_plan.py, fast_launch.py):
+  fast    the cached path with KVFUZZ_TRITON_FAST_LAUNCH=1: the plan key computed and the kernel launched
+          by fastlaunch.c instead of Triton's launcher (opt-in until verified on a GPU);
   cached  mode "1" (KVFUZZ_TRITON_DIRECT_LAUNCH=1, the default): a kv_append or kv_append_quant call like
-          an earlier one is launched from that call's plan (no validation, no JIT);
+          an earlier one is launched from that call's plan (no validation, no JIT) through Triton's
+          launcher;
   jit     mode "0" (KVFUZZ_TRITON_DIRECT_LAUNCH=0): validation and Triton's JIT dispatch every call (the API
           before issue 20).
 
@@ -17,16 +20,17 @@ kv_append_quant's nvfp4 (NHD); H 8, D 128, block_size 16, 64 blocks, T = --token
 slices of a fused [T, 3, H, D] bf16 projection, distinct random slots with padding (-1).
 
 For every case and T:
-  1. verify: the jit path runs once on inputs A into caches poisoned with 0xA5 bytes; the cached path
-     runs once on other tensors of the same kind (it validates, launches through the JIT and keeps
-     its plan), then on inputs equal to A in new buffers poisoned the same way: that call is a plan
-     hit (counted: no validation ran). Every byte of every output (caches, scale caches) must equal the
+  1. verify, for the fast and the cached path: the jit path runs once on inputs A into caches poisoned
+     with 0xA5 bytes; the path runs once on other tensors of the same kind (it validates, launches
+     through the JIT and keeps its plan), then on inputs equal to A in new buffers poisoned the same
+     way: that call is a plan hit (counted: no validation ran; on the fast path, its plan must have a
+     fastlaunch.c launch). Every byte of every output (caches, scale caches) must equal the
      jit path's, and the slots' rows must have been written (not all poison). A case that fails is
      reported and not timed;
   2. time each path: 50 warm-up calls, then --repeats times --calls calls issued without
      synchronising (time.perf_counter around the calls, the GPU synchronised between repeats, garbage
      collection off during a repeat); host µs per call = the median repeat / calls.
-Then a breakdown of the cached path at the first T, bf16 NHD: its parts timed alone the same way.
+Then a breakdown of the fast and cached paths at the first T, bf16 NHD: their parts timed alone the same way.
 
 Writes DIR/api_overhead.json and DIR/api_overhead.md. Exit status: 0 every case verified, 1 a
 verification failed, 2 bad arguments, 3 no CUDA device.
@@ -45,7 +49,8 @@ import time
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 H, D, BLOCK_SIZE, NUM_BLOCKS = 8, 128, 16, 64
 CASES = ("bf16-nhd", "bf16-hnd", "fp8-per-tensor", "fp8-per-token-head", "nvfp4")
-PATHS = {"cached": "1", "jit": "0"}  # path name: direct launch mode (set_direct_launch_mode)
+# path name: (direct launch mode (set_direct_launch_mode), fast launcher on (set_fast_launch))
+PATHS = {"fast": ("1", True), "cached": ("1", False), "jit": ("0", False)}
 POISON = 0xA5
 TARGET_US = 15.0
 
@@ -99,20 +104,26 @@ def make_call(torch, kt, case, tokens, seed):
 
 def set_path(path):
     from kvfuzz_triton.direct_launch import set_direct_launch_mode
-    set_direct_launch_mode(PATHS[path])
+    from kvfuzz_triton.fast_launch import set_fast_launch
+    mode, fast = PATHS[path]
+    set_direct_launch_mode(mode)
+    set_fast_launch(fast)
 
 
-def verify(torch, kt, case, tokens):
-    """{"case", "tokens", "ok", "plan_hit", "problems"}: the cached path's plan hit against the jit path."""
+def verify(torch, kt, case, tokens, path):
+    """{"case", "tokens", "path", "ok", "plan_hit", "fast", "problems"}: the plan hit of `path` (fast or
+    cached) against the jit path; fast: whether the plan launched through fastlaunch.c."""
     api = kt.api
     set_path("jit")
     jit = make_call(torch, kt, case, tokens, seed=1)
     jit()
-    set_path("cached")
+    set_path(path)
+    module = kt.quant_api if case == "nvfp4" else api  # kv_append_quant's validation and plans, or kv_append's
+    module.PLANS.clear()
     make_call(torch, kt, case, tokens, seed=2)()  # validates, launches, keeps the plan
+    fast = all(plan.fast is not None for plan in module.PLANS.values()) and PATHS[path][1]
     cached = make_call(torch, kt, case, tokens, seed=1)
     validations = []
-    module = kt.quant_api if case == "nvfp4" else api  # kv_append_quant's validation, or kv_append's
     real = module._checked_params
     module._checked_params = lambda *a, **k: validations.append(1) or real(*a, **k)
     try:
@@ -130,8 +141,11 @@ def verify(torch, kt, case, tokens):
             problems.append("output 0 is all poison: nothing was written")
     plan_hit = not validations
     if plan_hit is False:
-        problems.append("the cached path's second call was validated again: not a plan hit")
-    return {"case": case, "tokens": tokens, "ok": not problems, "plan_hit": plan_hit, "problems": problems}
+        problems.append(f"the {path} path's second call was validated again: not a plan hit")
+    if path == "fast" and not fast:
+        problems.append(f"the plan does not launch through fastlaunch.c: {kt.fast_launch.status()}")
+    return {"case": case, "tokens": tokens, "path": path, "ok": not problems, "plan_hit": plan_hit, "fast": fast,
+            "problems": problems}
 
 
 def time_host(torch, fn, calls, repeats, warmup=50):
@@ -153,10 +167,10 @@ def time_host(torch, fn, calls, repeats, warmup=50):
 
 
 def breakdown(torch, kt, tokens, calls, repeats):
-    """[{"part", "host_us"}]: the cached path's parts at bf16 NHD, each timed alone."""
-    from kvfuzz_triton import direct_launch
+    """[{"part", "host_us"}]: the fast and cached paths' parts at bf16 NHD, each timed alone."""
+    from kvfuzz_triton import direct_launch, fast_launch, launch_plan
     api = kt.api
-    set_path("cached")
+    set_path("fast")
     call = make_call(torch, kt, "bf16-nhd", tokens, seed=3)
     api.PLANS.clear()
     call()
@@ -175,8 +189,10 @@ def breakdown(torch, kt, tokens, calls, repeats):
         with torch.cuda.device(dev):
             pass
 
+    others = (key, value, kc, vc, slots)[0]  # one CUDA tensor, for what reading each attribute costs
     parts = [
-        ("kv_append, cached (plan hit)", "1", call),
+        ("kv_append, fast (plan hit, fastlaunch.c)", "1", call),
+        ("kv_append, cached (plan hit, Triton's launcher)", "triton", call),
         ("kv_append, jit", "0", call),
         ("launch(p): prebuilt KvAppendParams, direct launch", "1", lambda: kt.launch(p)),
         ("launch(p): prebuilt KvAppendParams, jit", "0", lambda: kt.launch(p)),
@@ -184,7 +200,18 @@ def breakdown(torch, kt, tokens, calls, repeats):
             key, value, kc, vc, slots, "nhd", None, None, None, None, None, None, None, None, None, None, 0, 1, 1)),
         ("plan key + pointers + lookup (keyed_pointers, PLANS.get)", "1",
          lambda: api.PLANS.get(api._plan_key(tensors, "nhd", None, None, None, None, 0, 1, 1)[0])),
-        ("LaunchPlan.launch (arguments, device, stream, launch)", "1", lambda: plan.launch(pointers)),
+        ("keyed_pointers in C (fastlaunch.c)", "1", lambda: launch_plan.keyed_pointers(tensors, ())),
+        ("keyed_pointers in Python", "1", lambda: launch_plan.python_keyed_pointers(tensors, ())),
+        ("LaunchPlan.launch, fast launcher (device, stream, launch)", "1", lambda: plan.launch(pointers)),
+        ("LaunchPlan.launch, Triton's launcher (arguments, device, stream, launch)", "triton",
+         lambda: plan.launch(pointers)),
+        ("fastlaunch.c Plan.launch alone (cuLaunchKernelEx)", "1", lambda: plan.fast.launch(pointers, stream)),
+        ("tensor.data_ptr()", "1", lambda: others.data_ptr()),
+        ("tensor.shape", "1", lambda: others.shape),
+        ("tensor.stride()", "1", lambda: others.stride()),
+        ("tensor.dtype", "1", lambda: others.dtype),
+        ("tensor.get_device()", "1", lambda: others.get_device()),
+        ("tensor.device", "1", lambda: others.device),
         ("launch_compiled, prebuilt arguments (pointers as integers, as a plan passes them)", "1",
          lambda: direct_launch.launch_compiled(plan.compiled, plan.grid, stream, bound)),
         ("launch_compiled, prebuilt arguments, pointers as tensors (Triton's pointer check)", "1",
@@ -193,7 +220,8 @@ def breakdown(torch, kt, tokens, calls, repeats):
     ]
     out = []
     for name, mode, fn in parts:
-        direct_launch.set_direct_launch_mode(mode)
+        fast_launch.set_fast_launch(mode != "triton")
+        direct_launch.set_direct_launch_mode("1" if mode == "triton" else mode)
         us, every = time_host(torch, fn, calls, repeats)
         out.append({"part": name, "tokens": tokens, "host_us": us, "repeats_us": every})
     return out
@@ -204,22 +232,25 @@ def render_markdown(result):
     lines = [f"# Python API host time per call ({m['date']})", "",
              f"{m['device']}; torch {m['torch']}, triton {m['triton']}, Python {m['python']}; commit {m['commit'] or '?'}; "
              f"{m['calls']} calls x {m['repeats']} repeats, median. Command: `{m['command']}`", "",
-             "## Verification (cached path's plan hit against the jit path, every output byte)", "",
-             "| case | T | plan hit | result |", "|---|---:|---|---|"]
+             f"The fast path launches through: {result['meta'].get('fast_launch', '?')}.", "",
+             "## Verification (the fast and cached paths' plan hits against the jit path, every output byte)", "",
+             "| case | T | path | plan hit | fastlaunch.c | result |", "|---|---:|---|---|---|---|"]
     for v in result["verify"]:
         hit = {True: "yes", False: "**no**"}[v["plan_hit"]]
-        lines.append(f"| {v['case']} | {v['tokens']} | {hit} | "
-                     f"{'identical' if v['ok'] else '; '.join(v['problems'])} |")
+        lines.append(f"| {v['case']} | {v['tokens']} | {v['path']} | {hit} | "
+                     f"{'yes' if v.get('fast') else 'no'} | {'identical' if v['ok'] else '; '.join(v['problems'])} |")
     lines += ["", "## Host µs per call", "",
-              f"| case | T | cached | jit | jit / cached | cached ≤ {TARGET_US:g} µs |", "|---|---:|---:|---:|---:|---|"]
+              f"| case | T | fast | cached | jit | jit / fast | fast ≤ {TARGET_US:g} µs |",
+              "|---|---:|---:|---:|---:|---:|---|"]
     rows = {}
     for h in result["host"]:
         rows.setdefault((h["case"], h["tokens"]), {})[h["path"]] = h["host_us"]
     for (case, tokens), paths in rows.items():
-        c, j = paths.get("cached"), paths.get("jit")
-        lines.append(f"| {case} | {tokens} | {c:.1f} | {j:.1f} | {j / c:.1f}x | {'yes' if c <= TARGET_US else '**no**'} |")
+        f, c, j = paths.get("fast"), paths.get("cached"), paths.get("jit")
+        lines.append(f"| {case} | {tokens} | {f:.1f} | {c:.1f} | {j:.1f} | {j / f:.1f}x | "
+                     f"{'yes' if f <= TARGET_US else '**no**'} |")
     if result["breakdown"]:
-        lines += ["", f"## The cached path's parts (bf16 NHD, T = {result['breakdown'][0]['tokens']})", "",
+        lines += ["", f"## The fast and cached paths' parts (bf16 NHD, T = {result['breakdown'][0]['tokens']})", "",
                   "| part | host µs |", "|---|---:|"]
         lines += [f"| {b['part']} | {b['host_us']:.2f} |" for b in result["breakdown"]]
     return "\n".join(lines) + "\n"
@@ -278,12 +309,16 @@ def main(argv=None):
                        "host": platform.node(), "cpus": os.cpu_count()},
               "verify": [], "host": [], "breakdown": []}
     failed = False
+    kt.fast_launch.set_fast_launch(True)
+    result["meta"]["fast_launch"] = kt.fast_launch.status()
     for case in cases:
         for t in tokens:
-            v = verify(torch, kt, case, t)
-            result["verify"].append(v)
-            print(f"verify {case} T={t}: {'ok' if v['ok'] else 'FAILED: ' + '; '.join(v['problems'])}", flush=True)
-            if not v["ok"]:
+            vs = [verify(torch, kt, case, t, path) for path in ("fast", "cached")]
+            result["verify"] += vs
+            for v in vs:
+                print(f"verify {case} T={t} {v['path']}: {'ok' if v['ok'] else 'FAILED: ' + '; '.join(v['problems'])}",
+                      flush=True)
+            if not all(v["ok"] for v in vs):
                 failed = True
                 continue
             for path in PATHS:

@@ -89,6 +89,7 @@ def jit_kernel(monkeypatch, name):
 
     def compile_(key, signature, device, constexprs, options, attrs, warmup):
         k = fake_compiled()
+        k.signature = signature  # the parameter types Triton's JIT compiled for (test_fast_launch.py)
         kernel.device_caches[device][0][key] = k
         made.append(k)
         return k

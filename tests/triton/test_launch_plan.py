@@ -266,14 +266,29 @@ def count_validations(monkeypatch):
     return calls
 
 
+def launched_by(launcher, plans, monkeypatch):
+    """Plans launch through `launcher` ("fast": fastlaunch.c, "triton": Triton's own launcher) from now
+    on in this test; after a first call, checks that its plans do."""
+    from kvfuzz_triton import fast_launch
+    monkeypatch.setattr(fast_launch, "_enabled", launcher == "fast")
+
+    def check():
+        fast = [p.fast is not None for p in plans.values()]
+        assert fast == [launcher == "fast"] * len(fast), fast_launch.status()
+    return check
+
+
 @gpu_only
+@pytest.mark.parametrize("launcher", ["fast", "triton"])
 @pytest.mark.parametrize("tokens", [1, 16])
 @pytest.mark.parametrize("kind", KINDS)
-def test_plan_writes_what_the_full_path_writes(kind, tokens, monkeypatch):
+def test_plan_writes_what_the_full_path_writes(kind, tokens, launcher, monkeypatch):
     from kvfuzz_triton import api
     api.PLANS.clear()
+    check_launcher = launched_by(launcher, api.PLANS, monkeypatch)
     make(kind, seed=1, tokens=tokens).run("1")  # validates, launches, keeps a plan
     assert len(api.PLANS) == 1
+    check_launcher()
     validations = count_validations(monkeypatch)
     planned, full = make(kind, seed=2, tokens=tokens), make(kind, seed=2, tokens=tokens)
     planned.run("1")
@@ -453,13 +468,16 @@ def count_quant_validations(monkeypatch):
 
 
 @gpu_only
+@pytest.mark.parametrize("launcher", ["fast", "triton"])
 @pytest.mark.parametrize("tokens", [1, 16])
 @pytest.mark.parametrize("fmt", QUANT_KINDS)
-def test_quant_plan_writes_what_the_full_path_writes(fmt, tokens, monkeypatch):
+def test_quant_plan_writes_what_the_full_path_writes(fmt, tokens, launcher, monkeypatch):
     from kvfuzz_triton import quant_api
     quant_api.PLANS.clear()
+    check_launcher = launched_by(launcher, quant_api.PLANS, monkeypatch)
     make_quant(fmt, seed=1, tokens=tokens).run("1")  # validates, launches, keeps a plan
     assert len(quant_api.PLANS) == 1
+    check_launcher()
     validations = count_quant_validations(monkeypatch)
     planned, full = make_quant(fmt, seed=2, tokens=tokens), make_quant(fmt, seed=2, tokens=tokens)
     planned.run("1")

@@ -92,6 +92,8 @@ from key_cache to value_cache and key_scales to value_scales) is launched from t
 without validation.
 KVFUZZ_TRITON_DIRECT_LAUNCH=0 (read at import; set_direct_launch_mode("0") at run time) validates and
 goes through the JIT every call; "check" re-derives every hit the slow way and raises on a difference.
+KVFUZZ_TRITON_FAST_LAUNCH=1 (set_fast_launch(True)) launches plans through fastlaunch.c, a launcher of
+our own, instead of Triton's (fast_launch.py; opt-in until verified on a GPU; fast_launch_status()).
 
 Raw entry point (no torch needed; used by the interpreter worker with HostPtr shims):
 
@@ -113,6 +115,8 @@ from .api import (DTYPES, LAYOUTS, SCALE_KINDS, FieldStrides, KvAppendParams, ca
                   pick_variant, tile_sizes)
 from .cp_slot_mapping import CpSlotMappingParams, cp_slot_mapping, cp_slot_mapping_kernel, launch_cp_slot_mapping
 from .direct_launch import direct_launch_mode, set_direct_launch_mode
+from .fast_launch import set_fast_launch
+from .fast_launch import status as fast_launch_status
 from .format_api import FORMATS, FormatField, FormatRules, launch_format
 from .hostptr import HostPtr
 from .kv_append import kv_append_kernel, kv_append_row_kernel
@@ -121,6 +125,6 @@ from .quant_api import kv_append_quant
 
 __all__ = ["DTYPES", "FORMATS", "LAYOUTS", "SCALE_KINDS", "CpSlotMappingParams", "FieldStrides", "FormatField",
            "FormatRules", "HostPtr", "KvAppendParams", "cache_fields", "check_params", "check_ranks", "cp_slot_mapping",
-           "cp_slot_mapping_kernel", "direct_launch_mode", "geometry_field", "interpreting", "kv_append", "kv_append_format_kernel",
+           "cp_slot_mapping_kernel", "direct_launch_mode", "fast_launch_status", "geometry_field", "interpreting", "kv_append", "kv_append_format_kernel",
            "kv_append_kernel", "kv_append_mla", "kv_append_row_kernel", "kv_append_quant", "launch", "launch_cp_slot_mapping", "launch_format",
-           "legacy_fields", "pick_variant", "set_direct_launch_mode", "tile_sizes"]
+           "legacy_fields", "pick_variant", "set_direct_launch_mode", "set_fast_launch", "tile_sizes"]

@@ -164,16 +164,20 @@ def _hook_idle(hook):
     return hook is None or (isinstance(hook, knobs.HookChain) and not hook.calls)
 
 
+def hooks_idle():
+    """Whether no Triton launch hook is set (knobs.runtime.launch_enter_hook / launch_exit_hook)."""
+    return _hook_idle(knobs.runtime.launch_enter_hook) and _hook_idle(knobs.runtime.launch_exit_hook)
+
+
 def launch_compiled(compiled, grid, stream, bound):
     """Runs CompiledKernel `compiled` on `grid` (1 to 3 ints) and `stream` with `bound`, every
     argument in parameter order, as Triton 3.6's JITFunction.run does. When no launch hook is set
     (knobs.runtime.launch_enter_hook / launch_exit_hook empty) the launcher gets None for the hooks and
     their metadata, which the JIT would build only to call empty hook chains."""
-    enter = knobs.runtime.launch_enter_hook
-    leave = knobs.runtime.launch_exit_hook
-    if _hook_idle(enter) and _hook_idle(leave):
+    if hooks_idle():
         meta = enter = leave = None
     else:
+        enter, leave = knobs.runtime.launch_enter_hook, knobs.runtime.launch_exit_hook
         meta = compiled.launch_metadata(grid, stream, *bound)
     n = len(grid)
     compiled.run(grid[0], grid[1] if n > 1 else 1, grid[2] if n > 2 else 1, stream, compiled.function,

@@ -32,7 +32,8 @@ tensor type and CUDA device, so the check would give the same answer.
 """
 from triton import knobs
 
-from .direct_launch import current_device, current_stream, launch_compiled, on_device
+from . import fast_launch
+from .direct_launch import current_device, current_stream, hooks_idle, launch_compiled, on_device
 
 
 def call_key(tensors, others):
@@ -42,7 +43,16 @@ def call_key(tensors, others):
 
 
 def keyed_pointers(tensors, others):
-    """(call_key(tensors, others), [each tensor's data_ptr(), None for an absent one]), or (None, None)."""
+    """(call_key(tensors, others), [each tensor's data_ptr(), None for an absent one]), or (None, None).
+    Computed by fastlaunch.c where it is built (fast_launch.py), else by python_keyed_pointers: the same."""
+    mod = fast_launch.module() if fast_launch.enabled() else None
+    if mod is None:
+        return python_keyed_pointers(tensors, others)
+    return mod.keyed_pointers(tensors, others, knobs.runtime.debug, knobs.compilation.instrumentation_mode)
+
+
+def python_keyed_pointers(tensors, others):
+    """keyed_pointers in Python."""
     try:
         pointers = [None if t is None else t.data_ptr() for t in tensors]
         described = [None if t is None else (type(t), t.shape, t.stride(), t.dtype, t.get_device(), ptr & 15)
@@ -90,14 +100,15 @@ class Slot:
 class LaunchPlan:
     """A validated call's launch: its compiled kernel, grid and device, and its arguments in parameter
     order with each pointer's slot filled from the call's tensors at launch."""
-    __slots__ = ("compiled", "grid", "device", "template", "slots")
+    __slots__ = ("compiled", "grid", "device", "template", "slots", "fast")
 
-    def __init__(self, compiled, grid, device, template, slots):
+    def __init__(self, compiled, grid, device, template, slots, fast=None):
         self.compiled = compiled
         self.grid = grid
         self.device = device  # CUDA device index
         self.template = template  # [arguments in parameter order], None where a pointer goes
         self.slots = slots  # ((argument position, index into the call's tensors), ...)
+        self.fast = fast  # its fastlaunch.c Plan (fast_launch.py), None: Triton's launcher launches it
 
     @classmethod
     def of(cls, compiled, grid, bound, device):
@@ -112,7 +123,8 @@ class LaunchPlan:
                 slots.append((pos, arg.index))
             elif not (arg is None or type(arg) in (int, bool, float)):
                 return None
-        return cls(compiled, tuple(grid), device, template, tuple(slots))
+        fast = fast_launch.plan_for(compiled, grid, device, bound, lambda a: type(a) is Slot)
+        return cls(compiled, tuple(grid), device, template, tuple(slots), fast)
 
     def arguments(self, pointers):
         """The launch's arguments for this call's pointers (keyed_pointers(): the call's tensors'
@@ -123,13 +135,21 @@ class LaunchPlan:
         return bound
 
     def launch(self, pointers):
-        bound = self.arguments(pointers)
         device = self.device
         if current_device() == device:
-            launch_compiled(self.compiled, self.grid, current_stream(device), bound)
+            self._launch(pointers, device)
         else:
             with on_device(device):
-                launch_compiled(self.compiled, self.grid, current_stream(device), bound)
+                self._launch(pointers, device)
+
+    def _launch(self, pointers, device):
+        """On the current device: through fastlaunch.c when the plan has a fast launch and no Triton
+        launch hook (a profiler) wants to see it, else through Triton's launcher."""
+        fast = self.fast
+        if fast is not None and fast_launch.enabled() and hooks_idle():
+            fast.launch(pointers, current_stream(device))
+        else:
+            launch_compiled(self.compiled, self.grid, current_stream(device), self.arguments(pointers))
 
     def same_as(self, other):
         """Whether `other` launches the same kernel with the same arguments (a check of the key)."""

@@ -1,0 +1,340 @@
+"""kvfuzz_triton's own launcher (fast_launch.py, fastlaunch.c).
+
+On the CPU: fastlaunch.c builds; its plan key is launch_plan.python_keyed_pointers' for every kind of
+argument; pack() lays out scalars as Triton's launcher declares them (checked against numpy's
+encodings); a plan of the real kv_append kernels, with the parameter types Triton's JIT gives them,
+passes the kernel the cells of the arguments Triton's own launch would parse (duck tensors, fake
+driver: launch_fakes.py); LaunchPlan.launch goes through the fast plan unless a launch hook is set;
+bad Plan arguments and a missing driver raise. On the GPU, test_launch_plan.py's plan tests run
+through this launcher and through Triton's, bit for bit against the full path.
+
+    build/venv-triton/bin/python -m pytest -q tests/triton/test_fast_launch.py
+"""
+import ctypes
+import os
+import struct
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+import kvfuzz_triton
+from kvfuzz_triton import direct_launch, fast_launch, launch_plan
+from kvfuzz_triton.direct_launch import DirectLauncher
+from launch_fakes import Tensor, jit, jit_launch, jit_row, launch_args, params  # noqa: F401
+from test_launch_plan import pointer_args
+
+GPU = os.environ.get("KVFUZZ_TRITON_GPU") == "1"
+
+
+@pytest.fixture(autouse=True)
+def fast_launcher_on(monkeypatch):
+    """The fast launcher is off by default (until verified on a GPU); these tests turn it on."""
+    monkeypatch.setattr(fast_launch, "_enabled", True)
+
+
+@pytest.fixture
+def mod():
+    m = fast_launch.module()
+    assert m is not None, fast_launch.status()
+    return m
+
+
+def test_it_is_off_unless_the_environment_turns_it_on(monkeypatch):
+    for value, on in ((None, False), ("0", False), ("1", True)):
+        if value is None:
+            monkeypatch.delenv(fast_launch.FAST_LAUNCH_ENV, raising=False)
+        else:
+            monkeypatch.setenv(fast_launch.FAST_LAUNCH_ENV, value)
+        assert fast_launch.enabled_from_environment() is on
+    monkeypatch.setenv(fast_launch.FAST_LAUNCH_ENV, "yes")
+    with pytest.raises(ValueError, match="KVFUZZ_TRITON_FAST_LAUNCH='yes'"):
+        fast_launch.enabled_from_environment()
+    fast_launch.set_fast_launch(False)
+    assert "is off" in fast_launch.status()
+
+
+def test_the_module_builds(mod):
+    assert fast_launch.status() == "fast launcher"
+    assert hasattr(mod, "Plan") and hasattr(mod, "keyed_pointers")
+
+
+# ---------------------------------------------------------------------------------------------
+# The plan key in C
+
+class Raising(Tensor):
+    def __init__(self, error, **kw):
+        super().__init__(0x1000, **kw)
+        self.error = error
+
+    def stride(self):
+        raise self.error
+
+
+KEY_CASES = {
+    "tensors and absent ones": (Tensor(0x1000), None, Tensor(0x2008, "int64", (5,), (1,), 1)),
+    "alignment differs": (Tensor(0x1002),),
+    "shape, strides, dtype, device": (Tensor(0x1000, "float32", (2, 3), (1, 2), 3),),
+    "empty": (),
+    "all absent": (None, None),
+    "a list": [Tensor(0x1000), None],
+    "an int": (Tensor(0x1000), 5),
+    "a string": ("key",),
+    "data_ptr not an int": (Tensor("0x1000"),),
+    "stride() raises": (Raising(ValueError("no")),),
+    "not a sequence": 7,
+}
+
+
+@pytest.mark.parametrize("case", KEY_CASES)
+def test_c_key_is_the_python_key(mod, case):
+    tensors = KEY_CASES[case]
+    others = ("nhd", None, int, 1)
+    got = mod.keyed_pointers(tensors, others, False, "")
+    want = launch_plan.python_keyed_pointers(tensors, others)
+    assert got == want
+    assert launch_plan.keyed_pointers(tensors, others) == want
+    if want[0] is not None:
+        assert hash(got[0]) == hash(want[0])
+
+
+def test_c_key_holds_tritons_flags(mod, monkeypatch):
+    from triton import knobs
+    t = (Tensor(0x1000),)
+    plain = launch_plan.keyed_pointers(t, ())[0]
+    monkeypatch.setattr(knobs.runtime, "debug", True)
+    assert launch_plan.keyed_pointers(t, ())[0] != plain
+    assert launch_plan.keyed_pointers(t, ())[0] == launch_plan.python_keyed_pointers(t, ())[0]
+
+
+def test_c_key_lets_an_interrupt_through(mod):
+    with pytest.raises(KeyboardInterrupt):
+        mod.keyed_pointers((Raising(KeyboardInterrupt()),), (), False, "")
+
+
+# ---------------------------------------------------------------------------------------------
+# Packing
+
+NUMPY = {"i1": np.int8, "i8": np.int8, "i16": np.int16, "i32": np.int32, "i64": np.int64, "u1": np.uint8,
+         "u8": np.uint8, "u16": np.uint16, "u32": np.uint32, "u64": np.uint64, "fp16": np.float16,
+         "fp32": np.float32, "fp64": np.float64}
+
+
+def numpy_cell(ty, value):
+    return np.array([value], dtype=NUMPY[ty]).tobytes().ljust(8, b"\0")
+
+
+@pytest.mark.parametrize("ty,value", [("i32", -5), ("i32", 2**31 - 1), ("i64", -(2**40)), ("u64", 2**64 - 1),
+                                      ("u32", 7), ("i1", True), ("i16", -3), ("u8", 200), ("fp32", 0.1),
+                                      ("fp32", 3), ("fp16", 1.5), ("fp64", 1 / 3)])
+def test_scalars_are_packed_as_numpy_encodes_them(ty, value):
+    template, slots = fast_launch.pack([ty], [value], lambda a: False)
+    assert slots == ()
+    assert template == numpy_cell(ty, value) + bytes(16)  # then the two scratch pointers, null
+
+
+def test_bf16_is_the_fp32_upper_half_as_tritons_launcher_packs_it():
+    for value in (1.5, -2.0, 1 / 3):
+        bits = int(np.array([value], np.float32).view(np.uint32)[0]) >> 16
+        assert fast_launch.pack(["bf16"], [value], lambda a: False)[0][:8] == bits.to_bytes(2, "little") + bytes(6)
+
+
+def test_pointers_become_slots_and_constexprs_no_cell():
+    slot = launch_plan.Slot(4)
+    template, slots = fast_launch.pack(["*bf16", "constexpr", "i32", "*i64"], [slot, 128, 9, launch_plan.Slot(0)],
+                                       lambda a: type(a) is launch_plan.Slot)
+    assert slots == ((0, 4), (2, 0))
+    assert template == bytes(8) + numpy_cell("i32", 9) + bytes(8) + bytes(16)
+
+
+@pytest.mark.parametrize("types,bound", [
+    (["i32"], [2**31]),            # out of range
+    (["i32"], [1.5]),              # a float for an int
+    (["fp32"], ["x"]),             # not a scalar
+    (["*bf16"], [0x1000]),         # a pointer that is not a slot
+    ([("i32", "i32")], [(1, 2)]),  # a tuple parameter
+    (["nvTmaDesc"], [object()]),   # a tensor descriptor
+    (["i32", "i32"], [1]),         # lengths differ
+])
+def test_what_pack_does_not_describe_is_left_to_triton(types, bound):
+    assert fast_launch.pack(types, bound, lambda a: False) is None
+
+
+# ---------------------------------------------------------------------------------------------
+# Plans of the real kernels (Triton's JIT with a fake driver)
+
+def fake_meta(**kw):
+    meta = dict(num_warps=4, num_ctas=1, shared=0, global_scratch_size=0, profile_scratch_size=0,
+                launch_cooperative_grid=False, launch_pdl=False, tensordesc_meta=None)
+    meta.update(kw)
+    return SimpleNamespace(**meta)
+
+
+def compiled_like_triton(compiled, **meta):
+    """The fake CompiledKernel given what a real one has after its first launch: the parameter types
+    the JIT compiled it for (src.signature), metadata and an integer CUfunction handle."""
+    compiled.src = SimpleNamespace(signature=compiled.signature)
+    compiled.metadata = fake_meta(**meta)
+    compiled.function = 0xF00D
+    return compiled
+
+
+def expected_cells(signature, launched):
+    """The cells Triton 3.6's launcher would pass for JITFunction.run's arguments `launched` (every
+    argument in parameter order): each non-constexpr one as its type (a tensor: its data_ptr()), encoded
+    by numpy, then the two null scratch pointers."""
+    out = b""
+    for ty, arg in zip(signature.values(), launched):
+        if ty == "constexpr":
+            continue
+        if ty.startswith("*"):
+            out += np.array([arg.data_ptr()], np.uint64).tobytes()
+        else:
+            out += numpy_cell(ty, arg)
+    return out + bytes(16)
+
+
+def kernel_plan(kernel, variant, scale_kind="none", cache_dtype="bf16"):
+    """(LaunchPlan of a first call, its compiled kernel, a later call's params) of the real `kernel`."""
+    launcher = DirectLauncher(kernel)
+    first = params(scale_kind=scale_kind, cache_dtype=cache_dtype)
+    grid, args, constexprs, options = launch_args(first, variant)
+    compiled = compiled_like_triton(launcher.launch(grid, args, constexprs, options))
+    plan = kvfuzz_triton.api.kv_append_plan(first, compiled, 0, variant=variant, fp8_software=False,
+                                            launcher=launcher)
+    return plan, compiled, params(ptr=0x490000, scale_kind=scale_kind, cache_dtype=cache_dtype)
+
+
+def cells_match(kernel, variant, scale_kind="none", cache_dtype="bf16"):
+    """Whether the fast plan of a call passes the cells Triton's launch of a later call would."""
+    plan, compiled, later = kernel_plan(kernel, variant, scale_kind, cache_dtype)
+    launched = jit_launch(kernel, later, variant)[9:]
+    return plan.fast is not None and plan.fast.cells(pointer_args(later)) == expected_cells(compiled.signature,
+                                                                                             launched)
+
+
+@pytest.mark.skipif(GPU, reason="CPU test with a fake driver")
+@pytest.mark.parametrize("scale_kind,cache_dtype", [("none", "bf16"), ("per_tensor", "fp8_e4m3"),
+                                                    ("per_token_head", "fp8_e4m3")])
+@pytest.mark.parametrize("variant", ["row", "token"])
+def test_a_kernels_plan_passes_the_cells_of_tritons_launch(request, variant, scale_kind, cache_dtype, mod):
+    kernel, made = request.getfixturevalue("jit_row" if variant == "row" else "jit")
+    assert cells_match(kernel, variant, scale_kind, cache_dtype)
+    plan, compiled, later = kernel_plan(kernel, variant, scale_kind, cache_dtype)
+
+    # LaunchPlan.launch: through the fast plan, unless a launch hook wants to see the launch
+    seen = []
+    plan.fast = SimpleNamespace(launch=lambda pointers, stream: seen.append((pointers, stream)))
+    runs = len(compiled.runs)
+    plan.launch(pointer_args(later))
+    assert seen == [(pointer_args(later), 0x5EED)] and len(compiled.runs) == runs
+    from triton import knobs
+    previous = knobs.runtime.launch_enter_hook
+    knobs.runtime.launch_enter_hook = lambda meta: None
+    try:
+        plan.launch(pointer_args(later))
+    finally:
+        knobs.runtime.launch_enter_hook = previous
+    assert len(seen) == 1 and len(compiled.runs) == runs + 1
+    fast_launch.set_fast_launch(False)
+    plan.launch(pointer_args(later))
+    assert len(seen) == 1 and len(compiled.runs) == runs + 2
+
+
+@pytest.mark.skipif(GPU, reason="CPU test with a fake driver")
+@pytest.mark.parametrize("meta", [dict(num_ctas=2), dict(global_scratch_size=64), dict(profile_scratch_size=8),
+                                  dict(launch_cooperative_grid=True), dict(launch_pdl=True)])
+def test_kernels_it_does_not_describe_keep_tritons_launcher(jit_row, meta, mod):  # noqa: F811
+    kernel, _ = jit_row
+    launcher = DirectLauncher(kernel)
+    first = params()
+    grid, args, constexprs, options = launch_args(first, "row")
+    compiled = compiled_like_triton(launcher.launch(grid, args, constexprs, options), **meta)
+    plan = kvfuzz_triton.api.kv_append_plan(first, compiled, 0, variant="row", fp8_software=False, launcher=launcher)
+    assert plan is not None and plan.fast is None
+    compiled.metadata = fake_meta()
+    fast_launch.set_fast_launch(False)
+    off = kvfuzz_triton.api.kv_append_plan(first, compiled, 0, variant="row", fp8_software=False, launcher=launcher)
+    assert off.fast is None
+
+
+# ---------------------------------------------------------------------------------------------
+# Plan's own checks
+
+@pytest.mark.parametrize("kw,match", [
+    (dict(template=bytes(8 * 257)), "at most 256"),
+    (dict(template=bytes(12)), "8-byte cells"),
+    (dict(slots=((3, 0),)), "outside the 3 cells"),
+    (dict(slots=((0, -1),)), "outside"),
+    (dict(num_warps=0), "num_warps"),
+])
+def test_plan_refuses_bad_arguments(mod, kw, match):
+    args = dict(function=1, device=0, grid=(1, 1, 1), num_warps=4, shared=0, template=bytes(24), slots=((0, 0),))
+    args.update(kw)
+    with pytest.raises(ValueError, match=match):
+        mod.Plan(**args)
+
+
+def test_plan_cells_and_their_errors(mod):
+    plan = mod.Plan(function=1, device=0, grid=(2, 1, 1), num_warps=4, shared=0,
+                    template=struct.pack("<qqq", 7, 0, 9), slots=((1, 2),))
+    assert plan.cells([None, None, 0xDEADBEEF]) == struct.pack("<qQq", 7, 0xDEADBEEF, 9)
+    with pytest.raises(IndexError):
+        plan.cells([1])
+    with pytest.raises(TypeError):
+        plan.cells([None, None, None])
+    with pytest.raises(TypeError):
+        plan.cells("abc")
+
+
+def driver_present():
+    try:
+        ctypes.CDLL("libcuda.so.1")
+        return True
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(driver_present(), reason="a CUDA driver is present: launch() would launch")
+def test_launch_without_a_driver_names_it(mod):
+    plan = mod.Plan(function=1, device=0, grid=(1, 1, 1), num_warps=4, shared=0, template=bytes(16), slots=())
+    for _ in range(2):  # the second call says it again
+        with pytest.raises(RuntimeError, match="cannot open libcuda.so.1"):
+            plan.launch([], 0)
+
+
+# ---------------------------------------------------------------------------------------------
+# The checks above catch a broken fastlaunch.c: each mutant is built and must fail one of them.
+
+MUTANTS = {
+    "a slot's pointer lands one cell late": ("cells[self->slot_cell[i]] = ptr;", "cells[self->slot_cell[i] + 1] = ptr;"),
+    "the template is not copied": ("memcpy(cells, self->cells, (size_t)self->ncells * 8);",
+                                   "memset(cells, 0, (size_t)self->ncells * 8);"),
+    "the key drops the dtype": ("out = PyTuple_Pack(6, (PyObject *)Py_TYPE(t), shape, stride, dtype, device, low);",
+                                "out = PyTuple_Pack(6, (PyObject *)Py_TYPE(t), shape, stride, shape, device, low);"),
+    "the key ignores the alignment": ("if (!(low = PyNumber_And(ptr, fifteen))) goto done;",
+                                      "if (!(low = PyNumber_And(fifteen, fifteen))) goto done;"),
+}
+
+
+def mutant_module(find, replace):
+    from triton.backends.nvidia.driver import include_dirs
+    from triton.runtime.build import compile_module_from_src
+    source = fast_launch.SOURCE.read_text()
+    assert source.count(find) == 1, find
+    return compile_module_from_src(source.replace(find, replace), "kvfuzz_fastlaunch", include_dirs=include_dirs)
+
+
+def keys_match():
+    return all(launch_plan.keyed_pointers(t, ("nhd",)) == launch_plan.python_keyed_pointers(t, ("nhd",))
+               for t in KEY_CASES.values()) and \
+        launch_plan.keyed_pointers((Tensor(0x1000, "int8"),), ()) != launch_plan.keyed_pointers((Tensor(0x1000),), ())
+
+
+@pytest.mark.skipif(GPU, reason="CPU test with a fake driver")
+@pytest.mark.parametrize("name", MUTANTS)
+def test_mutants_of_fastlaunch_c_are_caught(name, jit_row, monkeypatch, mod):  # noqa: F811
+    kernel, _ = jit_row
+    assert keys_match() and cells_match(kernel, "row")  # the built module passes
+    monkeypatch.setattr(fast_launch, "_module", mutant_module(*MUTANTS[name]))
+    assert not (keys_match() and cells_match(kernel, "row")), f"mutant not caught: {name}"
