@@ -21,6 +21,7 @@ import pytest
 import kvfuzz_triton
 from kvfuzz_triton import direct_launch, fast_launch, launch_plan
 from kvfuzz_triton.direct_launch import DirectLauncher
+from kvfuzz_triton.launch_plan import Slot
 from launch_fakes import Tensor, jit, jit_launch, jit_row, launch_args, params  # noqa: F401
 from test_launch_plan import pointer_args
 
@@ -83,6 +84,7 @@ KEY_CASES = {
     "data_ptr not an int": (Tensor("0x1000"),),
     "stride() raises": (Raising(ValueError("no")),),
     "not a sequence": 7,
+    "a generator": (t for t in (Tensor(0x1000),)),
 }
 
 
@@ -145,6 +147,13 @@ def test_pointers_become_slots_and_constexprs_no_cell():
                                        lambda a: type(a) is launch_plan.Slot)
     assert slots == ((0, 4), (2, 0))
     assert template == bytes(8) + numpy_cell("i32", 9) + bytes(8) + bytes(16)
+
+
+def test_int8_is_packed_as_tritons_launcher_parses_it():
+    # PyArg "b": 0 to 255 into an int8_t; Triton refuses a negative value, so the fast path leaves it to Triton
+    assert fast_launch.pack(["i8"], [200], lambda a: False)[0][:8] == bytes([200]) + bytes(7)
+    assert fast_launch.pack(["i1"], [True], lambda a: False)[0][:8] == bytes([1]) + bytes(7)
+    assert fast_launch.pack(["i8"], [-1], lambda a: False) is None
 
 
 @pytest.mark.parametrize("types,bound", [
@@ -242,6 +251,16 @@ def test_a_kernels_plan_passes_the_cells_of_tritons_launch(request, variant, sca
 
 
 @pytest.mark.skipif(GPU, reason="CPU test with a fake driver")
+@pytest.mark.parametrize("grid", [(2**31, 1), (-1,), (4, 1, 1, 1), ()])
+def test_a_grid_tritons_launcher_refuses_keeps_it(jit_row, grid, mod):  # noqa: F811
+    kernel, _ = jit_row
+    plan, compiled, _ = kernel_plan(kernel, "row")
+    assert plan.fast is not None
+    assert fast_launch.plan_for(compiled, grid, 0, plan.arguments([Slot(i) for i in range(12)]),
+                                lambda a: type(a) is Slot) is None
+
+
+@pytest.mark.skipif(GPU, reason="CPU test with a fake driver")
 @pytest.mark.parametrize("meta", [dict(num_ctas=2), dict(global_scratch_size=64), dict(profile_scratch_size=8),
                                   dict(launch_cooperative_grid=True), dict(launch_pdl=True)])
 def test_kernels_it_does_not_describe_keep_tritons_launcher(jit_row, meta, mod):  # noqa: F811
@@ -273,6 +292,24 @@ def test_plan_refuses_bad_arguments(mod, kw, match):
     args.update(kw)
     with pytest.raises(ValueError, match=match):
         mod.Plan(**args)
+
+
+def test_plan_refuses_a_grid_tritons_launcher_would(mod):
+    with pytest.raises(ValueError, match="grid sizes"):
+        mod.Plan(function=1, device=0, grid=(2**31, 1, 1), num_warps=4, shared=0, template=bytes(16), slots=())
+    with pytest.raises(ValueError, match="grid sizes"):
+        mod.Plan(function=1, device=0, grid=(2**32 + 3, 1, 1), num_warps=4, shared=0, template=bytes(16), slots=())
+    with pytest.raises(ValueError, match="grid sizes"):
+        mod.Plan(function=1, device=0, grid=(-1, 1, 1), num_warps=4, shared=0, template=bytes(16), slots=())
+
+
+def test_a_failed_init_keeps_the_plan(mod):
+    plan = mod.Plan(function=1, device=0, grid=(1, 1, 1), num_warps=4, shared=0,
+                    template=struct.pack("<qq", 5, 0), slots=((1, 0),))
+    with pytest.raises(ValueError):
+        plan.__init__(function=1, device=0, grid=(1, 1, 1), num_warps=4, shared=0, template=bytes(8),
+                      slots=((0, 0), (0, 1)))
+    assert plan.cells([9]) == struct.pack("<qq", 5, 9)
 
 
 def test_plan_cells_and_their_errors(mod):

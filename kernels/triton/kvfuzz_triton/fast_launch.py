@@ -81,7 +81,10 @@ def status():
 
 # Per Triton 3.6 type of a scalar parameter: the struct format of its value (little-endian), as the
 # launcher Triton generates declares it (triton/backends/nvidia/driver.py: ty_to_cpp, FLOAT_STORAGE_TYPE).
-_INT_FORMATS = {"i1": "<b", "i8": "<b", "i16": "<h", "i32": "<i", "i64": "<q",
+# i1 and i8 as Triton parses them (PyArg "b": 0 to 255, stored in an int8_t): a negative value, which
+# Triton refuses, is left to Triton. Values outside a type's range are left to Triton too (it refuses
+# the signed ones and wraps the unsigned ones).
+_INT_FORMATS = {"i1": "<B", "i8": "<B", "i16": "<h", "i32": "<i", "i64": "<q",
                 "u1": "<B", "u8": "<B", "u16": "<H", "u32": "<I", "u64": "<Q"}
 _FLOAT_FORMATS = {"fp16": "<e", "fp32": "<f", "f32": "<f", "fp64": "<d"}
 
@@ -153,7 +156,8 @@ def plan_for(compiled, grid, device, bound, is_slot):
         return None
     packed = pack(list(signature.values()), bound, is_slot)
     mod = module()
-    if packed is None or mod is None or len(grid) > 3:
-        return None
+    if packed is None or mod is None or not 1 <= len(grid) <= 3 or \
+            not all(type(g) is int and 0 <= g <= 0x7FFFFFFF for g in grid):
+        return None  # Triton's launcher takes the grid as C ints (and refuses what does not fit)
     grid = tuple(grid) + (1,) * (3 - len(grid))
     return mod.Plan(function, device, grid, meta.num_warps, meta.shared, packed[0], packed[1])

@@ -56,10 +56,13 @@ done:
 static PyObject *keyed_pointers(PyObject *Py_UNUSED(self), PyObject *args) {
   PyObject *tensors, *others, *debug, *mode;
   if (!PyArg_ParseTuple(args, "OOOO", &tensors, &others, &debug, &mode)) return NULL;
-  PyObject *seq = PySequence_Fast(tensors, "tensors must be a sequence");
+  // A tuple or a list, as the Python version takes; a list is copied first, since the tensors' methods
+  // run arbitrary Python that could change it.
+  if (!PyTuple_Check(tensors) && !PyList_Check(tensors)) return PyTuple_Pack(2, Py_None, Py_None);
+  PyObject *seq = PySequence_Tuple(tensors);
   if (!seq) goto not_described;
-  Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-  PyObject **items = PySequence_Fast_ITEMS(seq);
+  Py_ssize_t n = PyTuple_GET_SIZE(seq);
+  PyObject **items = &PyTuple_GET_ITEM(seq, 0);
   PyObject *pointers = PyList_New(n), *described = PyTuple_New(n), *result = NULL;
   if (!pointers || !described) goto fail;
   // As the Python version: every data_ptr() first, then the descriptions.
@@ -173,16 +176,20 @@ typedef struct {
 static int plan_init(Plan *self, PyObject *args, PyObject *kwargs) {
   unsigned long long function;
   int device, num_warps;
-  unsigned grid[3], shared;
+  long long grid[3];
+  unsigned shared;
   Py_buffer template;
   PyObject *slots;
   static char *names[] = {"function", "device", "grid", "num_warps", "shared", "template", "slots", NULL};
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "Ki(III)iIy*O", names, &function, &device, &grid[0], &grid[1],
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "Ki(LLL)iIy*O", names, &function, &device, &grid[0], &grid[1],
                                    &grid[2], &num_warps, &shared, &template, &slots))
     return -1;
+  // Everything is checked into locals first: a Plan whose __init__ fails keeps what it held.
   int ok = 0;
   PyObject *seq = NULL;
-  if (template.len % 8 || template.len / 8 > kMaxCells) {
+  Py_ssize_t slot_cell[kMaxCells], slot_source[kMaxCells];
+  const Py_ssize_t ncells = template.len / 8;
+  if (template.len % 8 || ncells > kMaxCells) {
     PyErr_Format(PyExc_ValueError, "Plan: template must be at most %d 8-byte cells, got %zd bytes", kMaxCells,
                  template.len);
     goto done;
@@ -191,27 +198,36 @@ static int plan_init(Plan *self, PyObject *args, PyObject *kwargs) {
     PyErr_Format(PyExc_ValueError, "Plan: num_warps must be 1 to 32, got %d", num_warps);
     goto done;
   }
-  if (!(seq = PySequence_Fast(slots, "Plan: slots must be a sequence of (cell, source) pairs"))) goto done;
-  self->ncells = template.len / 8;
-  self->nslots = PySequence_Fast_GET_SIZE(seq);
-  if (self->nslots > self->ncells) {
+  for (int i = 0; i < 3; ++i) {
+    if (grid[i] < 0 || grid[i] > 0x7FFFFFFF) {  // Triton's launcher takes the grid as C ints
+      PyErr_Format(PyExc_ValueError, "Plan: grid sizes must be 0 to 2^31 - 1, got %lld", grid[i]);
+      goto done;
+    }
+  }
+  if (!(seq = PySequence_Tuple(slots))) goto done;
+  const Py_ssize_t nslots = PyTuple_GET_SIZE(seq);
+  if (nslots > ncells) {
     PyErr_SetString(PyExc_ValueError, "Plan: more slots than cells");
     goto done;
   }
-  for (Py_ssize_t i = 0; i < self->nslots; ++i) {
+  for (Py_ssize_t i = 0; i < nslots; ++i) {
     Py_ssize_t cell, source;
-    if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, i), "nn", &cell, &source)) goto done;
-    if (cell < 0 || cell >= self->ncells || source < 0) {
-      PyErr_Format(PyExc_ValueError, "Plan: slot (%zd, %zd) outside the %zd cells", cell, source, self->ncells);
+    if (!PyArg_ParseTuple(PyTuple_GET_ITEM(seq, i), "nn", &cell, &source)) goto done;
+    if (cell < 0 || cell >= ncells || source < 0) {
+      PyErr_Format(PyExc_ValueError, "Plan: slot (%zd, %zd) outside the %zd cells", cell, source, ncells);
       goto done;
     }
-    self->slot_cell[i] = cell;
-    self->slot_source[i] = source;
+    slot_cell[i] = cell;
+    slot_source[i] = source;
   }
   memcpy(self->cells, template.buf, template.len);
+  memcpy(self->slot_cell, slot_cell, (size_t)nslots * sizeof slot_cell[0]);
+  memcpy(self->slot_source, slot_source, (size_t)nslots * sizeof slot_source[0]);
+  self->ncells = ncells;
+  self->nslots = nslots;
   self->function = (CUfunction)(uintptr_t)function;
   self->device = device;
-  memcpy(self->grid, grid, sizeof grid);
+  for (int i = 0; i < 3; ++i) self->grid[i] = (unsigned)grid[i];
   self->block = 32u * (unsigned)num_warps;
   self->shared = shared;
   ok = 1;
@@ -271,11 +287,13 @@ static PyObject *plan_launch(Plan *self, PyObject *const *args, Py_ssize_t nargs
   config.sharedMemBytes = self->shared;
   config.hStream = (CUstream)(uintptr_t)stream;
   CUresult status;
-  const char *what = "cuLaunchKernelEx";
+  const char *what = "cuCtxGetCurrent";
   Py_BEGIN_ALLOW_THREADS;
-  // As Triton's launcher: a thread with no current context gets the device's primary one.
+  // As Triton's launcher: a thread with no current context gets a primary one (here the plan's
+  // device's; Triton's takes device 0's).
   CUcontext ctx = NULL;
   status = cu.ctx_get_current(&ctx);
+  if (status == CUDA_SUCCESS) what = "cuLaunchKernelEx";
   if (status == CUDA_SUCCESS && !ctx) {
     CUdevice dev;
     what = "making the device's primary context current";

@@ -53,6 +53,8 @@ def keyed_pointers(tensors, others):
 
 def python_keyed_pointers(tensors, others):
     """keyed_pointers in Python."""
+    if not isinstance(tensors, (tuple, list)):
+        return None, None
     try:
         pointers = [None if t is None else t.data_ptr() for t in tensors]
         described = [None if t is None else (type(t), t.shape, t.stride(), t.dtype, t.get_device(), ptr & 15)
