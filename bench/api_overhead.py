@@ -189,7 +189,6 @@ def breakdown(torch, kt, tokens, calls, repeats):
         with torch.cuda.device(dev):
             pass
 
-    others = (key, value, kc, vc, slots)[0]  # one CUDA tensor, for what reading each attribute costs
     parts = [
         ("kv_append, fast (plan hit, fastlaunch.c)", "1", call),
         ("kv_append, cached (plan hit, Triton's launcher)", "triton", call),
@@ -206,12 +205,13 @@ def breakdown(torch, kt, tokens, calls, repeats):
         ("LaunchPlan.launch, Triton's launcher (arguments, device, stream, launch)", "triton",
          lambda: plan.launch(pointers)),
         ("fastlaunch.c Plan.launch alone (cuLaunchKernelEx)", "1", lambda: plan.fast.launch(pointers, stream)),
-        ("tensor.data_ptr()", "1", lambda: others.data_ptr()),
-        ("tensor.shape", "1", lambda: others.shape),
-        ("tensor.stride()", "1", lambda: others.stride()),
-        ("tensor.dtype", "1", lambda: others.dtype),
-        ("tensor.get_device()", "1", lambda: others.get_device()),
-        ("tensor.device", "1", lambda: others.device),
+        # what reading each attribute of one CUDA tensor (key) costs
+        ("tensor.data_ptr()", "1", lambda: key.data_ptr()),
+        ("tensor.shape", "1", lambda: key.shape),
+        ("tensor.stride()", "1", lambda: key.stride()),
+        ("tensor.dtype", "1", lambda: key.dtype),
+        ("tensor.get_device()", "1", lambda: key.get_device()),
+        ("tensor.device", "1", lambda: key.device),
         ("launch_compiled, prebuilt arguments (pointers as integers, as a plan passes them)", "1",
          lambda: direct_launch.launch_compiled(plan.compiled, plan.grid, stream, bound)),
         ("launch_compiled, prebuilt arguments, pointers as tensors (Triton's pointer check)", "1",

@@ -254,15 +254,18 @@ def same_bytes(a, b):
                for x, y in zip(a, b))
 
 
-def count_validations(monkeypatch):
-    from kvfuzz_triton import api
+def count_validations(monkeypatch, module=None):
+    """A list that gains an entry at each call of `module`'s validation (_checked_params): api's
+    (kv_append's, the default) or quant_api's (kv_append_quant's)."""
+    if module is None:
+        from kvfuzz_triton import api as module
     calls = []
-    real = api._checked_params
+    real = module._checked_params
 
     def checked(*a, **k):
         calls.append(1)
         return real(*a, **k)
-    monkeypatch.setattr(api, "_checked_params", checked)
+    monkeypatch.setattr(module, "_checked_params", checked)
     return calls
 
 
@@ -278,25 +281,35 @@ def launched_by(launcher, plans, monkeypatch):
     return check
 
 
+def check_plan_against_the_full_path(module, make_call, launcher, monkeypatch):
+    """module: api (kv_append) or quant_api (kv_append_quant), whose PLANS and validation are watched;
+    make_call(seed): a Call on new tensors. A first call keeps one plan, launched through `launcher`;
+    a second call like it is launched from the plan without validation and writes bit for bit what
+    the full path writes; a third runs in check mode (the plan against the validation, the kernel
+    against the JIT's). Returns the planned call."""
+    module.PLANS.clear()
+    check_launcher = launched_by(launcher, module.PLANS, monkeypatch)
+    make_call(1).run("1")  # validates, launches, keeps a plan
+    assert len(module.PLANS) == 1
+    check_launcher()
+    validations = count_validations(monkeypatch, module)
+    planned, full = make_call(2), make_call(2)
+    planned.run("1")
+    assert validations == [], "a call like the first is launched from its plan"
+    full.run("0")
+    assert validations == [1]
+    assert same_bytes(planned.outputs, full.outputs)
+    make_call(3).run("check")
+    return planned
+
+
 @gpu_only
 @pytest.mark.parametrize("launcher", ["fast", "triton"])
 @pytest.mark.parametrize("tokens", [1, 16])
 @pytest.mark.parametrize("kind", KINDS)
 def test_plan_writes_what_the_full_path_writes(kind, tokens, launcher, monkeypatch):
     from kvfuzz_triton import api
-    api.PLANS.clear()
-    check_launcher = launched_by(launcher, api.PLANS, monkeypatch)
-    make(kind, seed=1, tokens=tokens).run("1")  # validates, launches, keeps a plan
-    assert len(api.PLANS) == 1
-    check_launcher()
-    validations = count_validations(monkeypatch)
-    planned, full = make(kind, seed=2, tokens=tokens), make(kind, seed=2, tokens=tokens)
-    planned.run("1")
-    assert validations == [], "a call like the first is launched from its plan"
-    full.run("0")
-    assert validations == [1]
-    assert same_bytes(planned.outputs, full.outputs)
-    make(kind, seed=3, tokens=tokens).run("check")  # the plan against the validation, the kernel against the JIT's
+    check_plan_against_the_full_path(api, lambda seed: make(kind, seed=seed, tokens=tokens), launcher, monkeypatch)
 
 
 @gpu_only
@@ -455,39 +468,16 @@ def make_quant(fmt, seed, tokens=16, together=True):
     return Call(kv_append_quant, (key, value, kc, vc, slots), kw, outputs)
 
 
-def count_quant_validations(monkeypatch):
-    from kvfuzz_triton import quant_api
-    calls = []
-    real = quant_api._checked_params
-
-    def checked(*a, **k):
-        calls.append(1)
-        return real(*a, **k)
-    monkeypatch.setattr(quant_api, "_checked_params", checked)
-    return calls
-
-
 @gpu_only
 @pytest.mark.parametrize("launcher", ["fast", "triton"])
 @pytest.mark.parametrize("tokens", [1, 16])
 @pytest.mark.parametrize("fmt", QUANT_KINDS)
 def test_quant_plan_writes_what_the_full_path_writes(fmt, tokens, launcher, monkeypatch):
     from kvfuzz_triton import quant_api
-    quant_api.PLANS.clear()
-    check_launcher = launched_by(launcher, quant_api.PLANS, monkeypatch)
-    make_quant(fmt, seed=1, tokens=tokens).run("1")  # validates, launches, keeps a plan
-    assert len(quant_api.PLANS) == 1
-    check_launcher()
-    validations = count_quant_validations(monkeypatch)
-    planned, full = make_quant(fmt, seed=2, tokens=tokens), make_quant(fmt, seed=2, tokens=tokens)
-    planned.run("1")
-    assert validations == [], "a call like the first is launched from its plan"
-    full.run("0")
-    assert validations == [1]
-    assert same_bytes(planned.outputs, full.outputs)
+    planned = check_plan_against_the_full_path(quant_api, lambda seed: make_quant(fmt, seed=seed, tokens=tokens),
+                                               launcher, monkeypatch)
     if tokens > 1:  # (T = 1: the one slot is the invalid one, counted, nothing written)
         assert not torch_all_poison(planned.outputs[0]), "the slots' rows were written"
-    make_quant(fmt, seed=3, tokens=tokens).run("check")  # the plan against the validation
 
 
 def torch_all_poison(t):
@@ -500,7 +490,7 @@ def test_quant_caches_at_another_distance_get_a_plan_of_their_own(monkeypatch):
     from kvfuzz_triton import quant_api
     quant_api.PLANS.clear()
     make_quant("nvfp4", seed=1).run("1")
-    validations = count_quant_validations(monkeypatch)
+    validations = count_validations(monkeypatch, quant_api)
     planned, full = make_quant("nvfp4", seed=2, together=False), make_quant("nvfp4", seed=2, together=False)
     planned.run("1")
     assert validations == [1] and len(quant_api.PLANS) == 2
