@@ -3,6 +3,10 @@ driver, a CompiledKernel that records its launches, and kv_append_kernel (the `j
 kv_append_row_kernel (`jit_row`) as a JITFunction whose compilation makes one of those. Triton's JITFunction.run itself runs unchanged."""
 import importlib.util
 import os
+import pathlib
+import shutil
+import subprocess
+from types import SimpleNamespace
 
 import pytest
 
@@ -129,3 +133,33 @@ def jit_launch(kernel, p, variant="token"):
     grid, args, constexprs, options = launch_args(p, variant)
     compiled = kernel[grid](*args, **constexprs, **options)
     return compiled.runs[-1]
+
+
+def fake_meta(**kw):
+    meta = dict(num_warps=4, num_ctas=1, shared=0, global_scratch_size=0, profile_scratch_size=0,
+                launch_cooperative_grid=False, launch_pdl=False, tensordesc_meta=None)
+    meta.update(kw)
+    return SimpleNamespace(**meta)
+
+
+def compiled_like_triton(compiled, **meta):
+    """The fake CompiledKernel given what a real one has after its first launch: the parameter types
+    the JIT compiled it for (src.signature), metadata and an integer CUfunction handle."""
+    compiled.src = SimpleNamespace(signature=compiled.signature)
+    compiled.metadata = fake_meta(**meta)
+    compiled.function = 0xF00D
+    return compiled
+
+
+def build_fake_libcuda(directory):
+    """fake_libcuda.c (a fake CUDA driver: test_fast_launch.py) built in `directory` as a library whose
+    soname is libcuda.so.1; its path. Loaded (ctypes, RTLD_GLOBAL) before fastlaunch.c first opens
+    libcuda.so.1, it is the driver fastlaunch.c gets."""
+    from triton.backends.nvidia.driver import include_dirs
+    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+    assert cc, "no C compiler (fastlaunch.c needs one as well)"
+    lib = pathlib.Path(directory) / "libcuda.so.1"
+    subprocess.run([cc, "-shared", "-fPIC", "-O1", f"-I{include_dirs[0]}",
+                    str(pathlib.Path(__file__).with_name("fake_libcuda.c")), "-o", str(lib), "-Wl,-soname,libcuda.so.1",
+                    "-ldl"], check=True)
+    return lib

@@ -5,24 +5,33 @@ argument; pack() lays out scalars as Triton's launcher declares them (checked ag
 encodings); a plan of the real kv_append kernels, with the parameter types Triton's JIT gives them,
 passes the kernel the cells of the arguments Triton's own launch would parse (duck tensors, fake
 driver: launch_fakes.py); LaunchPlan.launch goes through the fast plan unless a launch hook is set;
-bad Plan arguments and a missing driver raise. On the GPU, test_launch_plan.py's plan tests run
+bad Plan arguments and a missing driver raise. The launch itself runs on a fake CUDA driver
+(fake_libcuda.c, loaded as libcuda.so.1 in a process of its own): cuLaunchKernelEx gets Triton's
+configuration, the stream, the function and the cells, with the GIL released; a thread with no context
+gets the plan's device's primary one; driver errors are raised with the driver's text. Mutants of
+fastlaunch.c, built, are caught by these checks. On the GPU, test_launch_plan.py's plan tests run
 through this launcher and through Triton's, bit for bit against the full path.
 
     build/venv-triton/bin/python -m pytest -q tests/triton/test_fast_launch.py
 """
 import ctypes
+import json
 import os
+import pathlib
 import struct
+import subprocess
+import sys
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
 import kvfuzz_triton
-from kvfuzz_triton import direct_launch, fast_launch, launch_plan
+from kvfuzz_triton import fast_launch, launch_plan
 from kvfuzz_triton.direct_launch import DirectLauncher
 from kvfuzz_triton.launch_plan import Slot
-from launch_fakes import Tensor, jit, jit_launch, jit_row, launch_args, params  # noqa: F401
+from launch_fakes import (Tensor, build_fake_libcuda, compiled_like_triton, fake_meta, jit, jit_launch,  # noqa: F401
+                         jit_row, launch_args, params)
 from test_launch_plan import pointer_args
 
 GPU = os.environ.get("KVFUZZ_TRITON_GPU") == "1"
@@ -171,22 +180,6 @@ def test_what_pack_does_not_describe_is_left_to_triton(types, bound):
 
 # ---------------------------------------------------------------------------------------------
 # Plans of the real kernels (Triton's JIT with a fake driver)
-
-def fake_meta(**kw):
-    meta = dict(num_warps=4, num_ctas=1, shared=0, global_scratch_size=0, profile_scratch_size=0,
-                launch_cooperative_grid=False, launch_pdl=False, tensordesc_meta=None)
-    meta.update(kw)
-    return SimpleNamespace(**meta)
-
-
-def compiled_like_triton(compiled, **meta):
-    """The fake CompiledKernel given what a real one has after its first launch: the parameter types
-    the JIT compiled it for (src.signature), metadata and an integer CUfunction handle."""
-    compiled.src = SimpleNamespace(signature=compiled.signature)
-    compiled.metadata = fake_meta(**meta)
-    compiled.function = 0xF00D
-    return compiled
-
 
 def expected_cells(signature, launched):
     """The cells Triton 3.6's launcher would pass for JITFunction.run's arguments `launched` (every
@@ -341,6 +334,64 @@ def test_launch_without_a_driver_names_it(mod):
 
 
 # ---------------------------------------------------------------------------------------------
+# The launch itself, on a fake CUDA driver (fake_libcuda.c, in a process of its own:
+# fake_driver_launch.py): what cuLaunchKernelEx and the context functions are given.
+
+HERE = pathlib.Path(__file__).resolve().parent
+
+
+@pytest.fixture(scope="session")
+def fake_libcuda(tmp_path_factory):
+    return str(build_fake_libcuda(tmp_path_factory.mktemp("fake_driver")))
+
+
+def fake_driver_launches(lib, source=None):
+    """What fake_driver_launch.py's launches gave the fake driver (its JSON), with fastlaunch.c or the
+    source file `source` built."""
+    args = [sys.executable, str(HERE / "fake_driver_launch.py"), lib] + ([str(source)] if source else [])
+    package_root = str(pathlib.Path(kvfuzz_triton.__file__).resolve().parent.parent)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, (package_root, os.environ.get("PYTHONPATH")))))
+    done = subprocess.run(args, capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def launch_mismatches(got):
+    """Each way the recorded launches differ from Triton 3.6's launch of the same plan (an empty list:
+    none). The plan: function 0xF00D on device 3, grid (5, 2, 1), 4 warps, 1,024 bytes of shared memory,
+    cells (7, pointer 0, -9, pointer 1)."""
+    want = {
+        # no current context: device 3's primary context retained and made current, then the launch
+        "first": dict(launches=1, retains=1, ordinal=3, current=0x1003, function=0xF00D, stream=0x5EED,
+                      grid=[5, 2, 1], block=[128, 1, 1], shared=1024, attrs=0,
+                      params=[7, 0xAAA0, 2**64 - 9, 0xBBB0], gil_held=0, extra_null=1),
+        # the context is current now: no second retain; a tuple of pointers and another stream
+        "second": dict(launches=2, retains=1, current=0x1003, stream=0x5EEE, params=[7, 0xCCC0, 2**64 - 9, 0xDDD0]),
+        # a context the caller made current stays; one warp is 32 threads
+        "current_kept": dict(launches=1, retains=0, current=0x77, grid=[1, 1, 7], block=[32, 1, 1], shared=0,
+                             stream=0),
+        "empty_grid": dict(launches=0),  # as Triton's launcher: a grid with a zero launches nothing
+        "after_errors": dict(launches=0, retains=0),
+    }
+    out = []
+    if got["cells"] != want["first"]["params"]:
+        out.append(f"cells {got['cells']}")
+    for name, fields in want.items():
+        out += [f"{name}.{k}: {got[name][k]!r}, expected {v!r}" for k, v in fields.items() if got[name][k] != v]
+    if got["launch_error"] != "kvfuzz_triton fast launcher: cuLaunchKernelEx failed: fake: an illegal memory " \
+                              "access (CUresult 700)":
+        out.append(f"launch error: {got['launch_error']!r}")
+    if got["context_error"] != "kvfuzz_triton fast launcher: cuCtxGetCurrent failed: fake: some error (CUresult 201)":
+        out.append(f"context error: {got['context_error']!r}")
+    return out
+
+
+@pytest.mark.skipif(GPU, reason="CPU test with a fake driver")
+def test_a_launch_gives_the_driver_what_tritons_launcher_would(fake_libcuda, mod):
+    assert launch_mismatches(fake_driver_launches(fake_libcuda)) == []
+
+
+# ---------------------------------------------------------------------------------------------
 # The checks above catch a broken fastlaunch.c: each mutant is built and must fail one of them.
 
 MUTANTS = {
@@ -354,12 +405,19 @@ MUTANTS = {
 }
 
 
+def mutant_source(*edits):
+    """fastlaunch.c with each (find, replace) of `edits` applied (each find occurs once)."""
+    source = fast_launch.SOURCE.read_text()
+    for find, replace in edits:
+        assert source.count(find) == 1, find
+        source = source.replace(find, replace)
+    return source
+
+
 def mutant_module(find, replace):
     from triton.backends.nvidia.driver import include_dirs
     from triton.runtime.build import compile_module_from_src
-    source = fast_launch.SOURCE.read_text()
-    assert source.count(find) == 1, find
-    return compile_module_from_src(source.replace(find, replace), "kvfuzz_fastlaunch", include_dirs=include_dirs)
+    return compile_module_from_src(mutant_source((find, replace)), "kvfuzz_fastlaunch", include_dirs=include_dirs)
 
 
 def keys_match():
@@ -375,3 +433,24 @@ def test_mutants_of_fastlaunch_c_are_caught(name, jit_row, monkeypatch, mod):  #
     assert keys_match() and cells_match(kernel, "row")  # the built module passes
     monkeypatch.setattr(fast_launch, "_module", mutant_module(*MUTANTS[name]))
     assert not (keys_match() and cells_match(kernel, "row")), f"mutant not caught: {name}"
+
+
+# Mutants of the launch, each caught by the fake driver's record (launch_mismatches).
+LAUNCH_MUTANTS = {
+    "a block of num_warps threads": [("self->block = 32u * (unsigned)num_warps;", "self->block = (unsigned)num_warps;")],
+    "the default stream": [("config.hStream = (CUstream)(uintptr_t)stream;", "config.hStream = NULL;")],
+    "no dynamic shared memory": [("config.sharedMemBytes = self->shared;", "config.sharedMemBytes = 0;")],
+    "device 0's primary context": [("status = cu.device_get(&dev, self->device);", "status = cu.device_get(&dev, 0);")],
+    "a primary context every launch": [("if (status == CUDA_SUCCESS && !ctx) {", "if (status == CUDA_SUCCESS) {")],
+    "every parameter the first cell": [("params[i] = &cells[i];", "params[i] = &cells[0];")],
+    "the GIL held": [("Py_BEGIN_ALLOW_THREADS;", "{"), ("Py_END_ALLOW_THREADS;", "}")],
+    "a launch error ignored": [("if (cuda_failed(status, what)) return NULL;", "(void)what;")],
+}
+
+
+@pytest.mark.skipif(GPU, reason="CPU test with a fake driver")
+@pytest.mark.parametrize("name", LAUNCH_MUTANTS)
+def test_mutants_of_the_launch_are_caught(name, fake_libcuda, tmp_path):
+    source = tmp_path / "fastlaunch.c"
+    source.write_text(mutant_source(*LAUNCH_MUTANTS[name]))
+    assert launch_mismatches(fake_driver_launches(fake_libcuda, source)), f"mutant not caught: {name}"
