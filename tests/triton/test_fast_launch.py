@@ -109,6 +109,29 @@ def test_c_key_is_the_python_key(mod, case):
         assert hash(got[0]) == hash(want[0])
 
 
+class OnDevice(Tensor):
+    """A tensor on device (kind, index) whose get_device() is the index alone, as torch's."""
+
+    def __init__(self, kind, index):
+        super().__init__(0x1000, device=(kind, index))
+
+    def get_device(self):
+        return self.device[1]
+
+
+def test_the_key_tells_device_types_apart(mod):
+    """A CUDA tensor's plan must not launch for an XPU (or a privateuse backend's) tensor of the same
+    index: the key holds the device, not get_device()."""
+    for keyed in (launch_plan.keyed_pointers, launch_plan.python_keyed_pointers):
+        assert keyed((OnDevice("cuda", 0),), ())[0] != keyed((OnDevice("xpu", 0),), ())[0]
+        assert keyed((OnDevice("cuda", 0),), ())[0] == keyed((OnDevice("cuda", 0),), ())[0]
+    torch = pytest.importorskip("torch")
+    cpu, meta = torch.empty(4), torch.empty(4, device="meta")
+    assert cpu.get_device() == meta.get_device()
+    assert launch_plan.keyed_pointers((cpu,), ())[0] != launch_plan.keyed_pointers((meta,), ())[0]
+    assert launch_plan.keyed_pointers((cpu,), ()) == launch_plan.python_keyed_pointers((cpu,), ())
+
+
 def test_c_key_holds_tritons_flags(mod, monkeypatch):
     from triton import knobs
     t = (Tensor(0x1000),)
@@ -402,6 +425,8 @@ MUTANTS = {
                                 "out = PyTuple_Pack(6, (PyObject *)Py_TYPE(t), shape, stride, shape, device, low);"),
     "the key ignores the alignment": ("if (!(low = PyNumber_And(ptr, fifteen))) goto done;",
                                       "if (!(low = PyNumber_And(fifteen, fifteen))) goto done;"),
+    "the key holds get_device()": ('!(str_device = PyUnicode_InternFromString("device"))',
+                                   '!(str_device = PyUnicode_InternFromString("get_device"))'),
 }
 
 
@@ -423,7 +448,8 @@ def mutant_module(find, replace):
 def keys_match():
     return all(launch_plan.keyed_pointers(t, ("nhd",)) == launch_plan.python_keyed_pointers(t, ("nhd",))
                for t in KEY_CASES.values()) and \
-        launch_plan.keyed_pointers((Tensor(0x1000, "int8"),), ()) != launch_plan.keyed_pointers((Tensor(0x1000),), ())
+        launch_plan.keyed_pointers((Tensor(0x1000, "int8"),), ()) != launch_plan.keyed_pointers((Tensor(0x1000),), ()) and \
+        launch_plan.keyed_pointers((OnDevice("cuda", 0),), ()) != launch_plan.keyed_pointers((OnDevice("xpu", 0),), ())
 
 
 @pytest.mark.skipif(GPU, reason="CPU test with a fake driver")

@@ -30,16 +30,16 @@ enum { kMaxCells = 256 };
 // ---------------------------------------------------------------------------------------------
 // The plan key (launch_plan.keyed_pointers)
 
-static PyObject *str_data_ptr, *str_shape, *str_stride, *str_dtype, *str_get_device;
+static PyObject *str_data_ptr, *str_shape, *str_stride, *str_dtype, *str_device;
 
-// (type(t), t.shape, t.stride(), t.dtype, t.get_device(), ptr & 15), a new reference or NULL.
+// (type(t), t.shape, t.stride(), t.dtype, t.device, ptr & 15), a new reference or NULL.
 static PyObject *describe(PyObject *t, PyObject *ptr) {
   PyObject *shape = NULL, *stride = NULL, *dtype = NULL, *device = NULL, *low = NULL, *fifteen = NULL;
   PyObject *out = NULL;
   if (!(shape = PyObject_GetAttr(t, str_shape))) goto done;
   if (!(stride = PyObject_CallMethodNoArgs(t, str_stride))) goto done;
   if (!(dtype = PyObject_GetAttr(t, str_dtype))) goto done;
-  if (!(device = PyObject_CallMethodNoArgs(t, str_get_device))) goto done;
+  if (!(device = PyObject_GetAttr(t, str_device))) goto done;
   if (!(fifteen = PyLong_FromLong(15))) goto done;
   if (!(low = PyNumber_And(ptr, fifteen))) goto done;
   out = PyTuple_Pack(6, (PyObject *)Py_TYPE(t), shape, stride, dtype, device, low);
@@ -338,7 +338,7 @@ static struct PyModuleDef module_def = {
 PyMODINIT_FUNC PyInit_kvfuzz_fastlaunch(void) {
   if (!(str_data_ptr = PyUnicode_InternFromString("data_ptr")) || !(str_shape = PyUnicode_InternFromString("shape")) ||
       !(str_stride = PyUnicode_InternFromString("stride")) || !(str_dtype = PyUnicode_InternFromString("dtype")) ||
-      !(str_get_device = PyUnicode_InternFromString("get_device")))
+      !(str_device = PyUnicode_InternFromString("device")))
     return NULL;
   if (PyType_Ready(&PlanType) < 0) return NULL;
   PyObject *m = PyModule_Create(&module_def);

@@ -14,8 +14,9 @@ launch with each pointer argument replaced by the position of the call tensor it
     bound = the kernel's arguments derived once more with Slot(i) in place of the call's tensor i
     plans.put(key, LaunchPlan.of(compiled, grid, bound, device))
 
-call_key holds, per tensor, (type, shape, strides, dtype, device index, data_ptr() % 16), None for an
-absent one, then `others` (the call's other arguments, as given) and TRITON_DEBUG with the
+call_key holds, per tensor, (type, shape, strides, dtype, device, data_ptr() % 16), None for an
+absent one (the device is t.device, its type and index: get_device() gives a CUDA tensor and one of
+another device type, an XPU or a privateuse backend's, the same index), then `others` (the call's other arguments, as given) and TRITON_DEBUG with the
 instrumentation mode (part of Triton's key). The caller passes in `others` everything else its
 validation and kernel arguments read: the contract is that every non-pointer kernel argument follows
 from the key. A pointer's value decides only its alignment (Triton's divisibility specialisation).
@@ -28,7 +29,7 @@ Triton's launcher calls data_ptr() on a tensor argument and asks the driver whet
 device memory (cuPointerGetAttribute, about 0.5 µs a pointer: 3.9 µs of a bf16 call's 12.8 in the
 launcher, reports/gpu/2026-12-04-h200-latency); an integer it takes as it is. The plan's first call
 went through that check (validation, then Triton's JIT), and a hit's tensors have its key: the same
-tensor type and CUDA device, so the check would give the same answer.
+tensor type and device (CUDA, with the same index), so the check would give the same answer.
 """
 from triton import knobs
 
@@ -57,7 +58,7 @@ def python_keyed_pointers(tensors, others):
         return None, None
     try:
         pointers = [None if t is None else t.data_ptr() for t in tensors]
-        described = [None if t is None else (type(t), t.shape, t.stride(), t.dtype, t.get_device(), ptr & 15)
+        described = [None if t is None else (type(t), t.shape, t.stride(), t.dtype, t.device, ptr & 15)
                      for t, ptr in zip(tensors, pointers)]
     except Exception:  # noqa: BLE001 - anything but a tensor: the full path names the problem
         return None, None
