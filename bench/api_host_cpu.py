@@ -16,7 +16,9 @@ import argparse
 import ctypes
 import gc
 import json
+import os
 import pathlib
+import platform
 import statistics
 import sys
 import tempfile
@@ -56,8 +58,17 @@ def torch_call(torch, case):
     return (qkv[:, 1], qkv[:, 2], kc, vc, slots), kw
 
 
+def cpu_model():
+    """The CPU's model name (/proc/cpuinfo) and the cores this process may use."""
+    try:
+        names = [line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")]
+    except OSError:
+        names = []
+    return f"{names[0] if names else platform.machine()}, {len(os.sched_getaffinity(0))} cores"
+
+
 def time_host(fn, calls, repeats, warmup=200):
-    """Median host µs per call over `repeats` x `calls` calls."""
+    """[median, least, most] host µs per call over `repeats` x `calls` calls."""
     for _ in range(warmup):
         fn()
     per_call = []
@@ -68,11 +79,11 @@ def time_host(fn, calls, repeats, warmup=200):
             fn()
         per_call.append((time.perf_counter() - t0) / calls * 1e6)
         gc.enable()
-    return statistics.median(per_call)
+    return [statistics.median(per_call), min(per_call), max(per_call)]
 
 
 def measure(torch, fake, kernel, case, calls, repeats):
-    """{row: median µs per call} for `case`, or None when the check fails. The plan is the one kv_append
+    """{row: [median, least, most] µs per call} for `case`, or None when the check fails. The plan is the one kv_append
     keeps on a GPU for this call: its parameters validated by kv_append's own validation, its kernel
     bound by Triton's binder (a compile that makes a CompiledKernel with the signature Triton gives)."""
     import kvfuzz_triton
@@ -117,7 +128,7 @@ def measure(torch, fake, kernel, case, calls, repeats):
     present = [t for t in tensors if t is not None]
     for attr, read in (("data_ptr()", lambda t: t.data_ptr()), ("shape", lambda t: t.shape),
                        ("stride()", lambda t: t.stride()), ("dtype", lambda t: t.dtype),
-                       ("get_device()", lambda t: t.get_device())):
+                       ("device", lambda t: t.device)):
         rows[f"{attr} of the call's {len(present)} tensors, from Python"] = time_host(
             lambda: [read(t) for t in present], calls, repeats)
     return rows
@@ -154,14 +165,13 @@ def main(argv=None):
                 print(f"{case}: the plan hit did not launch the plan's cells through the fake driver")
                 return 1
             results[case] = rows
-    import platform
-    head = f"host {platform.processor() or platform.machine()}, Python {platform.python_version()}, torch " \
-           f"{torch.__version__}; {a.repeats} x {a.calls} calls, median µs per call"
+    head = f"host {cpu_model()}, Python {platform.python_version()}, torch {torch.__version__}; " \
+           f"{a.repeats} x {a.calls} calls, median µs per call (least-most repeat)"
     print(head)
     for case, rows in results.items():
         print(f"\n{case}, T = {TOKENS}:")
-        for name, us in rows.items():
-            print(f"  {us:7.2f}  {name}")
+        for name, (us, least, most) in rows.items():
+            print(f"  {us:7.2f}  ({least:.2f}-{most:.2f})  {name}")
     if a.json:
         a.json.write_text(json.dumps({"setup": head, "cases": results}, indent=1))
     return 0
