@@ -49,8 +49,10 @@ CUresult cuDevicePrimaryCtxRetain(CUcontext *ctx, CUdevice dev) {
 }
 
 CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **params, void **extra) {
-  // Whether the caller still holds Python's GIL (it should have released it around the launch).
-  int (*gil_check)(void) = (int (*)(void))dlsym(RTLD_DEFAULT, "PyGILState_Check");
+  // Whether the caller still holds Python's GIL (it should have released it around the launch). The
+  // lookup is done once: through torch's symbol tables it costs more than the launch api_host_cpu.py times.
+  static int (*gil_check)(void) = NULL;
+  if (!gil_check) gil_check = (int (*)(void))dlsym(RTLD_DEFAULT, "PyGILState_Check");
   fake.gil_held = gil_check ? gil_check() : -1;
   if (fake.launch_status != CUDA_SUCCESS) return fake.launch_status;
   ++fake.launches;
