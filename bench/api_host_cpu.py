@@ -87,7 +87,7 @@ def measure(torch, fake, kernel, case, calls, repeats):
     keeps on a GPU for this call: its parameters validated by kv_append's own validation, its kernel
     bound by Triton's binder (a compile that makes a CompiledKernel with the signature Triton gives)."""
     import kvfuzz_triton
-    from kvfuzz_triton import api, launch_plan
+    from kvfuzz_triton import api, fast_launch, launch_plan
     from kvfuzz_triton.direct_launch import DirectLauncher
     from launch_fakes import compiled_like_triton, launch_args
     args, kw = torch_call(torch, case)
@@ -120,7 +120,10 @@ def measure(torch, fake, kernel, case, calls, repeats):
     call = lambda: kvfuzz_triton.kv_append(*args, **kw)  # noqa: E731
     py_key = lambda: launch_plan.python_keyed_pointers(tensors, others)  # noqa: E731
     rows = {"kv_append (plan hit, fast launcher)": time_host(call, calls, repeats),
-            "plan key in C (keyed_pointers)": time_host(lambda: api._plan_key(tensors, *others), calls, repeats),
+            "plan key (keyed_pointers: torchkey.cpp)": time_host(lambda: api._plan_key(tensors, *others), calls,
+                                                                  repeats),
+            "plan key in C (fastlaunch.c)": time_host(
+                lambda: fast_launch.module().keyed_pointers(tensors, others, False, ""), calls, repeats),
             "plan key in Python (python_keyed_pointers)": time_host(py_key, calls, repeats),
             "lookup": time_host(lambda: launch_plan.lookup(api.PLANS, key), calls, repeats),
             "LaunchPlan.launch": time_host(lambda: plan.launch(pointers), calls, repeats),
@@ -166,7 +169,7 @@ def main(argv=None):
                 return 1
             results[case] = rows
     head = f"host {cpu_model()}, Python {platform.python_version()}, torch {torch.__version__}; " \
-           f"{a.repeats} x {a.calls} calls, median µs per call (least-most repeat)"
+           f"{a.repeats} x {a.calls} calls, median µs per call (least-most repeat); {fast_launch.status()}"
     print(head)
     for case, rows in results.items():
         print(f"\n{case}, T = {TOKENS}:")

@@ -44,6 +44,12 @@ def fast_launcher_on(monkeypatch):
 
 
 @pytest.fixture
+def c_key(monkeypatch):
+    """launch_plan.keyed_pointers through fastlaunch.c: torchkey.cpp (where torch is installed) left out."""
+    monkeypatch.setattr(fast_launch, "torch_key_module", lambda: None)
+
+
+@pytest.fixture
 def mod():
     m = fast_launch.module()
     assert m is not None, fast_launch.status()
@@ -65,7 +71,7 @@ def test_it_is_off_unless_the_environment_turns_it_on(monkeypatch):
 
 
 def test_the_module_builds(mod):
-    assert fast_launch.status() == "fast launcher"
+    assert fast_launch.status().startswith("fast launcher (plan key ")
     assert hasattr(mod, "Plan") and hasattr(mod, "keyed_pointers")
 
 
@@ -98,7 +104,7 @@ KEY_CASES = {
 
 
 @pytest.mark.parametrize("case", KEY_CASES)
-def test_c_key_is_the_python_key(mod, case):
+def test_c_key_is_the_python_key(mod, case, c_key):
     tensors = KEY_CASES[case]
     others = ("nhd", None, int, 1)
     got = mod.keyed_pointers(tensors, others, False, "")
@@ -129,10 +135,88 @@ def test_the_key_tells_device_types_apart(mod):
     cpu, meta = torch.empty(4), torch.empty(4, device="meta")
     assert cpu.get_device() == meta.get_device()
     assert launch_plan.keyed_pointers((cpu,), ())[0] != launch_plan.keyed_pointers((meta,), ())[0]
-    assert launch_plan.keyed_pointers((cpu,), ()) == launch_plan.python_keyed_pointers((cpu,), ())
+    assert mod.keyed_pointers((cpu,), (), False, "") == launch_plan.python_keyed_pointers((cpu,), ())
+    assert mod.keyed_pointers((cpu,), (), False, "")[0] != mod.keyed_pointers((meta,), (), False, "")[0]
 
 
-def test_c_key_holds_tritons_flags(mod, monkeypatch):
+# ---------------------------------------------------------------------------------------------
+# The plan key through torch's C++ API (torchkey.cpp), where torch is installed
+
+def torch_key_calls(torch):
+    """Calls' tensor arguments that differ in each thing the key holds, and pairs that do not differ."""
+    base = torch.zeros(64, dtype=torch.float32)
+    m = torch.zeros(4, 8)
+    calls = {
+        "tensors and absent ones": (m, None, base),
+        "the same kind of call, other tensors": (torch.ones(4, 8), None, torch.ones(64)),
+        "absent elsewhere": (None, m, base),
+        "shape": (m.view(8, 4), None, base),
+        "strides": (m.t().contiguous().t(), None, base),
+        "dtype": (m.to(torch.bfloat16), None, base),
+        "device type, same get_device()": (torch.zeros(4, 8, device="meta"), None, base),
+        "alignment": (m, None, base[1:61]),
+        "alignment: 16 bytes on": (m, None, base[4:64]),
+        "ndim": (m.view(4, 8, 1), None, base),
+        "zero-sized": (torch.zeros(0, 8), None, base),
+        "zero-dimensional": (torch.zeros(()), None, base),
+        "one tensor": (m,),
+        "none at all": (),
+    }
+    return calls
+
+
+def torch_keys_agree(torch, keyed):
+    """Whether keyed (launch_plan.keyed_pointers or a mutant's) gives two calls equal keys exactly when
+    the Python key does, and the same pointers; the mismatches when not."""
+    calls = torch_key_calls(torch)
+    got = {name: keyed(t, ("nhd",)) for name, t in calls.items()}
+    want = {name: launch_plan.python_keyed_pointers(t, ("nhd",)) for name, t in calls.items()}
+    bad = [name for name in calls if got[name][1] != want[name][1]]
+    for a in calls:
+        for b in calls:
+            if (got[a][0] == got[b][0]) != (want[a][0] == want[b][0]):
+                bad.append((a, b))
+    return bad
+
+
+def test_torch_key_agrees_with_the_python_key(mod):
+    torch = pytest.importorskip("torch")
+    assert fast_launch.torch_key_module() is not None, fast_launch.status()
+    assert type(launch_plan.keyed_pointers((torch.zeros(2),), ())[0][0]) is bytes  # torchkey.cpp's key
+    assert torch_keys_agree(torch, launch_plan.keyed_pointers) == []
+    # what torchkey.cpp leaves to fastlaunch.c, and what neither describes
+    param = torch.nn.Parameter(torch.zeros(4, 8))
+    for tensors in ((param, None), [torch.zeros(2)], (torch.zeros(2), "x")):
+        assert launch_plan.keyed_pointers(tensors, ()) == launch_plan.python_keyed_pointers(tensors, ())
+    sparse = torch.zeros(4, 4).to_sparse()
+    assert launch_plan.keyed_pointers((sparse,), ()) == (None, None) == launch_plan.python_keyed_pointers((sparse,), ())
+
+
+TORCH_KEY_MUTANTS = {
+    "no strides": "words.insert(words.end(), strides.begin(), strides.end());",
+    "no alignment": "words.push_back(static_cast<int64_t>(ptr & 15));",
+    "no device type": "words.push_back(static_cast<int64_t>(t.device().type()));",
+    "no dtype": "words.push_back(static_cast<int64_t>(t.scalar_type()));",
+    "no mark for an absent tensor": "        words.push_back(0);\n",
+}
+
+
+@pytest.mark.parametrize("name", TORCH_KEY_MUTANTS)
+def test_mutants_of_torchkey_cpp_are_caught(name, mod):
+    torch = pytest.importorskip("torch")
+    source = fast_launch.TORCH_KEY_SOURCE.read_text()
+    find = TORCH_KEY_MUTANTS[name]
+    assert source.count(find) == 1, find
+    mutant = fast_launch.build_torch_key(source.replace(find, ""))
+
+    def keyed(tensors, others):
+        got = mutant.keyed_pointers(tensors, others, False, "")
+        return mod.keyed_pointers(tensors, others, False, "") if got is NotImplemented else got
+
+    assert torch_keys_agree(torch, keyed), f"mutant not caught: {name}"
+
+
+def test_c_key_holds_tritons_flags(mod, monkeypatch, c_key):
     from triton import knobs
     t = (Tensor(0x1000),)
     plain = launch_plan.keyed_pointers(t, ())[0]
@@ -454,7 +538,7 @@ def keys_match():
 
 @pytest.mark.skipif(GPU, reason="CPU test with a fake driver")
 @pytest.mark.parametrize("name", MUTANTS)
-def test_mutants_of_fastlaunch_c_are_caught(name, jit_row, monkeypatch, mod):  # noqa: F811
+def test_mutants_of_fastlaunch_c_are_caught(name, jit_row, monkeypatch, mod, c_key):  # noqa: F811
     kernel, _ = jit_row
     assert keys_match() and cells_match(kernel, "row")  # the built module passes
     monkeypatch.setattr(fast_launch, "_module", mutant_module(*MUTANTS[name]))

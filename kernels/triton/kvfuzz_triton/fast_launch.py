@@ -23,12 +23,19 @@ and each cell against what Triton's launcher would pass for the real kernels' si
 has run it yet (scripts/gpu/api-overhead.sh and the GPU pytest run both launchers bit for bit against
 the full path and time them).
 """
+import hashlib
 import os
 import pathlib
+import shutil
 import struct
+import subprocess
+import sys
+import sysconfig
+import tempfile
 
 FAST_LAUNCH_ENV = "KVFUZZ_TRITON_FAST_LAUNCH"
 SOURCE = pathlib.Path(__file__).with_name("fastlaunch.c")
+TORCH_KEY_SOURCE = pathlib.Path(__file__).with_name("torchkey.cpp")
 MAX_CELLS = 256  # fastlaunch.c's kMaxCells
 
 def enabled_from_environment():
@@ -43,6 +50,8 @@ def enabled_from_environment():
 _enabled = enabled_from_environment()
 _module = None
 _failure = None  # why the module could not be built, once tried
+_torch_key = None
+_torch_key_failure = None  # why torchkey.cpp could not be built, once tried
 
 
 def set_fast_launch(enabled):
@@ -70,13 +79,66 @@ def module():
     return _module
 
 
+def torch_key_module():
+    """The built torchkey.cpp (kvfuzz_torchkey: the plan key through torch's C++ API), or None: when
+    the process has not imported torch (it is not imported for this), or it cannot be built (status()
+    says why). Built once per torch, Python and source, with the system C++ compiler against the
+    imported torch's headers and libraries, and cached in Triton's cache directory (~7 s on 2 cores)."""
+    global _torch_key, _torch_key_failure
+    if _torch_key is None and _torch_key_failure is None and "torch" in sys.modules:
+        try:
+            _torch_key = build_torch_key(TORCH_KEY_SOURCE.read_text())
+        except Exception as e:  # noqa: BLE001 - no C++ compiler, no headers: the key in C instead
+            _torch_key_failure = f"{type(e).__name__}: {e}"
+    return _torch_key
+
+
+def build_torch_key(source):
+    """Builds and loads `source` (torchkey.cpp or a test's mutant of it) against the imported torch."""
+    import importlib.util
+
+    import torch
+    from triton.runtime.cache import get_cache_manager
+    name = "kvfuzz_torchkey"
+    torch_dir = pathlib.Path(torch.__file__).parent
+    abi = int(torch._C._GLIBCXX_USE_CXX11_ABI)
+    suffix = sysconfig.get_config_var("EXT_SUFFIX")
+    ident = "\0".join((source, name, torch.__version__, str(torch_dir), str(abi), sys.version, suffix))
+    cache = get_cache_manager(hashlib.sha256(ident.encode()).hexdigest())
+    path = cache.get_file(name + suffix)
+    if path is None:
+        cxx = os.environ.get("CXX") or shutil.which("g++") or shutil.which("clang++")
+        if cxx is None:
+            raise RuntimeError("no C++ compiler (set CXX)")
+        with tempfile.TemporaryDirectory() as tmp:
+            src, so = pathlib.Path(tmp) / f"{name}.cpp", pathlib.Path(tmp) / f"{name}{suffix}"
+            src.write_text(source)
+            lib = torch_dir / "lib"
+            cmd = [cxx, str(src), "-O2", "-shared", "-fPIC", "-std=c++17", f"-D_GLIBCXX_USE_CXX11_ABI={abi}",
+                   f"-I{torch_dir / 'include'}", f"-I{torch_dir / 'include/torch/csrc/api/include'}",
+                   f"-I{sysconfig.get_paths()['include']}", f"-L{lib}", f"-Wl,-rpath,{lib}", "-lc10", "-ltorch",
+                   "-ltorch_cpu", "-ltorch_python", "-o", str(so)]
+            done = subprocess.run(cmd, capture_output=True, text=True)
+            if done.returncode != 0:
+                raise RuntimeError(f"{cxx} failed: {done.stderr.strip()[-2000:]}")
+            path = cache.put(so.read_bytes(), name + suffix, binary=True)
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 def status():
-    """"fast launcher" when plans launch through fastlaunch.c, else why they use Triton's launcher."""
+    """"fast launcher" (and how it computes the plan key) when plans launch through fastlaunch.c, else
+    why they use Triton's launcher."""
     if not _enabled:
         return f"Triton's launcher (the fast launcher is off: {FAST_LAUNCH_ENV}=1 turns it on)"
     if module() is None:
         return f"Triton's launcher (fastlaunch.c could not be built: {_failure})"
-    return "fast launcher"
+    if torch_key_module() is not None:
+        return "fast launcher (plan key through torch's C++ API)"
+    why = _torch_key_failure or "torch is not imported"
+    return f"fast launcher (plan key in C: torchkey.cpp unused: {why})"
 
 
 # Per Triton 3.6 type of a scalar parameter: the struct format of its value (little-endian), as the

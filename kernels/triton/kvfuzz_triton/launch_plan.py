@@ -45,11 +45,20 @@ def call_key(tensors, others):
 
 def keyed_pointers(tensors, others):
     """(call_key(tensors, others), [each tensor's data_ptr(), None for an absent one]), or (None, None).
-    Computed by fastlaunch.c where it is built (fast_launch.py), else by python_keyed_pointers: the same."""
+    With the fast launcher on (fast_launch.py): through torch's C++ API (torchkey.cpp) when every tensor
+    argument is a torch.Tensor and that module is built, else by fastlaunch.c; otherwise by
+    python_keyed_pointers. fastlaunch.c's key is the Python one; torchkey.cpp's is equal for two calls
+    exactly when theirs are, and never equal to theirs."""
     mod = fast_launch.module() if fast_launch.enabled() else None
     if mod is None:
         return python_keyed_pointers(tensors, others)
-    return mod.keyed_pointers(tensors, others, knobs.runtime.debug, knobs.compilation.instrumentation_mode)
+    debug, mode = knobs.runtime.debug, knobs.compilation.instrumentation_mode
+    torch_key = fast_launch.torch_key_module()
+    if torch_key is not None:
+        got = torch_key.keyed_pointers(tensors, others, debug, mode)
+        if got is not NotImplemented:
+            return got
+    return mod.keyed_pointers(tensors, others, debug, mode)
 
 
 def python_keyed_pointers(tensors, others):
