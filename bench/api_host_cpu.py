@@ -118,12 +118,23 @@ def measure(torch, fake, kernel, case, calls, repeats):
         return None
 
     call = lambda: kvfuzz_triton.kv_append(*args, **kw)  # noqa: E731
+    def c_key(fn):
+        """fn() with the key by fastlaunch.c (torchkey.cpp left out)."""
+        torch_key_module, fast_launch.torch_key_module = fast_launch.torch_key_module, lambda: None
+        try:
+            return fn()
+        finally:
+            fast_launch.torch_key_module = torch_key_module
+
+    api.PLANS.put(c_key(lambda: api._plan_key(tensors, *others)[0]), plan)  # the plan under that key as well
+
     py_key = lambda: launch_plan.python_keyed_pointers(tensors, others)  # noqa: E731
     rows = {"kv_append (plan hit, fast launcher)": time_host(call, calls, repeats),
+            "kv_append, the key by fastlaunch.c (torchkey.cpp left out)": c_key(lambda: time_host(call, calls, repeats)),
             "plan key (keyed_pointers: torchkey.cpp)": time_host(lambda: api._plan_key(tensors, *others), calls,
                                                                   repeats),
-            "plan key in C (fastlaunch.c)": time_host(
-                lambda: fast_launch.module().keyed_pointers(tensors, others, False, ""), calls, repeats),
+            "plan key in C (fastlaunch.c)": c_key(lambda: time_host(lambda: api._plan_key(tensors, *others), calls,
+                                                                    repeats)),
             "plan key in Python (python_keyed_pointers)": time_host(py_key, calls, repeats),
             "lookup": time_host(lambda: launch_plan.lookup(api.PLANS, key), calls, repeats),
             "LaunchPlan.launch": time_host(lambda: plan.launch(pointers), calls, repeats),

@@ -8,7 +8,9 @@ than its pointers are fixed when it is made, so they are packed here once, as th
 parameters (8-byte cells, each value at its cell's start as Triton's launcher declares it: pack()),
 and fastlaunch.c copies them, patches in the call's pointers and calls cuLaunchKernelEx with Triton's
 launch configuration (32 x num_warps threads, the kernel's dynamic shared memory). The plan key
-(launch_plan.keyed_pointers) is computed in C as well.
+(launch_plan.keyed_pointers) is computed in C as well: through torch's C++ API (torchkey.cpp, built at
+first use against the imported torch: torch_key_module()) for calls whose tensors are torch.Tensor,
+by fastlaunch.c for the others and where torchkey.cpp cannot be built.
 
 The module is built at first use with Triton's own builder (triton.runtime.build.compile_module_from_src,
 which builds Triton's launchers: the system C compiler, Python's headers, the cuda.h Triton ships;
