@@ -5,7 +5,8 @@
 # where ctest's triton.torch runs the same tests against a real torch. Skips an install when the venv
 # already holds exactly its requirements.
 #   scripts/setup-triton.sh                 create or update build/venv-triton
-#   KVFUZZ_TRITON_TORCH=1 scripts/setup-triton.sh   and build/venv-torch (CI does)
+#   KVFUZZ_TRITON_TORCH=1 scripts/setup-triton.sh   and build/venv-torch (CI does; once made, it is
+#                                                   kept up to date without the variable)
 #   KVFUZZ_NO_TRITON=1 scripts/setup-triton.sh   do nothing (ctest then skips triton.interp and triton.torch)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -32,6 +33,7 @@ make_venv() {
 }
 
 make_venv build/venv-triton kernels/triton/requirements.txt
-if [ "${KVFUZZ_TRITON_TORCH:-0}" = 1 ]; then
+# build/venv-torch when asked for, and kept up to date once it exists (ctest's triton.torch runs it).
+if [ "${KVFUZZ_TRITON_TORCH:-0}" = 1 ] || [ -d build/venv-torch ]; then
   make_venv build/venv-torch kernels/triton/requirements.txt kernels/triton/requirements-torch.txt
 fi

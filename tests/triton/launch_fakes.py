@@ -20,7 +20,7 @@ STREAM = 0x5EED
 
 class Tensor:
     """What Triton and the launchers read of a torch tensor: data_ptr(), dtype (Triton maps
-    "bfloat16" to bf16, as it does str(torch.bfloat16)), shape, stride(), device, get_device()."""
+    "bfloat16" to bf16, as it does str(torch.bfloat16)), shape, stride(), device, get_device(), is_neg(), numel()."""
 
     def __init__(self, ptr, dtype="bfloat16", shape=(4, 8), strides=(8, 1), device=0):
         self.ptr, self.dtype, self.shape, self.strides, self.device = ptr, dtype, shape, strides, device
@@ -33,6 +33,15 @@ class Tensor:
 
     def get_device(self):
         return self.device
+
+    def is_neg(self):
+        return False
+
+    def numel(self):
+        n = 1
+        for s in self.shape:
+            n *= s
+        return n
 
     def __repr__(self):
         return f"Tensor(0x{self.ptr:x}, {self.dtype})"

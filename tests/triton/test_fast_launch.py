@@ -87,6 +87,13 @@ class Raising(Tensor):
         raise self.error
 
 
+class Negative(Tensor):
+    """A negative-bit view (torch._neg_view): its memory holds the values negated."""
+
+    def is_neg(self):
+        return True
+
+
 KEY_CASES = {
     "tensors and absent ones": (Tensor(0x1000), None, Tensor(0x2008, "int64", (5,), (1,), 1)),
     "alignment differs": (Tensor(0x1002),),
@@ -100,6 +107,9 @@ KEY_CASES = {
     "stride() raises": (Raising(ValueError("no")),),
     "not a sequence": 7,
     "a generator": (t for t in (Tensor(0x1000),)),
+    "a negative view": (Negative(0x1000),),
+    "a null pointer with elements": (Tensor(0),),
+    "a null pointer, no elements": (Tensor(0, shape=(0, 8)),),
 }
 
 
@@ -153,7 +163,7 @@ def torch_key_calls(torch):
         "shape": (m.view(8, 4), None, base),
         "strides": (m.t().contiguous().t(), None, base),
         "dtype": (m.to(torch.bfloat16), None, base),
-        "device type, same get_device()": (torch.zeros(4, 8, device="meta"), None, base),
+        "device type, same get_device()": (torch.zeros(0, 8, device="meta"), None, base),  # null pointers both
         "alignment": (m, None, base[1:61]),
         "alignment: 16 bytes on": (m, None, base[4:64]),
         "ndim": (m.view(4, 8, 1), None, base),
@@ -161,6 +171,8 @@ def torch_key_calls(torch):
         "zero-dimensional": (torch.zeros(()), None, base),
         "one tensor": (m,),
         "none at all": (),
+        "a negative view (no key)": (torch._neg_view(m), None, base),
+        "a zero tensor: a null pointer with elements (no key)": (torch._efficientzerotensor(4, 8), None, base),
     }
     return calls
 
@@ -198,6 +210,7 @@ TORCH_KEY_MUTANTS = {
     "no device type": "words.push_back(static_cast<int64_t>(t.device().type()));",
     "no dtype": "words.push_back(static_cast<int64_t>(t.scalar_type()));",
     "no mark for an absent tensor": "        words.push_back(0);\n",
+    "negative views and null pointers keyed": "      if (t.is_neg() || (ptrs[i] == 0 && t.numel() > 0)) return none_pair();\n",
 }
 
 
@@ -214,6 +227,15 @@ def test_mutants_of_torchkey_cpp_are_caught(name, mod):
         return mod.keyed_pointers(tensors, others, False, "") if got is NotImplemented else got
 
     assert torch_keys_agree(torch, keyed), f"mutant not caught: {name}"
+
+
+def test_no_key_for_tensors_no_plan_may_take(mod):
+    """A negative-bit view (validation refuses it) and a null pointer with elements (a functionalized or
+    zero tensor) get no key, so no plan; an empty tensor's null pointer is a pointer like another."""
+    for keyed in (lambda t: mod.keyed_pointers(t, (), False, ""), lambda t: launch_plan.python_keyed_pointers(t, ())):
+        assert keyed((Tensor(0x1000), Negative(0x2000))) == (None, None)
+        assert keyed((Tensor(0),)) == (None, None)
+        assert keyed((Tensor(0, shape=(0, 8)),))[0] is not None
 
 
 def test_c_key_holds_tritons_flags(mod, monkeypatch, c_key):
@@ -511,6 +533,7 @@ MUTANTS = {
                                       "if (!(low = PyNumber_And(fifteen, fifteen))) goto done;"),
     "the key holds get_device()": ('!(str_device = PyUnicode_InternFromString("device"))',
                                    '!(str_device = PyUnicode_InternFromString("get_device"))'),
+    "negative views and null pointers keyed": ("  if (refuse != 0) {", "  if (refuse < 0) {"),
 }
 
 

@@ -631,6 +631,14 @@ class TestValidation:
                     slot_mapping=t.zeros(5, dtype=t.int64, device=self.dev))
         self.expect("slot_mapping must be 1-D", slot_mapping=self.slots.reshape(2, 2))
 
+    def test_negative_views_are_refused(self):
+        # torch._neg_view: the memory holds the values negated; `c.conj().imag` of a complex c is one too
+        neg = self.torch._neg_view
+        self.expect(r"key is a negative view .*key.resolve_neg\(\)", key=neg(self.key))
+        self.expect("value_cache is a negative view", value_cache=neg(self.vc))
+        self.expect("slot_mapping is a negative view", slot_mapping=neg(self.slots))
+        assert self.call(key=neg(self.key).resolve_neg()) is None
+
     def test_contiguity(self):
         t = self.torch
         wide = t.zeros(4, 2, 16, dtype=t.float16, device=self.dev)

@@ -95,7 +95,7 @@ def call(c, **extra):
         kw["k_scale"] = fake(c.globals[:1], "float32")
         kw["v_scale"] = fake(c.globals[1:], "float32")
         kw["scale_layout"] = c.scale_layout
-    kv_append_quant(key, value, caches[0], caches[1], slots, **kw, **extra)
+    kv_append_quant(key, value, caches[0], caches[1], slots, **{**kw, **extra})
 
 
 CASES = [
@@ -122,6 +122,15 @@ def test_kv_append_quant_writes_what_the_raw_entry_point_does(fmt, kw, rules):
                             describe_difference("scales", c.scales, want_scales)) if p]
     assert not problems, "; ".join(problems)
     assert c.counter[0] == 1
+
+
+def test_kv_append_quant_refuses_negative_views():
+    c = make_case("nvfp4", "bf16", D=64, BS=4, seed=23)
+    neg = fake(c.globals[:1], "float32")
+    neg.is_neg = lambda: True  # as torch._neg_view's tensors: the memory holds the values negated
+    with pytest.raises(ValueError, match=r"k_scale is a negative view .*k_scale.resolve_neg\(\)"):
+        call(c, k_scale=neg)
+    assert c.counter[0] == 0  # nothing launched
 
 
 def test_kv_append_quant_names_what_does_not_fit():

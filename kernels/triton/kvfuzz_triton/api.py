@@ -407,6 +407,25 @@ def _is_tensor(x):
     return isinstance(x, torch.Tensor)
 
 
+def unresolved_view(t):
+    """"negative" or "conjugate" when tensor t is a view with torch's negative or conjugate bit set (its
+    memory holds the values negated or conjugated; the kernels read memory as it is), else None."""
+    if getattr(t, "is_neg", None) is not None and t.is_neg():
+        return "negative"
+    if getattr(t, "is_conj", None) is not None and t.is_conj():
+        return "conjugate"
+    return None
+
+
+def check_resolved(names_and_tensors, fail):
+    """fail(message) for the first tensor that is an unresolved negative or conjugate view."""
+    for name, t in names_and_tensors:
+        bit = None if t is None else unresolved_view(t)
+        if bit is not None:
+            fail(f"{name} is a {bit} view (torch's {bit} bit set: its memory is not its values); pass "
+                 f"{name}.resolve_{'neg' if bit == 'negative' else 'conj'}()")
+
+
 LAYOUTS = ("nhd", "hnd", "vllm_legacy")
 
 
@@ -720,6 +739,8 @@ def _checked_params(key, value, key_cache, value_cache, slot_mapping, layout, ro
 
     tensors = [key, value, key_cache, value_cache, slot_mapping, rope, k_scale, v_scale, k_scale_cache,
                v_scale_cache, invalid_slots, cp_positions]
+    check_resolved(zip(("key", "value", "key_cache", "value_cache", "slot_mapping", "rope", "k_scale", "v_scale",
+                        "k_scale_cache", "v_scale_cache", "invalid_slots", "cp_positions"), tensors), fail)
     devices = {t.device for t in tensors if t is not None}
     if len(devices) != 1:
         fail(f"all tensors must be on one device, got {sorted(str(d) for d in devices)}")

@@ -96,33 +96,37 @@ def torch_key_module():
 
 
 def build_torch_key(source):
-    """Builds and loads `source` (torchkey.cpp or a test's mutant of it) against the imported torch."""
+    """Builds and loads `source` (torchkey.cpp or a test's mutant of it) against the imported torch. The
+    cache entry is keyed by everything the module depends on: the source, the compile command, the
+    compiler's version, torch's version and place, Python's version."""
     import importlib.util
+    import shlex
 
     import torch
     from triton.runtime.cache import get_cache_manager
     name = "kvfuzz_torchkey"
     torch_dir = pathlib.Path(torch.__file__).parent
-    abi = int(torch._C._GLIBCXX_USE_CXX11_ABI)
+    lib = torch_dir / "lib"
     suffix = sysconfig.get_config_var("EXT_SUFFIX")
-    ident = "\0".join((source, name, torch.__version__, str(torch_dir), str(abi), sys.version, suffix))
+    cxx = shlex.split(os.environ.get("CXX") or "") or [shutil.which("g++") or shutil.which("clang++") or "c++"]
+    flags = ["-O2", "-shared", "-fPIC", "-std=c++17", f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}",
+             f"-I{torch_dir / 'include'}", f"-I{torch_dir / 'include/torch/csrc/api/include'}",
+             f"-I{sysconfig.get_paths()['include']}", f"-L{lib}", f"-Wl,-rpath,{lib}", "-lc10", "-ltorch",
+             "-ltorch_cpu", "-ltorch_python"]
+    try:
+        version = subprocess.run(cxx + ["--version"], capture_output=True, text=True, timeout=60).stdout
+    except OSError as e:
+        raise RuntimeError(f"no C++ compiler ({' '.join(cxx)}: {e}; set CXX)") from e
+    ident = "\0".join([source, name, *cxx, version, *flags, torch.__version__, sys.version, suffix])
     cache = get_cache_manager(hashlib.sha256(ident.encode()).hexdigest())
     path = cache.get_file(name + suffix)
     if path is None:
-        cxx = os.environ.get("CXX") or shutil.which("g++") or shutil.which("clang++")
-        if cxx is None:
-            raise RuntimeError("no C++ compiler (set CXX)")
         with tempfile.TemporaryDirectory() as tmp:
             src, so = pathlib.Path(tmp) / f"{name}.cpp", pathlib.Path(tmp) / f"{name}{suffix}"
             src.write_text(source)
-            lib = torch_dir / "lib"
-            cmd = [cxx, str(src), "-O2", "-shared", "-fPIC", "-std=c++17", f"-D_GLIBCXX_USE_CXX11_ABI={abi}",
-                   f"-I{torch_dir / 'include'}", f"-I{torch_dir / 'include/torch/csrc/api/include'}",
-                   f"-I{sysconfig.get_paths()['include']}", f"-L{lib}", f"-Wl,-rpath,{lib}", "-lc10", "-ltorch",
-                   "-ltorch_cpu", "-ltorch_python", "-o", str(so)]
-            done = subprocess.run(cmd, capture_output=True, text=True)
+            done = subprocess.run(cxx + [str(src), *flags, "-o", str(so)], capture_output=True, text=True)
             if done.returncode != 0:
-                raise RuntimeError(f"{cxx} failed: {done.stderr.strip()[-2000:]}")
+                raise RuntimeError(f"{' '.join(cxx)} failed: {done.stderr.strip()[-2000:]}")
             path = cache.put(so.read_bytes(), name + suffix, binary=True)
     spec = importlib.util.spec_from_file_location(name, path)
     mod = importlib.util.module_from_spec(spec)

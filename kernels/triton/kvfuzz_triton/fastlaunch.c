@@ -30,12 +30,34 @@ enum { kMaxCells = 256 };
 // ---------------------------------------------------------------------------------------------
 // The plan key (launch_plan.keyed_pointers)
 
-static PyObject *str_data_ptr, *str_shape, *str_stride, *str_dtype, *str_device;
+static PyObject *str_data_ptr, *str_shape, *str_stride, *str_dtype, *str_device, *str_is_neg, *str_numel;
 
-// (type(t), t.shape, t.stride(), t.dtype, t.device, ptr & 15), a new reference or NULL.
+// Whether t is a tensor no plan may take (launch_plan._described): a negative-bit view, or a null
+// pointer with elements. 1 yes, 0 no, -1 an exception set.
+static int refused(PyObject *t, PyObject *ptr) {
+  PyObject *neg = PyObject_CallMethodNoArgs(t, str_is_neg);
+  if (!neg) return -1;
+  int out = PyObject_IsTrue(neg);
+  Py_DECREF(neg);
+  if (out != 0) return out;
+  if ((out = PyObject_Not(ptr)) != 1) return out;
+  PyObject *numel = PyObject_CallMethodNoArgs(t, str_numel);
+  if (!numel) return -1;
+  out = PyObject_IsTrue(numel);
+  Py_DECREF(numel);
+  return out;
+}
+
+// (type(t), t.shape, t.stride(), t.dtype, t.device, ptr & 15), a new reference or NULL (a ValueError for
+// a tensor no plan may take).
 static PyObject *describe(PyObject *t, PyObject *ptr) {
   PyObject *shape = NULL, *stride = NULL, *dtype = NULL, *device = NULL, *low = NULL, *fifteen = NULL;
   PyObject *out = NULL;
+  const int refuse = refused(t, ptr);
+  if (refuse != 0) {
+    if (refuse > 0) PyErr_SetString(PyExc_ValueError, "not a tensor a plan may take");
+    return NULL;
+  }
   if (!(shape = PyObject_GetAttr(t, str_shape))) goto done;
   if (!(stride = PyObject_CallMethodNoArgs(t, str_stride))) goto done;
   if (!(dtype = PyObject_GetAttr(t, str_dtype))) goto done;
@@ -338,7 +360,8 @@ static struct PyModuleDef module_def = {
 PyMODINIT_FUNC PyInit_kvfuzz_fastlaunch(void) {
   if (!(str_data_ptr = PyUnicode_InternFromString("data_ptr")) || !(str_shape = PyUnicode_InternFromString("shape")) ||
       !(str_stride = PyUnicode_InternFromString("stride")) || !(str_dtype = PyUnicode_InternFromString("dtype")) ||
-      !(str_device = PyUnicode_InternFromString("device")))
+      !(str_device = PyUnicode_InternFromString("device")) || !(str_is_neg = PyUnicode_InternFromString("is_neg")) ||
+      !(str_numel = PyUnicode_InternFromString("numel")))
     return NULL;
   if (PyType_Ready(&PlanType) < 0) return NULL;
   PyObject *m = PyModule_Create(&module_def);

@@ -17,7 +17,8 @@ launch with each pointer argument replaced by the position of the call tensor it
 call_key holds, per tensor, (type, shape, strides, dtype, device, data_ptr() % 16), None for an
 absent one (the device is t.device, its type and index: get_device() gives a CUDA tensor and one of
 another device type, an XPU or a privateuse backend's, the same index), then `others` (the call's other arguments, as given) and TRITON_DEBUG with the
-instrumentation mode (part of Triton's key). The caller passes in `others` everything else its
+instrumentation mode (part of Triton's key). A negative-bit view and a null pointer with elements get no
+key (_described). The caller passes in `others` everything else its
 validation and kernel arguments read: the contract is that every non-pointer kernel argument follows
 from the key. A pointer's value decides only its alignment (Triton's divisibility specialisation).
 What the environment decides is read when the package is imported (TRITON_INTERPRET: whether the
@@ -67,11 +68,20 @@ def python_keyed_pointers(tensors, others):
         return None, None
     try:
         pointers = [None if t is None else t.data_ptr() for t in tensors]
-        described = [None if t is None else (type(t), t.shape, t.stride(), t.dtype, t.device, ptr & 15)
-                     for t, ptr in zip(tensors, pointers)]
+        described = [None if t is None else _described(t, ptr) for t, ptr in zip(tensors, pointers)]
     except Exception:  # noqa: BLE001 - anything but a tensor: the full path names the problem
         return None, None
     return (tuple(described), others, knobs.runtime.debug, knobs.compilation.instrumentation_mode), pointers
+
+
+def _described(t, ptr):
+    """Tensor t's part of the key, its data_ptr() being ptr; ValueError for a tensor no plan may take: a
+    negative-bit view (its memory holds the values negated: validation refuses it) or a null pointer
+    with elements (a functionalized or zero tensor: no memory to launch on). A conjugate view needs no
+    check: it is complex, a dtype validation refuses, so no plan has its key."""
+    if t.is_neg() or (ptr == 0 and t.numel()):
+        raise ValueError("not a tensor a plan may take")
+    return type(t), t.shape, t.stride(), t.dtype, t.device, ptr & 15
 
 
 def lookup(plans, key):

@@ -42,7 +42,7 @@ torch tensors have (the tests use a numpy stand-in).
 """
 import dataclasses
 
-from .api import KvAppendParams, interpreting, launch
+from .api import KvAppendParams, check_resolved, interpreting, launch
 from .direct_launch import LruCache, direct_launch_mode, is_compiled, on_device
 from .format_api import FORMATS, GROUP, KV_APPEND_FORMAT, FormatField, FormatRules, format_call
 from .launch_plan import LaunchPlan, Slot, keyed_pointers, lookup, remember
@@ -319,6 +319,10 @@ def _checked_params(key, value, key_cache, value_cache, slot_mapping, quant_form
         _fail("k_scale / v_scale are nvfp4's global scales")
     if invalid_slots is not None and (_dtype_name(invalid_slots) != "int64"):
         _fail("invalid_slots must be a one-element int64 tensor")
+    check_resolved(zip(("key", "value", "key_cache", "value_cache", "slot_mapping", "key_scales", "value_scales",
+                        "k_scale", "v_scale", "rope", "invalid_slots"),
+                       (key, value, key_cache, value_cache, slot_mapping, key_scales, value_scales, k_scale, v_scale,
+                        rope, invalid_slots)), _fail)
     tensors = [t for t in (key, value, key_cache, value_cache, slot_mapping, key_scales, value_scales, k_scale,
                            v_scale, rope, invalid_slots) if t is not None]
     devices = {str(t.device) for t in tensors}

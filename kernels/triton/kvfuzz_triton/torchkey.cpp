@@ -15,11 +15,13 @@
 // and index, and data_ptr() % 16. Two calls' keys are equal exactly when the Python key's would be
 // (type, shape, strides, dtype, device, alignment; tests/triton/test_fast_launch.py checks it), and a
 // key of this kind never equals one of the others (a bytes object against a tuple). A tensor whose
-// strides or pointer torch refuses (sparse, nested) gives (None, None), as in the Python key.
+// strides or pointer torch refuses (sparse, nested), a negative-bit view and a null pointer with
+// elements give (None, None), as in the Python key.
 #include <Python.h>
 #include <torch/csrc/autograd/python_variable.h>
 
 #include <cstdint>
+#include <new>
 #include <vector>
 
 namespace {
@@ -48,9 +50,10 @@ PyObject* keyed_pointers(PyObject*, PyObject* args) {
     if (item != Py_None && Py_TYPE(item) != reinterpret_cast<PyTypeObject*>(THPVariableClass)) Py_RETURN_NOTIMPLEMENTED;
   }
   std::vector<int64_t> words;
-  words.reserve(static_cast<size_t>(n) * 16);
-  std::vector<uint64_t> ptrs(static_cast<size_t>(n));
+  std::vector<uint64_t> ptrs;
   try {
+    words.reserve(static_cast<size_t>(n) * 16);
+    ptrs.resize(static_cast<size_t>(n));
     for (Py_ssize_t i = 0; i < n; ++i) {
       PyObject* item = PyTuple_GET_ITEM(tensors, i);
       if (item == Py_None) {
@@ -59,9 +62,15 @@ PyObject* keyed_pointers(PyObject*, PyObject* args) {
       }
       const at::Tensor& t = THPVariable_Unpack(item);
       ptrs[i] = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(t.data_ptr()));
+      // No key for a tensor no plan may take (launch_plan._described): a negative-bit view, a null
+      // pointer with elements (a functionalized or zero tensor).
+      if (t.is_neg() || (ptrs[i] == 0 && t.numel() > 0)) return none_pair();
       describe(t, ptrs[i], words);
     }
+  } catch (const std::bad_alloc&) {
+    return PyErr_NoMemory();
   } catch (...) {  // torch refused an attribute: as the Python key's `except Exception`
+    if (PyErr_Occurred()) return nullptr;
     return none_pair();
   }
   PyObject* pointers = PyList_New(n);
