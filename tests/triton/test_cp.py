@@ -245,6 +245,11 @@ class TestProducerTorchApi:
         with pytest.raises(ValueError, match="cp_slot_mapping: " + match):
             self.call(**kw)
 
+    def test_negative_views_are_refused(self):
+        neg = self.torch._neg_view
+        self.expect(r"positions is a negative view .*positions.resolve_neg\(\)", positions=neg(self.positions))
+        self.expect("block_tables is a negative view", block_tables=neg(self.tables))
+
     def test_matches_the_formula_and_fills_out(self):
         t = self.torch
         for rank in range(2):

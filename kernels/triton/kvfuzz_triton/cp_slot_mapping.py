@@ -36,7 +36,7 @@ import dataclasses
 import triton
 import triton.language as tl
 
-from .api import _integer, _is_tensor, check_ranks, interpreting
+from .api import _integer, _is_tensor, check_ranks, check_resolved, interpreting
 
 ROWS_PER_PROGRAM = 256  # kvf::kCpSlotMappingThreads
 NUM_WARPS = 4
@@ -110,6 +110,7 @@ def cp_slot_mapping(positions, requests, block_tables, block_size, *, rank, worl
             fail(f"{name} must be a torch.Tensor, got {type(t).__name__}")
         if t is not None and t.dtype != torch.int32:
             fail(f"{name} must be int32, got {t.dtype}")
+    check_resolved(named + (("out", out),), fail)
     for name, t in named[:2]:
         if t.dim() != 1:
             fail(f"{name} must be 1-D [rows], got shape {tuple(t.shape)}")
