@@ -14,7 +14,6 @@ plan's cells and the call's pointers. Exit status 0, 1 when that check fails, 2 
 """
 import argparse
 import ctypes
-import gc
 import json
 import os
 import pathlib
@@ -22,7 +21,6 @@ import platform
 import statistics
 import sys
 import tempfile
-import time
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 H, D, BLOCK_SIZE, NUM_BLOCKS, TOKENS = 8, 128, 16, 64, 1
@@ -68,17 +66,9 @@ def cpu_model():
 
 
 def time_host(fn, calls, repeats, warmup=200):
-    """[median, least, most] host µs per call over `repeats` x `calls` calls."""
-    for _ in range(warmup):
-        fn()
-    per_call = []
-    for _ in range(repeats):
-        gc.disable()
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        per_call.append((time.perf_counter() - t0) / calls * 1e6)
-        gc.enable()
+    """[median, least, most] host µs per call over `repeats` x `calls` calls (api_overhead.per_call_us)."""
+    from api_overhead import per_call_us
+    per_call = per_call_us(fn, calls, repeats, warmup)
     return [statistics.median(per_call), min(per_call), max(per_call)]
 
 

@@ -148,11 +148,13 @@ def verify(torch, kt, case, tokens, path):
             "problems": problems}
 
 
-def time_host(torch, fn, calls, repeats, warmup=50):
-    """(median, every repeat) of host µs per call over `repeats` x `calls` un-synchronised calls."""
+def per_call_us(fn, calls, repeats, warmup, between=lambda: None):
+    """Host µs per call of each of `repeats` runs of `calls` calls of fn (after `warmup` calls; garbage
+    collection off during a run); between() after the warm-up and after each run (api_host_cpu.py uses
+    this too)."""
     for _ in range(warmup):
         fn()
-    torch.cuda.synchronize()
+    between()
     per_call = []
     for _ in range(repeats):
         gc.disable()
@@ -162,7 +164,14 @@ def time_host(torch, fn, calls, repeats, warmup=50):
         t1 = time.perf_counter()
         gc.enable()
         per_call.append((t1 - t0) / calls * 1e6)
-        torch.cuda.synchronize()
+        between()
+    return per_call
+
+
+def time_host(torch, fn, calls, repeats, warmup=50):
+    """(median, every repeat) of host µs per call over `repeats` x `calls` un-synchronised calls, the GPU
+    synchronised between repeats."""
+    per_call = per_call_us(fn, calls, repeats, warmup, torch.cuda.synchronize)
     return statistics.median(per_call), per_call
 
 

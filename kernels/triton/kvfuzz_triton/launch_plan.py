@@ -16,10 +16,10 @@ launch with each pointer argument replaced by the position of the call tensor it
 
 call_key holds, per tensor, (type, shape, strides, dtype, device, data_ptr() % 16), None for an
 absent one (the device is t.device, its type and index: get_device() gives a CUDA tensor and one of
-another device type, an XPU or a privateuse backend's, the same index), then `others` (the call's other arguments, as given) and TRITON_DEBUG with the
-instrumentation mode (part of Triton's key). A negative-bit view and a null pointer with elements get no
-key (_described). The caller passes in `others` everything else its
-validation and kernel arguments read: the contract is that every non-pointer kernel argument follows
+another device type, an XPU or a privateuse backend's, the same index), then `others` (the call's
+other arguments, as given) and TRITON_DEBUG with the instrumentation mode (part of Triton's key). A
+negative-bit view and a null pointer with elements get no key (_described). The caller passes in
+`others` everything else its validation and kernel arguments read: the contract is that every non-pointer kernel argument follows
 from the key. A pointer's value decides only its alignment (Triton's divisibility specialisation).
 What the environment decides is read when the package is imported (TRITON_INTERPRET: whether the
 kernels are compiled at all, and so whether plans are made) and kept by a plan (fp8_software=None's

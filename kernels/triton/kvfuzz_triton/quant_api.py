@@ -319,12 +319,11 @@ def _checked_params(key, value, key_cache, value_cache, slot_mapping, quant_form
         _fail("k_scale / v_scale are nvfp4's global scales")
     if invalid_slots is not None and (_dtype_name(invalid_slots) != "int64"):
         _fail("invalid_slots must be a one-element int64 tensor")
-    check_resolved(zip(("key", "value", "key_cache", "value_cache", "slot_mapping", "key_scales", "value_scales",
-                        "k_scale", "v_scale", "rope", "invalid_slots"),
-                       (key, value, key_cache, value_cache, slot_mapping, key_scales, value_scales, k_scale, v_scale,
-                        rope, invalid_slots)), _fail)
-    tensors = [t for t in (key, value, key_cache, value_cache, slot_mapping, key_scales, value_scales, k_scale,
-                           v_scale, rope, invalid_slots) if t is not None]
+    named = (("key", key), ("value", value), ("key_cache", key_cache), ("value_cache", value_cache),
+             ("slot_mapping", slot_mapping), ("key_scales", key_scales), ("value_scales", value_scales),
+             ("k_scale", k_scale), ("v_scale", v_scale), ("rope", rope), ("invalid_slots", invalid_slots))
+    check_resolved(named, _fail)
+    tensors = [t for _, t in named if t is not None]
     devices = {str(t.device) for t in tensors}
     if len(devices) != 1:
         _fail(f"all tensors must be on one device, got {sorted(devices)}")
