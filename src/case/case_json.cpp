@@ -548,7 +548,7 @@ void read_rules(const Reader& rd, const json& r, const std::string& rp, QuantFor
     if (std::find(keys.begin(), keys.end(), item.key()) != keys.end()) continue;
     std::string known;
     for (const std::string& k : keys) known += (known.empty() ? "\"" : ", \"") + k + "\"";
-    rd.fail(rp + "/" + item.key(), "unknown key \"" + item.key() + "\"; format " + std::string(to_string(format)) +
+    rd.fail(child(rp, item.key()), "unknown key " + quote(item.key()) + "; format " + std::string(to_string(format)) +
                                        " reads " + (known.empty() ? std::string("no conventions") : known));
   }
   if (r.contains("nvfp4")) q.nvfp4 = rd.enum_field<Nvfp4Rule>(r, rp, "nvfp4", nvfp4_rule_from_string, "NVFP4 rule");
