@@ -30,9 +30,13 @@ CASES = {"bf16-nhd": dict(scale_kind="none", cache_dtype="bf16"),
 
 
 def fake_driver(directory):
-    """The fake driver built and loaded as libcuda.so.1 (before fastlaunch.c opens it)."""
+    """The fake driver built and loaded as libcuda.so.1 (before fastlaunch.c opens it); None when this
+    process has loaded a real libcuda.so.1 already (a host with a CUDA driver: torch or Triton opened it),
+    which is then the one fastlaunch.c would open."""
     from launch_fakes import build_fake_libcuda
     fake = ctypes.CDLL(str(build_fake_libcuda(directory)), mode=ctypes.RTLD_GLOBAL)
+    if ctypes.CDLL("libcuda.so.1")._handle != fake._handle:
+        return None
     fake.fake_param.restype = ctypes.c_uint64
     return fake
 
@@ -157,6 +161,11 @@ def main(argv=None):
     mp = pytest.MonkeyPatch()
     with tempfile.TemporaryDirectory() as tmp:
         fake = fake_driver(tmp)
+        if fake is None:
+            print("api_host_cpu.py: this process loaded the real CUDA driver (libcuda.so.1) before the fake one, "
+                  "so the fake cannot take its place; on a host with a GPU use bench/api_overhead.py, which times "
+                  "the real launches", file=sys.stderr)
+            return 2
         fast_launch.set_fast_launch(True)
         direct_launch.set_direct_launch_mode("1")
         kernel, _ = jit_kernel(mp, "kv_append_row_kernel")  # Triton's binder on the real kernel, compile faked

@@ -4,15 +4,13 @@
 # launcher, against Triton's JIT path, verified bit for
 # bit first, with a breakdown of the cached path), then the Triton pytest on the GPU twice: with
 # KVFUZZ_TRITON_DIRECT_LAUNCH=check (every launch-plan and compiled-kernel hit re-derived by the full
-# validation and Triton's own binder and cache, and required equal) and with the default (=1); last,
-# bench/api_host_cpu.py (a plan hit's host work on a fake driver, as on the CPU machine: the ratio of
-# this host's CPU to that one's, for the CPU estimates).
+# validation and Triton's own binder and cache, and required equal) and with the default (=1), both
+# with the default launcher (the fast one).
 # Run from the repo root with OUT set:
 #   OUT=DIR bash scripts/gpu/api-overhead.sh
 # Writes OUT/device.txt (date, GPU, driver, versions, cores, then each step's exit code and seconds),
-# OUT/api_overhead.md and .json, OUT/bench.log, OUT/pytest-check.log, OUT/pytest-default.log,
-# OUT/api_host_cpu.log and .json.
-# Under 10 minutes: the steps' timeouts add up to 580 s (about 5 minutes expected).
+# OUT/api_overhead.md and .json, OUT/bench.log, OUT/pytest-check.log, OUT/pytest-default.log.
+# Under 10 minutes: the steps' timeouts add up to 550 s (about 3.5 minutes expected).
 set -u
 : "${OUT:?usage: OUT=DIR bash scripts/gpu/api-overhead.sh}"
 mkdir -p "$OUT"
@@ -29,11 +27,7 @@ echo "pytest check rc=$? $((SECONDS - s)) s" >> "$OUT/device.txt"
 s=$SECONDS
 KVFUZZ_TRITON_GPU=1 timeout 100 python3 -m pytest -q -p no:cacheprovider tests/triton > "$OUT/pytest-default.log" 2>&1
 echo "pytest default rc=$? $((SECONDS - s)) s" >> "$OUT/device.txt"
-s=$SECONDS
-timeout 30 python3 bench/api_host_cpu.py --calls 10000 --repeats 7 --json "$OUT/api_host_cpu.json" > "$OUT/api_host_cpu.log" 2>&1
-echo "api_host_cpu rc=$? $((SECONDS - s)) s" >> "$OUT/device.txt"
 cat "$OUT/api_overhead.md" 2>/dev/null || tail -20 "$OUT/bench.log"
 echo "== pytest check"; tail -3 "$OUT/pytest-check.log"
 echo "== pytest default"; tail -3 "$OUT/pytest-default.log"
-echo "== api_host_cpu"; cat "$OUT/api_host_cpu.log"
 cat "$OUT/device.txt"
