@@ -6,11 +6,10 @@ against Triton's JIT path, verified bit for bit first.
     python3 bench/api_overhead.py --list                 # the cases, no GPU needed
 
 Paths (kernels/triton/kvfuzz_triton/direct_launch.py, launch_plan.py, fast_launch.py):
-  fast    the cached path with KVFUZZ_TRITON_FAST_LAUNCH=1: the plan key computed and the kernel launched
-          by fastlaunch.c instead of Triton's launcher (opt-in until verified on a GPU);
-  cached  mode "1" (KVFUZZ_TRITON_DIRECT_LAUNCH=1, the default): a kv_append or kv_append_quant call like
-          an earlier one is launched from that call's plan (no validation, no JIT) through Triton's
-          launcher;
+  fast    the default (KVFUZZ_TRITON_DIRECT_LAUNCH=1 and KVFUZZ_TRITON_FAST_LAUNCH=1): a kv_append or
+          kv_append_quant call like an earlier one is launched from that call's plan (no validation, no
+          JIT), the plan key computed and the kernel launched by fastlaunch.c (torchkey.cpp for the key);
+  cached  the same through Triton's launcher (KVFUZZ_TRITON_FAST_LAUNCH=0);
   jit     mode "0" (KVFUZZ_TRITON_DIRECT_LAUNCH=0): validation and Triton's JIT dispatch every call (the API
           before issue 20).
 

@@ -56,8 +56,8 @@ def mod():
     return m
 
 
-def test_it_is_off_unless_the_environment_turns_it_on(monkeypatch):
-    for value, on in ((None, False), ("0", False), ("1", True)):
+def test_it_is_on_unless_the_environment_turns_it_off(monkeypatch):
+    for value, on in ((None, True), ("0", False), ("1", True)):
         if value is None:
             monkeypatch.delenv(fast_launch.FAST_LAUNCH_ENV, raising=False)
         else:

@@ -92,9 +92,10 @@ from key_cache to value_cache and key_scales to value_scales) is launched from t
 without validation.
 KVFUZZ_TRITON_DIRECT_LAUNCH=0 (read at import; set_direct_launch_mode("0") at run time) validates and
 goes through the JIT every call; "check" re-derives every hit the slow way and raises on a difference.
-KVFUZZ_TRITON_FAST_LAUNCH=1 (set_fast_launch(True)) launches plans through fastlaunch.c, a launcher of
-our own, instead of Triton's, with the plan key read through torch's C++ API where it can be built (fast_launch.py;
-opt-in until verified on a GPU; fast_launch_status()).
+Plans launch through fastlaunch.c, a launcher of our own, instead of Triton's, with the plan key read
+through torch's C++ API where it can be built (fast_launch.py; on by default, verified and timed on an
+H200; KVFUZZ_TRITON_FAST_LAUNCH=0 or set_fast_launch(False) turns it off; fast_launch_status() says
+which launcher plans use and why).
 
 Raw entry point (no torch needed; used by the interpreter worker with HostPtr shims):
 
