@@ -528,40 +528,6 @@ void read_format(const Reader& rd, const json& j, Case& c) {
   }
 }
 
-// v2's quant.rules: the conventions of the case's format (quant_format.h); only the keys its
-// format reads may appear.
-void read_rules(const Reader& rd, const json& r, const std::string& rp, QuantFormat format, QuantRules& q) {
-  std::vector<std::string> keys;
-  switch (format) {
-    case QuantFormat::nvfp4: keys = {"nvfp4", "scale_layout"}; break;
-    case QuantFormat::mxfp8_e4m3:
-    case QuantFormat::mxfp8_e5m2:
-    case QuantFormat::mxfp4: keys = {"mx"}; break;
-    case QuantFormat::ds_mla: keys = {"ds_mla"}; break;
-    case QuantFormat::indexer_k: keys = {"indexer"}; break;
-    case QuantFormat::asym_int8: keys = {"asym_arith", "asym_lanes"}; break;
-    case QuantFormat::asym_int4: keys = {"asym_arith", "asym_lanes", "int4_pairing"}; break;
-    default: break;  // none, fp8_inline, int8_inline: no conventions
-  }
-  if (!r.is_object()) rd.fail(rp, "expected an object of the format's conventions");
-  for (const auto& item : r.items()) {
-    if (std::find(keys.begin(), keys.end(), item.key()) != keys.end()) continue;
-    std::string known;
-    for (const std::string& k : keys) known += (known.empty() ? "\"" : ", \"") + k + "\"";
-    rd.fail(child(rp, item.key()), "unknown key " + quote(item.key()) + "; format " + std::string(to_string(format)) +
-                                       " reads " + (known.empty() ? std::string("no conventions") : known));
-  }
-  if (r.contains("nvfp4")) q.nvfp4 = rd.enum_field<Nvfp4Rule>(r, rp, "nvfp4", nvfp4_rule_from_string, "NVFP4 rule");
-  if (r.contains("scale_layout")) q.scale_layout = rd.enum_field<ScaleLayout>(r, rp, "scale_layout", scale_layout_from_string, "scale layout");
-  if (r.contains("mx")) q.mx = rd.enum_field<MxScaleRule>(r, rp, "mx", mx_scale_rule_from_string, "MX scale rule");
-  if (r.contains("ds_mla")) q.ds_mla = rd.enum_field<DsMlaScale>(r, rp, "ds_mla", ds_mla_scale_from_string, "ds_mla scale rule");
-  if (r.contains("indexer")) q.indexer = rd.enum_field<IndexerScale>(r, rp, "indexer", indexer_scale_from_string, "indexer scale rule");
-  if (r.contains("asym_arith")) q.asym_arith = rd.enum_field<AsymArith>(r, rp, "asym_arith", asym_arith_from_string, "arithmetic");
-  if (r.contains("asym_lanes")) q.asym_lanes = rd.enum_field<AsymLanes>(r, rp, "asym_lanes", asym_lanes_from_string, "lane policy");
-  if (r.contains("int4_pairing"))
-    q.int4_pairing = rd.enum_field<Int4Pairing>(r, rp, "int4_pairing", int4_pairing_from_string, "int4 pairing");
-}
-
 // The conventions format f reads, as quant.rules holds them (empty for none and the inline formats).
 json rules_json(QuantFormat f, const QuantRules& q) {
   switch (f) {
@@ -576,6 +542,29 @@ json rules_json(QuantFormat f, const QuantRules& q) {
       return {{"asym_arith", to_string(q.asym_arith)}, {"asym_lanes", to_string(q.asym_lanes)}, {"int4_pairing", to_string(q.int4_pairing)}};
     default: return json::object();
   }
+}
+
+// v2's quant.rules: the conventions of the case's format (quant_format.h); only the keys its
+// format reads (those rules_json writes for it) may appear.
+void read_rules(const Reader& rd, const json& r, const std::string& rp, QuantFormat format, QuantRules& q) {
+  if (!r.is_object()) rd.fail(rp, "expected an object of the format's conventions");
+  const json read = rules_json(format, QuantRules{});
+  for (const auto& item : r.items()) {
+    if (read.contains(item.key())) continue;
+    std::string known;
+    for (const auto& k : read.items()) known += (known.empty() ? "" : ", ") + quote(k.key());
+    rd.fail(child(rp, item.key()), "unknown key " + quote(item.key()) + "; format " + std::string(to_string(format)) +
+                                       " reads " + (known.empty() ? std::string("no conventions") : known));
+  }
+  if (r.contains("nvfp4")) q.nvfp4 = rd.enum_field<Nvfp4Rule>(r, rp, "nvfp4", nvfp4_rule_from_string, "NVFP4 rule");
+  if (r.contains("scale_layout")) q.scale_layout = rd.enum_field<ScaleLayout>(r, rp, "scale_layout", scale_layout_from_string, "scale layout");
+  if (r.contains("mx")) q.mx = rd.enum_field<MxScaleRule>(r, rp, "mx", mx_scale_rule_from_string, "MX scale rule");
+  if (r.contains("ds_mla")) q.ds_mla = rd.enum_field<DsMlaScale>(r, rp, "ds_mla", ds_mla_scale_from_string, "ds_mla scale rule");
+  if (r.contains("indexer")) q.indexer = rd.enum_field<IndexerScale>(r, rp, "indexer", indexer_scale_from_string, "indexer scale rule");
+  if (r.contains("asym_arith")) q.asym_arith = rd.enum_field<AsymArith>(r, rp, "asym_arith", asym_arith_from_string, "arithmetic");
+  if (r.contains("asym_lanes")) q.asym_lanes = rd.enum_field<AsymLanes>(r, rp, "asym_lanes", asym_lanes_from_string, "lane policy");
+  if (r.contains("int4_pairing"))
+    q.int4_pairing = rd.enum_field<Int4Pairing>(r, rp, "int4_pairing", int4_pairing_from_string, "int4 pairing");
 }
 
 // The scale cache's num_blocks and block_size are not stored: they are the cache's for

@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <utility>
 
 #include "arena/arena.h"
 #include "arena/diff.h"
@@ -85,6 +86,25 @@ TEST(QuantFormat, nvfp4FieldsAreTypedAndLaidOutFromTheGeometry) {
   EXPECT_EQ(j.at("version"), 2);
   EXPECT_EQ(j.at("quant").at("format"), "nvfp4");
   EXPECT_EQ(case_to_json(case_from_json(j, "nvfp4.json")), j);
+}
+
+// quant.rules holds only the conventions its format reads (the keys the writer writes for it); any
+// other key is refused at its path, naming the format's keys, with control bytes escaped.
+TEST(QuantFormat, quantRulesRefusesAKeyItsFormatDoesNotRead) {
+  const auto refusal = [](const std::string& key) {
+    nlohmann::json j = case_to_json(nvfp4_case());
+    j["quant"]["rules"][key] = "ocp_floor";
+    try {
+      case_from_json(j, "nvfp4.json");
+    } catch (const InputError& e) {
+      return std::pair{e.json_path(), e.message()};
+    }
+    return std::pair{std::string("accepted"), std::string()};
+  };
+  EXPECT_EQ(refusal("mx"), std::pair(std::string("/quant/rules/mx"),
+                                     std::string("unknown key \"mx\"; format nvfp4 reads \"nvfp4\", \"scale_layout\"")));
+  EXPECT_EQ(refusal("a/\x7f"), std::pair(std::string("/quant/rules/a~1\\x7f"),
+                                         std::string("unknown key \"a/\\x7f\"; format nvfp4 reads \"nvfp4\", \"scale_layout\"")));
 }
 
 TEST(QuantFormat, goldenNvfp4CodesAndScalesAreTheBlockQuantisersByHand) {
