@@ -58,11 +58,31 @@ DecodedValue ValueDecoder::decode(uint32_t bits, const CacheCell& cell) {
     const uint64_t own = id(cell.is_value, 0, cell.head, cell.dim);
     const uint64_t both = id(false, 0, cell.head, cell.dim);
     const auto rows = static_cast<uint64_t>(c_.num_input_rows);
+    if (cell.role == CacheCell::Role::context && cell.request >= 0 && end - lo > 1 && owned(lo, end, cell.request, own, both, d)) return d;
     if (pick(lo, end, own, own + rows, d)) return d;
     if (pick(lo, end, both, both + 2 * rows, d)) return d;
   }
   if (end - lo == 1) return use(lo->second);
+  return ambiguous(lo, end);
+}
+
+// An ambiguous result over the candidates [first, last), naming their common request if any.
+DecodedValue ValueDecoder::ambiguous(It first, It last) const {
+  DecodedValue d;
   d.source = ValueSource::ambiguous;
+  bool any = false;
+  for (It it = first; it != last; ++it) {
+    const auto row = static_cast<int64_t>(it->second % static_cast<uint64_t>(c_.num_input_rows));
+    const int64_t r = request_of(row);
+    if (r < 0) continue;  // rows that must not be written (or of free blocks) are no writers here
+    if (!any) {
+      d.common_request = r;
+      any = true;
+    } else if (r != d.common_request) {
+      d.common_request = -1;
+      break;
+    }
+  }
   return d;
 }
 
@@ -78,6 +98,13 @@ ValueSource ValueDecoder::row_kind(int64_t row) const {
   if (c_.is_padding(slot)) return ValueSource::padding_row;
   if (slot >= c_.capacity()) return ValueSource::invalid_row;
   return ValueSource::request;
+}
+
+// The request whose new token input row `row` is, -1 for a row that must not be written.
+int64_t ValueDecoder::request_of(int64_t row) const {
+  if (row_kind(row) != ValueSource::request) return -1;
+  const int64_t slot = c_.slot_mapping[static_cast<size_t>(row)];
+  return loc_.owner(slot / c_.cache.block_size).request;
 }
 
 DecodedValue ValueDecoder::use(uint64_t candidate) {
@@ -101,6 +128,37 @@ DecodedValue ValueDecoder::use(uint64_t candidate) {
   return d;
 }
 
+// The candidates in [lo, end) of request `owner`'s rows, into `out`; false if there are none. Among
+// them those of the cell's own tensor, head and dim (ids from `own`), then of its head and dim
+// (from `both`), then any: the only one of the first non-empty set, else ambiguous (common_request
+// `owner`).
+bool ValueDecoder::owned(It lo, It end, int64_t owner, uint64_t own, uint64_t both, DecodedValue& out) {
+  const auto rows = static_cast<uint64_t>(c_.num_input_rows);
+  int64_t n[3] = {0, 0, 0};  // own tensor/head/dim, head/dim, any
+  uint64_t pick_of[3] = {0, 0, 0};
+  for (It it = lo; it != end; ++it) {
+    if (request_of(static_cast<int64_t>(it->second % rows)) != owner) continue;
+    const uint64_t id = it->second;
+    const int set = id >= own && id < own + rows ? 0 : id >= both && id < both + 2 * rows ? 1 : 2;
+    for (int k = set; k < 3; ++k) {
+      ++n[k];
+      pick_of[k] = id;
+    }
+  }
+  for (int k = 0; k < 3; ++k) {
+    if (n[k] == 0) continue;
+    if (n[k] == 1) {
+      out = use(pick_of[k]);
+    } else {
+      out = DecodedValue{};
+      out.source = ValueSource::ambiguous;
+      out.common_request = owner;
+    }
+    return true;
+  }
+  return false;
+}
+
 // Picks among the candidates in [lo, end) with ids in [id_lo, id_hi) into `out`; false if there are none.
 bool ValueDecoder::pick(It lo, It end, uint64_t id_lo, uint64_t id_hi, DecodedValue& out) {
   const auto first = std::lower_bound(lo, end, Entry{lo->first, id_lo});
@@ -119,8 +177,7 @@ bool ValueDecoder::pick(It lo, It end, uint64_t id_lo, uint64_t id_hi, DecodedVa
   if (last - first == 1) {
     out = use(first->second);
   } else {
-    out = DecodedValue{};
-    out.source = ValueSource::ambiguous;
+    out = ambiguous(first, last);
   }
   return true;
 }

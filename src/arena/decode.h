@@ -38,6 +38,8 @@ struct DecodedValue {
   bool is_value = false;             // request: the element is in the value view (else the key view)
   int64_t head = -1, dim = -1;       // request: its head and dim
   int64_t request = -1, token = -1;  // request: the request and logical token whose new value it is
+  int64_t common_request = -1;       // ambiguous: the request every written candidate row belongs to,
+                                     // if they all belong to one (else -1)
 };
 
 // Index of every key/value input element by the bits the cache would store. Built lazily on the
@@ -52,12 +54,19 @@ class ValueDecoder {
   //   - no candidate: unknown;
   //   - only candidates of rows that must not be written (slot < 0, slot >= capacity, row >= T):
   //     their common kind (else unwritten_rows) and their common row (else -1);
+  //   - otherwise, for a context cell with several candidates, those of the request owning the
+  //     cell if there are any (a value the own request also holds is no evidence of another
+  //     request's write, whichever head or dim holds it): of them, those of the cell's own tensor,
+  //     head and dim, then of its head and dim, then any; the only one of the first non-empty set,
+  //     else ambiguous with common_request that request;
   //   - otherwise, unless `cell` is a stride gap, the candidates of the cell's own tensor, head and
   //     dim, then (if none) those of its head and dim in either tensor; within the first non-empty
   //     set, the row decoded by the previous call that found one (rows are written contiguously),
   //     else its only candidate, else ambiguous;
   //   - otherwise the only candidate, else ambiguous.
   // A single candidate of a request row yields request, except unknown when its slot's block is free.
+  // An ambiguous result names the one request all its written candidates belong to, if there is one
+  // (common_request): several elements hold the value, but only that request could have written it.
   DecodedValue decode(uint32_t bits, const CacheCell& cell);
 
  private:
@@ -73,7 +82,10 @@ class ValueDecoder {
   uint64_t id(bool is_value, int64_t row, int64_t head, int64_t dim) const;
   ValueSource row_kind(int64_t row) const;
   DecodedValue use(uint64_t candidate);
+  DecodedValue ambiguous(It first, It last) const;
   bool pick(It lo, It end, uint64_t id_lo, uint64_t id_hi, DecodedValue& out);
+  bool owned(It lo, It end, int64_t owner, uint64_t own, uint64_t both, DecodedValue& out);
+  int64_t request_of(int64_t row) const;
   const Unwritten& unwritten(uint32_t bits, It lo, It end);
 
   const Case& c_;

@@ -11,9 +11,14 @@
 //   1. it holds the input-gap canary or the guard pattern       -> oob_read_suspected
 //   2. it is an expected write still holding its pre-run value  -> missing_write
 //   3. its value is that of padding/invalid/graph rows only     -> padding_leak
-//   4. by location: new-token cell -> wrong_value; another request's context (or unknown writer)
-//      or a shared prefix block (whoever wrote) -> cross_request_write; own context, free block,
-//      hole, block tail, stride gap -> stray_write (case/placement.h: holes and shared blocks).
+//   4. by location: new-token cell -> wrong_value; another request's context (a writer decoded as
+//      another request, an ambiguous value whose candidates are all another request's, or an
+//      unknown/ambiguous writer while some request other than the cell's own has new tokens) or a
+//      shared prefix block (whoever wrote) -> cross_request_write; own context (also an ambiguous
+//      value whose candidates are all the own request's, and an unknown/ambiguous writer when no
+//      other request has new tokens: nobody else could have written), free block, hole, block
+//      tail, stride gap -> stray_write
+//      (case/placement.h: holes and shared blocks).
 // Steps 1-4 are classify_cache_diff() (diff.h), which the cell map (report/cell_map.cpp) shares.
 // Writers are decoded by value (ValueDecoder, decode.h): the converted bits of every input element
 // (tensor, row, head, dim) are indexed once, lazily, when the first cache difference needs it.
@@ -23,8 +28,9 @@
 // quantisation can produce, see payload.cpp), so a match would be coincidence, not evidence. Even a
 // unique match is not trusted: no writer decoding, no padding_leak, no oob_read_suspected. A
 // differing new-token cell is missing_write if it still holds its pre-run value, else
-// wrong_value; another request's or the own context is cross_request_write (unknown writer); free
-// blocks, block tails and stride gaps are stray_write.
+// wrong_value; a context cell is cross_request_write (unknown writer) when a request other than
+// its own has new tokens or it is in a shared block, else stray_write; free blocks, block tails and
+// stride gaps are stray_write.
 // The static scales section is an input: any change is input_modified. The scale cache (per
 // token-head) is classified like a quantised KV cache, except that a differing new-token cell is
 // scale_mismatch (also when it was not written at all; the example says so).
@@ -65,6 +71,19 @@ namespace kvf {
 namespace {
 
 using golden::Canary;
+
+// The kind of a write into a non-new-token cache cell whose writer is not known (by location only,
+// or a value no input element or several hold): into a context cell, cross_request_write when a
+// request other than the cell's own has new tokens (it could have written) or the cell is in a
+// shared prefix block (every write into it corrupts its other sharers), else stray_write (the
+// request wrote into its own context); into any other cell, stray_write.
+FindingKind context_write_kind(const Case& c, const CacheCell& cell) {
+  if (cell.role != CacheCell::Role::context) return FindingKind::stray_write;
+  if (cell.shared) return FindingKind::cross_request_write;
+  for (size_t r = 0; r < c.requests.size(); ++r)
+    if (static_cast<int64_t>(r) != cell.request && c.requests[r].new_len > 0) return FindingKind::cross_request_write;
+  return FindingKind::stray_write;
+}
 
 // ---------------------------------------------------------------------------------------------
 // Group keys: what was hit (victim) and whose data landed there (writer)
@@ -539,7 +558,7 @@ class Differ {
     if (cell.role == CacheCell::Role::new_token) {
       key.writer = Writer::kernel;
     } else {
-      key.kind = cell.role == CacheCell::Role::context ? FindingKind::cross_request_write : FindingKind::stray_write;
+      key.kind = context_write_kind(c_, cell);
     }
     const bool unwritten = act == ini;
     Group& g = group(key, [&](Group& ng) {
@@ -631,7 +650,7 @@ class Differ {
     if (cell.role == CacheCell::Role::new_token) {
       key.kind = scale ? FindingKind::scale_mismatch : act == ini ? FindingKind::missing_write : FindingKind::wrong_value;
     } else {
-      key.kind = cell.role == CacheCell::Role::context ? FindingKind::cross_request_write : FindingKind::stray_write;
+      key.kind = context_write_kind(c_, cell);
       key.writer = Writer::unknown;
     }
     const bool unwritten = act == ini;
@@ -1174,7 +1193,7 @@ CacheDiff classify_cache_diff(const Case& c, const CacheCell& cell, uint32_t fou
     if (cell.role == CacheCell::Role::new_token) {
       x.kind = found == pre_run ? FindingKind::missing_write : FindingKind::wrong_value;
     } else {
-      x.kind = cell.role == CacheCell::Role::context ? FindingKind::cross_request_write : FindingKind::stray_write;
+      x.kind = context_write_kind(c, cell);
     }
     return x;
   }
@@ -1206,8 +1225,14 @@ CacheDiff classify_cache_diff(const Case& c, const CacheCell& cell, uint32_t fou
     x.kind = FindingKind::wrong_value;
   } else if (cell.role == CacheCell::Role::context) {
     // A shared prefix block is every sharer's context: whoever wrote it corrupted the others.
-    const bool own = d.source == ValueSource::request && d.request == cell.request && !cell.shared;
-    x.kind = own ? FindingKind::stray_write : FindingKind::cross_request_write;
+    // A decoded writer is the evidence; an unknown or ambiguous one is judged by who could have written.
+    // An ambiguous value all of whose candidates are one request's counts as that request's.
+    const int64_t writer = d.source == ValueSource::request ? d.request : d.source == ValueSource::ambiguous ? d.common_request : -1;
+    if (writer < 0) {
+      x.kind = context_write_kind(c, cell);
+    } else {
+      x.kind = writer == cell.request && !cell.shared ? FindingKind::stray_write : FindingKind::cross_request_write;
+    }
   } else {
     x.kind = FindingKind::stray_write;
   }

@@ -43,18 +43,64 @@ std::string read_all_text(const std::filesystem::path& file) {
 
 const char* bucket(int64_t n) { return n == 0 ? "0" : n == 1 ? "1" : "many"; }
 
+// The victim class of a finding as the signature names it: where the bug's writes land, not which
+// cell of this case they happened to hit (signature.h).
+std::string coarse_victim(const Finding& f) {
+  std::string v = f.victim_class;
+  std::string prefix;
+  if (v.rfind("scale_cache:", 0) == 0) {
+    prefix = "scale_cache:";
+    v = v.substr(prefix.size());
+  }
+  switch (f.kind) {
+    case FindingKind::stray_write:
+      if (v == "context" || v == "tail" || v == "hole" || v == "gap") v = "own_cells";
+      break;
+    case FindingKind::cross_request_write:
+      if (v == "context" || v == "shared_block") v = "other_request";
+      break;
+    case FindingKind::padding_leak:
+    case FindingKind::oob_read_suspected:
+      if (v != "many") v = "cache";  // where a leaked or over-read value lands follows from the case
+      break;
+    default: break;
+  }
+  return prefix + v;
+}
+
+// The writer class as the signature names it: the rows that must not be written and the over-read
+// patterns by name, everything else (a decoded request, an unknown or ambiguous value, the kernel)
+// as the kernel; which of those a diff can tell depends on the dtypes, not on the bug.
+std::string coarse_writer(const Finding& f) {
+  const std::string& w = f.writer_class;
+  if (w == "padding_row" || w == "invalid_row" || w == "graph_row" || w == "unwritten_rows" || w == "input_gap" ||
+      w == "guard_pattern")
+    return w;
+  return "kernel";
+}
+
+bool is_run_failure(FindingKind k) {
+  return k == FindingKind::launch_error || k == FindingKind::crash || k == FindingKind::timeout;
+}
+
 }  // namespace
 
-std::string Signature::text() const { return "v" + std::to_string(kVersion) + " " + identity + " " + features; }
+std::string Signature::text() const { return "v" + std::to_string(kVersion) + " " + bug; }
 
 std::string Signature::id() const { return fnv1a_hex(text()); }
+
+std::string bug_class_of(const Verdict& v) {
+  if (v.pass()) return "";
+  const Finding& f = v.findings.front();
+  if (is_run_failure(f.kind)) return std::string(to_string(f.kind)) + "|run|kernel";
+  return std::string(to_string(f.kind)) + "|" + coarse_victim(f) + "|" + coarse_writer(f);
+}
 
 std::string identity_of(const Verdict& v) {
   if (v.pass()) return "";
   const Finding& f = v.findings.front();
-  std::string id = std::string(to_string(f.kind)) + "|" + f.victim_class + "|" + f.writer_class;
-  if (f.kind == FindingKind::launch_error || f.kind == FindingKind::crash || f.kind == FindingKind::timeout)
-    id += "|" + without_numbers(f.sentence);
+  std::string id = bug_class_of(v);
+  if (is_run_failure(f.kind)) id += "|" + without_numbers(f.sentence);
   return id;
 }
 
@@ -66,12 +112,11 @@ Signature signature_of(const Case& c, const Verdict& v) {
     invalid += s >= c.capacity() ? 1 : 0;
   }
   Signature s;
+  s.bug = bug_class_of(v);
   s.identity = identity_of(v);
   s.features = std::string(to_string(c.layout)) + "|" + std::string(to_string(c.input_dtype)) + ">" +
                std::string(to_string(c.cache_dtype)) + "|" + std::string(to_string(c.scale_kind)) + "|requests=" +
                bucket(requests) + "|heads=" + bucket(c.num_heads) + "|padding=" + bucket(padding) + "|invalid=" + bucket(invalid);
-  // The serving conventions other than the default (docs/contract.md), so that a bug of one is not
-  // counted as a bug of another; default-mode signatures are what they were before the modes.
   if (c.padding != PaddingMode::negative) s.features += "|padding_mode=" + std::string(to_string(c.padding));
   if (c.addressing != Addressing::slot_mapping) s.features += "|addressing=" + std::string(to_string(c.addressing));
   if (c.has_window()) s.features += "|window=" + std::string(to_string(c.window_input));

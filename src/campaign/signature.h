@@ -1,16 +1,31 @@
 // signature.h — when two failures are the same bug: a versioned finding signature, and the index of
 // signatures a findings folder keeps across runs (docs/findings.md).
 //
-//   identity = kind | victim class | writer class          of the first (most severe) finding
-//              (+ | the refusal or death message with every number as '#', for launch_error, crash, timeout)
-//   features = layout | input>cache dtype | scale kind | requests | heads | padding rows | invalid slots
-//              (the last four each 0, 1 or many)
-//   signature v1 = "v1 " + identity + " " + features; its id: 16 hex digits of its FNV-1a hash.
+// A signature describes the bug, not the case that showed it ("one bug, one finding"):
 //
-// The shrinker keeps the identity (a launch refused at 64 heads does not shrink into an empty batch
-// refused); the features describe where it ended. A campaign shrinks a failure only when the
-// signature of the failing case is new to it, and saves a minimal case only when its signature is
-// new to the folder's index or smaller than the case the index holds.
+//   bug class   = kind | victim class | writer class        of the first (most severe) finding, coarsened:
+//     victim    stray_write: context, tail, hole, gap -> own_cells (the writing request's own cells;
+//               which of them a bug hits follows from the layout), free_block kept;
+//               cross_request_write: context, shared_block -> other_request;
+//               padding_leak, oob_read_suspected: every cache cell -> cache;
+//               others as the finding names them (new_token, guard_band, key_view, ...), with the
+//               scale_cache: prefix kept;
+//     writer    padding_row, invalid_row, graph_row, unwritten_rows, input_gap, guard_pattern kept;
+//               request, unknown, ambiguous, kernel -> kernel (what the value decoder can tell
+//               depends on the dtypes, not on the bug);
+//     launch_error, crash, timeout: "KIND|run|kernel" (no message text).
+//   signature v2 = "v2 " + bug class; its id: 16 hex digits of its FNV-1a hash. Layout, dtypes,
+//   shape buckets, serving conventions and message text are not part of it (the saved case shows
+//   them; `features` lists them for the reader).
+//   identity    = bug class (+ | the refusal or death message with every number as '#', for
+//                 launch_error, crash, timeout): what the shrinker keeps (a launch refused at 64
+//                 heads does not shrink into an empty batch refused).
+//
+// Version 1 signatures ("v1 " + identity + " " + features, with the fine classes) are never
+// produced now; an index holding them is still read, its v1 entries simply match no new failure.
+// A campaign shrinks a failure only when the signature of the failing case is new to it, and saves a
+// minimal case only when its signature is new to the folder's index or smaller than the case the
+// index holds.
 #pragma once
 
 #include <array>
@@ -29,13 +44,16 @@
 namespace kvf {
 
 struct Signature {
-  static constexpr int kVersion = 1;
-  std::string identity;  // what the shrinker keeps
-  std::string features;  // the case's discrete features
-  std::string text() const;  // "v1 <identity> <features>"
+  static constexpr int kVersion = 2;
+  std::string bug;       // the bug class: what the signature is
+  std::string identity;  // what the shrinker keeps: the bug class (+ message of a run failure)
+  std::string features;  // the case's discrete features (layout, dtypes, buckets): not in the text
+  std::string text() const;  // "v2 <bug class>"
   std::string id() const;    // 16 hex digits
 };
 
+// The bug class of a failing verdict ("" for a passing one).
+std::string bug_class_of(const Verdict& v);
 // The identity of a failing verdict ("" for a passing one).
 std::string identity_of(const Verdict& v);
 

@@ -11,7 +11,13 @@
 //             (f32/bf16 subnormals, overflow to +-Inf and underflow to +-0 in a narrower cache);
 //   mantissa  a bijection of the element's linear index mod 2^mantissa_bits, so elements within
 //             2^m consecutive indices never share a mantissa: f32 payloads of one case are unique
-//             up to 8M elements (16-bit payloads are as distinct as 10 or 7 mantissa bits allow).
+//             up to 8M elements.
+// A copy of 16-bit values (input dtype == cache dtype, f16 or bf16) instead takes each input
+// element's whole pattern from a seeded affine permutation k -> (a * k + b) mod M of its linear
+// index k over the M finite patterns (f16 63488, bf16 65280; every sign, exponent and mantissa, so
+// the spread of values is that of the scheme above): the finite input values of a case whose views
+// hold at most M elements are unique, so the diff's decoder names every writer of a copied value
+// exactly (decode.h). Converting caches keep the scheme above (conversion merges values anyway).
 // Real NaNs (dist special) avoid every canary pattern, the guard pattern and the canonical NaN:
 //   f16  sign | 0x7D00..0x7DFF (signalling) or 0x7F00..0x7FFE (quiet, even low byte)
 //   bf16 sign | 0x7F81..0x7FBF (signalling) or 0x7FE0..0x7FFE (quiet, even)
@@ -60,6 +66,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <numeric>
 #include <vector>
 
 #include "../gen/rng.h"
@@ -101,6 +108,7 @@ constexpr uint64_t kSaltConstant = 0x5eed0fc0275a47ull;
 constexpr uint64_t kSaltTies = 0x71e5a11ce0ffull;
 constexpr uint64_t kSaltScale = 0x5ca1e5ca1e5ull;
 constexpr uint64_t kSaltContextScale = 0xc0275ca1eull;
+constexpr uint64_t kSaltUnique = 0xd15717c7f1e1dull;
 
 // A bijection on [0, 2^bits): multiply by odd constants and xorshift, all invertible mod 2^bits.
 uint32_t permute_bits(uint64_t x, int bits) {
@@ -151,6 +159,39 @@ uint32_t finite_bits(const Format& f, const ExpRange& r, uint64_t h, uint64_t in
   }
   return finite_with_field(f, field, h, index);
 }
+
+// Unique finite 16-bit payloads of a copy (input dtype == cache dtype, f16 or bf16): the element's
+// linear index k goes through a seeded affine permutation k -> (a * k + b) mod M of the M finite
+// bit patterns (f16 63488: exponent != 0x1F; bf16 65280: exponent != 0xFF), so no two elements of
+// a case whose key/value views hold at most M elements share bits, and above M each pattern serves
+// at most ceil(count / M) elements. Pattern p is sign p / (M / 2), then the low 15 bits p % (M / 2)
+// (every pattern below the all-ones exponent).
+class UniqueFinite {
+ public:
+  // Engaged for a copy of f16 or bf16 (not for a quantised format's inputs), else empty.
+  static std::optional<UniqueFinite> of(const Case& c) {
+    if (c.has_format() || c.input_dtype != c.cache_dtype) return std::nullopt;
+    if (c.input_dtype != DType::f16 && c.input_dtype != DType::bf16) return std::nullopt;
+    return UniqueFinite(c.input_dtype, c.payload_seed);
+  }
+  uint32_t operator()(uint64_t index) const {
+    const uint64_t p = (a_ * by_m_.of(index) + b_) % m_;  // a_ < m_ and index mod m_ < m_: no overflow
+    return static_cast<uint32_t>((p / half_) << 15 | p % half_);
+  }
+
+ private:
+  UniqueFinite(DType t, uint64_t seed)
+      : half_(t == DType::f16 ? 0x7C00u : 0x7F80u), m_(2 * half_), by_m_(m_) {
+    const uint64_t h = mix64(seed ^ kSaltUnique);
+    a_ = (h % m_) | 1u;
+    while (std::gcd(a_, m_) != 1) a_ = (a_ + 2) % m_;  // M is even: a odd and coprime with M's odd part
+    b_ = (h >> 32) % m_;
+  }
+  uint64_t half_;     // finite patterns of one sign
+  uint64_t m_;        // finite patterns
+  Remainder by_m_;    // of m_
+  uint64_t a_ = 1, b_ = 0;
+};
 
 // finite_bits(src, dst, h, index) for the elements of a row: the same bits, with its two
 // remainders taken by multiplication (remainder.h) instead of a 64-bit division per element.
@@ -487,6 +528,7 @@ uint32_t input_bits(const Case& c, Tensor t, int64_t row, int64_t head, int64_t 
       ((static_cast<uint64_t>(row) * 2 + tensor) * static_cast<uint64_t>(c.num_heads) + static_cast<uint64_t>(head)) *
           static_cast<uint64_t>(c.max_head_dim()) +
       static_cast<uint64_t>(dim);
+  if (const auto unique = UniqueFinite::of(c)) return (*unique)(index);
   return finite_bits(dt, dst, mix64(h), index + mix64(c.payload_seed ^ kSaltInput));
 }
 
@@ -514,10 +556,11 @@ void input_row_bits(const Case& c, Tensor t, int64_t row, int64_t head, int64_t 
   const bool special = c.dist == ValueDist::special;
   const uint64_t prefix = mix64(mix64(mix64(mix64(c.payload_seed ^ kSaltInput) ^ tensor) ^ static_cast<uint64_t>(row)) ^
                                 static_cast<uint64_t>(head));
-  const uint64_t base =
+  const uint64_t index0 =
       ((static_cast<uint64_t>(row) * 2 + tensor) * static_cast<uint64_t>(c.num_heads) + static_cast<uint64_t>(head)) *
-          static_cast<uint64_t>(c.max_head_dim()) +
-      mix64(c.payload_seed ^ kSaltInput);
+      static_cast<uint64_t>(c.max_head_dim());
+  const uint64_t base = index0 + mix64(c.payload_seed ^ kSaltInput);
+  const std::optional<UniqueFinite> unique = UniqueFinite::of(c);
   for (int64_t i = 0; i < count; ++i) {
     const uint64_t dim = static_cast<uint64_t>(first + i);
     const uint64_t h = mix64(mix64(prefix ^ dim) ^ 0);
@@ -525,7 +568,7 @@ void input_row_bits(const Case& c, Tensor t, int64_t row, int64_t head, int64_t 
       out[i] = special_bits(dt, static_cast<int>((h >> 16) % 10), h);
       continue;
     }
-    out[i] = finite(mix64(h), base + dim);
+    out[i] = unique ? (*unique)(index0 + dim) : finite(mix64(h), base + dim);
   }
 }
 

@@ -6,7 +6,9 @@
 //
 //   input_bits    a key/value element of a row that is written (0 <= slot < capacity): drawn from
 //                 case.dist (finite: every exponent and sign; special: also NaN, +-Inf, +-0,
-//                 subnormals, +-max; constant: one value per row and tensor). Real NaNs never
+//                 subnormals, +-max; constant: one value per row and tensor; the finite values
+//                 of an f16 or bf16 copy, input dtype == cache dtype, are unique per element up to
+//                 63488 / 65280 elements, see payload.cpp). Real NaNs never
 //                 equal a canary, the guard pattern (all ones) or the canonical NaN, so a NaN in the
 //                 cache is attributable: f16 sign|0x7D00..0x7DFF or sign|0x7F00..0x7FFE (even),
 //                 bf16 sign|0x7F81..0x7FBF or sign|0x7FE0..0x7FFE (even), f32 sign|0x7FA00000..

@@ -108,7 +108,7 @@ class ClusterFuzzLite(unittest.TestCase):
         p = self.fuzz(binary, self.t / "corpus-stride", "-runs=3000", str(SOURCE / "src/libfuzzer/seeds"),
                       f"-artifact_prefix={self.t}/stride-")
         self.assertNotEqual(p.returncode, 0, p.stderr[-2000:])
-        self.assertRegex(p.stderr, r"kvfuzz-libfuzzer: FINDING signature [0-9a-f]{16}: v1 ")
+        self.assertRegex(p.stderr, r"kvfuzz-libfuzzer: FINDING signature [0-9a-f]{16}: v2 ")
 
     def test_the_planted_mutant_is_killed_and_its_crash_replays_as_a_case(self):
         binary = self.build_mutant("padding-not-skipped")
@@ -116,7 +116,7 @@ class ClusterFuzzLite(unittest.TestCase):
         artifacts.mkdir()
         p = self.fuzz(binary, self.t / "corpus-mutant", "-runs=20000", f"-artifact_prefix={artifacts}/")
         self.assertNotEqual(p.returncode, 0)
-        m = re.search(r"kvfuzz-libfuzzer: FINDING signature ([0-9a-f]{16}): (v1 \S+)", p.stderr)
+        m = re.search(r"kvfuzz-libfuzzer: FINDING signature ([0-9a-f]{16}): (v2 \S+)", p.stderr)
         self.assertIsNotNone(m, p.stderr[-3000:])
         crashes = list(artifacts.glob("crash-*"))
         self.assertEqual(len(crashes), 1)

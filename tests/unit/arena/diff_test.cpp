@@ -506,6 +506,36 @@ TEST(CompareArenas, classifiesQuantisedCacheWritesByLocation) {
   EXPECT_EQ(v.findings[1].victim, "free block 1");
 }
 
+// An unknown writer into a context cell is another request's only when another request could have
+// written: with request 0 the only one with new tokens, a write into its own context is its
+// stray_write, into request 1's context a cross_request_write; by location (a 1-byte cache) and by
+// value (a value no input element holds) alike.
+TEST(CompareArenas, callsAnUnknownWriteCrossRequestOnlyWhenAnotherRequestWrites) {
+  for (Case c : {test::paged_nhd_case(), test::quant_per_token_case()}) {
+    c.requests[1].new_len = 0;
+    c.requests[2].new_len = 0;
+    c.slot_mapping = {23, -1, 8};  // request 0's new tokens 3, 4 and a padding row
+    const bool quantised = is_quantized(c.cache_dtype);
+    // 1-byte: any other code; f16: 0x3555 (0.333..), which no input element of the case holds.
+    auto nobodys = [&](const Arenas& r, int64_t e) { return quantised ? r.get(r.initial, e) ^ 1u : uint64_t{0x3555}; };
+    {
+      Arenas r(c);
+      r.set(r.elem(false, 5, 1, 1, 4), nobodys(r, r.elem(false, 5, 1, 1, 4)));  // request 0's context token 1
+      const Verdict v = r.verdict();
+      ASSERT_EQ(v.findings.size(), 1u) << describe(v);
+      EXPECT_EQ(v.findings[0].kind, FindingKind::stray_write) << describe(v);
+      EXPECT_EQ(v.findings[0].victim_class, "context");
+    }
+    {
+      Arenas r(c);
+      r.set(r.elem(true, 0, 2, 1, 4), nobodys(r, r.elem(true, 0, 2, 1, 4)));  // request 1's context token 2
+      const Verdict v = r.verdict();
+      ASSERT_EQ(v.findings.size(), 1u) << describe(v);
+      EXPECT_EQ(v.findings[0].kind, FindingKind::cross_request_write) << describe(v);
+    }
+  }
+}
+
 TEST(CompareArenas, reportsAWrongOrMissingScaleAsScaleMismatch) {
   Arenas r(test::quant_per_token_case());
   const int64_t e = r.scale_elem(false, 5, 3, 1);  // request 0's token 3, K head 1

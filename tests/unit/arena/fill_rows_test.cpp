@@ -165,12 +165,14 @@ TEST(FillRows, theInitialArenaIsTheElementwiseDefinitionOnEveryProfile) {
 }
 
 // The pre-run image is part of every saved case's meaning: a faster fill must give the same bytes.
-// FNV-1a 64 over the initial arenas of 40 cases of each profile, as the fill made them before the
-// payload's remainders became multiplications (golden/remainder.h); a change here changes images.
+// FNV-1a 64 over the initial arenas of 40 cases of each profile, as the fill makes them since 16-bit
+// copies got unique payloads (golden/payload.cpp, issue 37; the remainders by multiplication,
+// golden/remainder.h, changed nothing before that); a change here changes images. quant.json's
+// cases hold no f16/bf16 copy, so its digest is the one from before.
 TEST(FillRows, theInitialArenasAreTheBytesTheyWereBeforeTheRemaindersByMultiplication) {
   const std::filesystem::path configs = std::filesystem::path(KVFUZZ_SOURCE_DIR) / "configs";
-  const uint64_t expected[] = {0x03d9b6e5e872c589ull, 0x92582e56f9b4c9a6ull, 0x7f4b32151a7e9e22ull, 0x2f6aa8ad9cb0735dull,
-                               0xa023755e4ccccfefull};
+  const uint64_t expected[] = {0xa24fb156b3a05586ull, 0x28e51b7efb5785dcull, 0x7f4b32151a7e9e22ull, 0x5ba6486fa183de6aull,
+                               0x4a048a2de20e4fafull};
   for (size_t p = 0; p < std::size(kProfiles); ++p) {
     const char* profile = kProfiles[p];
     const Profile pr = *profile == '\0' ? default_profile() : load_profile(configs / profile);

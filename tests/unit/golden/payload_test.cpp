@@ -11,6 +11,7 @@
 #include <cstring>
 #include <set>
 #include <string>
+#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -205,6 +206,30 @@ TEST(Payload, sixteenBitValuesOfOneRowAreDistinct) {
         }
         ASSERT_EQ(seen.size(), static_cast<size_t>(c.num_heads * c.head_dim)) << "row " << row;
       }
+    }
+  }
+}
+
+TEST(Payload, sixteenBitCopiesAreUniqueWithinACaseUpToTheFinitePatterns) {
+  // A copy (input dtype == cache dtype) of f16 or bf16: the finite values of a case holding at most
+  // M elements (f16 63488, bf16 65280) are unique, so the diff's decoder names every writer; above
+  // M each pattern serves at most ceil(count / M) elements. 280 rows * 2 * 3 * 37 = 62160 <= M.
+  for (DType in : {DType::f16, DType::bf16}) {
+    const uint32_t m = in == DType::f16 ? 63488u : 65280u;
+    for (int64_t rows : {int64_t{280}, int64_t{2000}}) {
+      const Case c = make_case(in, in, ValueDist::finite, 17, rows);
+      std::unordered_map<uint32_t, int64_t> uses;
+      int64_t written = 0;
+      for_each_input(c, [&](Tensor, int64_t row, int64_t, int64_t, uint32_t bits) {
+        if (kind_of(c, row) != RowKind::written) return;
+        ++written;
+        ++uses[bits];
+      });
+      // Indices run over every row below T (padding and invalid rows included), so bound by those.
+      const int64_t count = c.num_slots() * 2 * c.num_heads * c.head_dim;
+      const int64_t most = (count + m - 1) / m;
+      for (const auto& [bits, n] : uses) ASSERT_LE(n, most) << std::hex << bits << " rows " << std::dec << rows;
+      if (count <= m) EXPECT_EQ(static_cast<int64_t>(uses.size()), written);
     }
   }
 }
