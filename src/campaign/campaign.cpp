@@ -217,7 +217,7 @@ FailureRecord handle_failure(Isolator& isolator, const CampaignOptions& o, const
   const CaseSize size = size_of(minimal);
   if (!rec.flaky && known(sig, &size)) return rec;  // the folder has it already, as small or smaller
   minimal.expect = Expectation{Expect::fail, verdict.pass() ? "" : std::string(to_string(verdict.findings.front().kind))};
-  minimal.provenance = Provenance{std::to_string(o.seed), index, KVFUZZ_VERSION, o.command_line, o.target};
+  minimal.provenance = Provenance{std::to_string(o.seed), index, KVFUZZ_VERSION, o.command_line, o.target, target_digest(o.target)};
   try {
     rec.file = save_case(minimal, rec.flaky ? o.corpus_out / "flaky" : o.corpus_out);
     rec.replay_command = o.invocation.command("replay", rec.file, o.target);
@@ -454,9 +454,36 @@ bool matches_expectation(const Expectation& e, const CaseOutcome& o) {
 
 }  // namespace
 
+namespace {
+
+// A target `replay` runs cases on, opened once: its worker, capabilities and check options.
+struct OpenTarget {
+  std::unique_ptr<Target> target;
+  CheckOptions check;
+  std::unique_ptr<Isolator> isolator;
+  std::optional<Capabilities> caps;
+};
+
+// Opens `name` for case `file`. A target the case records but this machine cannot load (a plugin
+// deleted or moved) is an InfraError naming it and the file: never a silent fallback to another.
+OpenTarget open_for_replay(const RunOptions& o, const std::string& name, const std::filesystem::path& file, bool recorded) {
+  OpenTarget t;
+  try {
+    t.target = open_target(name, o.target_options);
+  } catch (const std::exception& e) {
+    if (!recorded) throw;
+    throw InfraError("the target " + file.string() + " was found on, " + name + ", cannot be opened here: " + e.what() +
+                     "; rebuild it at that path, or name the target to run it on with --target");
+  }
+  t.check = o.check_for ? o.check_for(name) : o.check;
+  t.isolator = std::make_unique<Isolator>(*t.target, t.check.isolation);
+  t.caps = t.target->capabilities();
+  return t;
+}
+
+}  // namespace
+
 ReplayResult replay_cases(const ReplayOptions& o, Progress& progress) {
-  std::unique_ptr<Target> target = open_target(o.target, o.target_options);
-  Isolator isolator(*target, o.check.isolation);
   std::vector<std::filesystem::path> files;
   ReplayResult result;
   for (const auto& p : o.paths) collect_json_files(p, files, result.not_cases);
@@ -466,16 +493,24 @@ ReplayResult replay_cases(const ReplayOptions& o, Progress& progress) {
   cases.reserve(files.size());
   for (const auto& f : files) cases.push_back(read_case_file(f, o.limits));
 
-  result.target = o.target;
+  // Every target the cases need, opened before the first case runs (one that cannot be: exit 3).
+  std::map<std::string, OpenTarget> targets;
+  for (size_t i = 0; i < files.size(); ++i) {
+    const std::string name = target_for(o, cases[i]);
+    if (targets.count(name)) continue;
+    targets.emplace(name, open_for_replay(o, name, files[i], !o.target_given && !cases[i].provenance.target.empty()));
+    result.target += (result.target.empty() ? "" : ", ") + name;
+  }
   result.expect_saved = o.expect_saved;
-  const std::optional<Capabilities> caps = target->capabilities();
   const auto start = Clock::now();
   for (size_t i = 0; i < files.size(); ++i) {
     if (stop_requested()) {
       result.interrupted = true;
       break;
     }
-    if (const std::string why = caps ? outside_reason(cases[i], *caps) : ""; !why.empty()) {
+    const std::string name = target_for(o, cases[i]);
+    OpenTarget& t = targets.at(name);
+    if (const std::string why = t.caps ? outside_reason(cases[i], *t.caps) : ""; !why.empty()) {
       ++result.skipped;  // a case the kernel does not claim to support: not run
       ++result.skip_reasons[why];
       result.skipped_files.push_back(SkippedFile{files[i], why});
@@ -483,11 +518,15 @@ ReplayResult replay_cases(const ReplayOptions& o, Progress& progress) {
     }
     ReplayItem item;
     item.file = files[i];
+    item.target = name;
+    item.found_on = cases[i].provenance.target;
+    item.same_code = item.found_on == name && !cases[i].provenance.target_digest.empty() &&
+                     cases[i].provenance.target_digest == target_digest(name);
     item.recorded = cases[i].expect;
     item.expected = o.expect_saved ? item.recorded : Expectation{};
-    item.replay_command = o.invocation.command("replay", item.file, o.target);
-    item.report_command = o.invocation.command("report", item.file, o.target);
-    item.outcome = check_case(isolator, cases[i], o.check.tolerance);
+    item.replay_command = o.invocation.command("replay", item.file, name);
+    item.report_command = o.invocation.command("report", item.file, name);
+    item.outcome = check_case(*t.isolator, cases[i], t.check.tolerance);
     if (!item.outcome.skipped.empty()) {  // the kernel declined it (KVFZ_APPEND_SKIP): not run
       ++result.skipped;
       ++result.skip_reasons[item.outcome.skipped];
@@ -499,7 +538,10 @@ ReplayResult replay_cases(const ReplayOptions& o, Progress& progress) {
   }
   result.seconds = seconds_since(start);
   result.stop_signal = result.interrupted ? stop_signal() : 0;
-  result.workers = isolator.events();
+  for (auto& [name, t] : targets) {
+    const WorkerEvents e = t.isolator->events();
+    result.workers.add(e);
+  }
   progress.finish();
   return result;
 }
@@ -564,6 +606,7 @@ ShrinkResult shrink_case(const ShrinkOptions& o, Progress& progress) {
   minimal.provenance = input.provenance;
   minimal.provenance.command_line = o.command_line;
   minimal.provenance.target = o.target;
+  minimal.provenance.target_digest = target_digest(o.target);
   rec.file = save_case(minimal, o.out_dir.empty() ? o.file.parent_path() : o.out_dir);
   rec.replay_command = o.invocation.command("replay", rec.file, o.target);
   describe_size(minimal, rec);

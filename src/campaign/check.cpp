@@ -28,6 +28,10 @@ Verdict single_finding(FindingKind kind, const std::string& what) {
 
 }  // namespace
 
+std::string target_for(const RunOptions& o, const Case& c) {
+  return o.target_given || c.provenance.target.empty() ? o.target : c.provenance.target;
+}
+
 CaseOutcome check_case(Target& target, const Case& c, const CheckOptions& options) {
   Isolator isolator(target, options.isolation);
   return check_case(isolator, c, options.tolerance);

@@ -5,6 +5,9 @@
 // cache against the fill pattern (CaseRun::outside).
 #pragma once
 
+#include <functional>
+#include <string>
+
 #include "arena/arena.h"
 #include "arena/diff.h"
 #include "campaign/isolation.h"
@@ -29,7 +32,16 @@ struct RunOptions {
   CheckOptions check;               // isolation and value policy of each launch
   Limits limits;                    // limits applied when reading case files
   Invocation invocation;            // how to run a case again ("reproduce:" lines)
+  bool target_given = true;         // `target` was named (--target); false: `replay` and `report` run a
+                                    // saved case on the target it records, `target` only when it names none
+  // The check options for another target (its default timeout and tolerance unless the command line
+  // set them); empty: `check` for every target.
+  std::function<CheckOptions(const std::string& target)> check_for;
 };
+
+// The target `replay` and `report` run saved case `c` on: o.target when it was named, else the one
+// the case was found on (its provenance), else o.target.
+std::string target_for(const RunOptions& o, const Case& c);
 
 // One run of a case with its three arenas kept (same layout): what check_case() judges and what a
 // report (campaign/report_case.h) draws.

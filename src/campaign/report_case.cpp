@@ -22,27 +22,38 @@ CaseReport report_case(Target& target, const Case& c, const std::filesystem::pat
   CaseReport r;
   r.case_file = file;
   r.kase = c;
-  r.target = o.target;
+  r.target = target_for(o, c);
   r.ran = run.status == IsolatedStatus::ok;
   r.skipped = run.skipped;
   r.verdict = run.verdict;
   // A run that did not finish still left an image: the map shows it as it was left.
   r.map = build_cell_map(c, r.verdict, run.initial, run.expected, run.actual);
-  r.replay_command = o.invocation.command("replay", file, o.target);
-  r.report_command = o.invocation.command("report", file, o.target);
+  r.replay_command = o.invocation.command("replay", file, r.target);
+  r.report_command = o.invocation.command("report", file, r.target);
   return r;
 }
 
 CaseReport report_case_file(const std::filesystem::path& file, const ReportOptions& o) {
   const Case c = read_case_file(file, o.limits);
-  std::unique_ptr<Target> target = open_target(o.target, o.target_options);  // unavailable here: InfraError
-  return report_case(*target, c, file, o);
+  const std::string name = target_for(o, c);
+  std::unique_ptr<Target> target;
+  try {
+    target = open_target(name, o.target_options);  // unavailable here: InfraError
+  } catch (const std::exception& e) {
+    if (name == o.target) throw;
+    throw InfraError("the target " + file.string() + " was found on, " + name + ", cannot be opened here: " + e.what() +
+                     "; rebuild it at that path, or name the target to run it on with --target");
+  }
+  ReportOptions on = o;
+  on.target = name;
+  if (o.check_for) on.check = o.check_for(name);
+  return report_case(*target, c, file, on);
 }
 
 namespace {
 
 // True when `file` is a report.json kvfuzz wrote (schema "kvfuzz-report").
-bool is_kvfuzz_report(const std::filesystem::path& file) {
+bool is_kvfuzz_report_file(const std::filesystem::path& file) {
   std::error_code ec;
   const auto size = std::filesystem::file_size(file, ec);
   if (ec || size > (uintmax_t{1} << 30)) return false;
@@ -53,12 +64,31 @@ bool is_kvfuzz_report(const std::filesystem::path& file) {
 
 }  // namespace
 
-void check_report_dir(const std::filesystem::path& dir) {
+bool holds_report(const std::filesystem::path& dir) {
+  std::error_code ec;
+  return std::filesystem::exists(dir / "report.json", ec) && is_kvfuzz_report_file(dir / "report.json");
+}
+
+std::filesystem::path free_report_dir(const std::filesystem::path& dir) {
+  std::error_code ec;
+  if (!std::filesystem::exists(dir, ec)) return dir;
+  for (int n = 2;; ++n) {
+    std::filesystem::path next = dir;
+    next += "-" + std::to_string(n);
+    if (!std::filesystem::exists(next, ec)) return next;
+  }
+}
+
+void check_report_dir(const std::filesystem::path& dir, bool replace) {
   std::error_code ec;
   if (std::filesystem::exists(dir, ec) && !std::filesystem::is_directory(dir, ec))
     throw InputError(dir.string(), "", "exists and is not a directory; expected a directory for the report");
   const std::filesystem::path json_file = dir / "report.json";
-  if (std::filesystem::exists(json_file, ec) && is_kvfuzz_report(json_file)) return;  // an earlier report: replaced
+  if (holds_report(dir)) {
+    if (replace) return;  // --force: an earlier report is replaced
+    throw InputError(dir.string(), "", "holds an earlier kvfuzz report; kvfuzz does not replace it: choose another "
+                                       "directory (-o), or pass --force to replace it");
+  }
   for (const char* name : {"report.json", "report.md", "report.html"}) {
     const std::filesystem::path f = dir / name;
     if (std::filesystem::exists(f, ec))
@@ -68,8 +98,8 @@ void check_report_dir(const std::filesystem::path& dir) {
   }
 }
 
-std::vector<std::filesystem::path> write_report(const CaseReport& report, const std::filesystem::path& dir) {
-  check_report_dir(dir);
+std::vector<std::filesystem::path> write_report(const CaseReport& report, const std::filesystem::path& dir, bool replace) {
+  check_report_dir(dir, replace);
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) throw InfraError("cannot create the report directory " + dir.string() + ": " + ec.message());
@@ -91,9 +121,13 @@ std::vector<FailureReport> write_failure_reports(const CampaignResult& result, c
       out.push_back(std::move(fr));
       continue;
     }
+    fr.dir = report_dir_for(f.file);
+    if (holds_report(fr.dir)) {  // the case was saved by an earlier run, with its report: both kept as they are
+      out.push_back(std::move(fr));
+      continue;
+    }
     try {
       const CaseReport r = report_case_file(f.file, options);
-      fr.dir = report_dir_for(f.file);
       write_report(r, fr.dir);
     } catch (const std::exception& e) {
       fr.dir.clear();

@@ -26,17 +26,25 @@ CaseReport report_case(Target& target, const Case& c, const std::filesystem::pat
 // Reads `file` (InputError if it is not a valid case), runs it and builds its report.
 CaseReport report_case_file(const std::filesystem::path& file, const ReportOptions& options);
 
-// Refuses (InputError) a report directory that would overwrite a user's files: `dir` is usable when
-// it does not exist, holds none of report.json, report.md and report.html, or holds an earlier kvfuzz
-// report (report.json of schema "kvfuzz-report"), which is replaced. Other files in it are never
-// touched.
-void check_report_dir(const std::filesystem::path& dir);
+// Refuses (InputError) a report directory that would overwrite a user's files or an earlier
+// report: `dir` is usable when it does not exist or holds none of report.json, report.md and
+// report.html; one holding an earlier kvfuzz report (report.json of schema "kvfuzz-report") only
+// with `replace` (`report --force`). Other files in it are never touched.
+void check_report_dir(const std::filesystem::path& dir, bool replace = false);
+
+// Whether `dir` holds a report kvfuzz wrote (report.json of schema "kvfuzz-report").
+bool holds_report(const std::filesystem::path& dir);
+
+// `dir` if nothing is there, else the first of dir-2, dir-3, ... that does not exist: where
+// `kvfuzz report CASE` writes beside an earlier report.
+std::filesystem::path free_report_dir(const std::filesystem::path& dir);
 
 // Writes report.json, report.md and report.html into `dir` (created if missing), atomically each,
-// after check_report_dir(dir). Returns the paths written. Throws InfraError on I/O failure.
-std::vector<std::filesystem::path> write_report(const CaseReport& report, const std::filesystem::path& dir);
+// after check_report_dir(dir, replace). Returns the paths written. Throws InfraError on I/O failure.
+std::vector<std::filesystem::path> write_report(const CaseReport& report, const std::filesystem::path& dir, bool replace = false);
 
-// For every failure of a campaign: the report of its saved case, written to report_dir_for(file).
+// For every failure of a campaign: the report of its saved case, written to report_dir_for(file),
+// unless that folder already holds a report (the case was saved by an earlier run): it is kept.
 // A report that cannot be built or written does not fail the campaign: its error is returned.
 struct FailureReport {
   std::filesystem::path case_file;

@@ -111,7 +111,9 @@ struct Provenance {
   int64_t case_index = -1;   // index of the case in its campaign, -1 if unknown
   std::string tool_version;  // kvfuzz version that wrote the file
   std::string command_line;  // command that produced the file
-  std::string target;        // target the case was found on
+  std::string target;        // target the case was found on, as typed (`replay` and `report` use it)
+  std::string target_digest;  // that target's code file, as targets/target.h target_digest() gives it
+                              // ("fnv1a64:..."; "" for a built-in target or an older file)
 };
 
 struct Case;

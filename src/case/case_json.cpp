@@ -648,12 +648,13 @@ void read_expect(const Reader& rd, const json& j, Case& c) {
 void read_provenance(const Reader& rd, const json& j, Case& c) {
   const std::string p = "/provenance";
   const json& s = Reader::at(j, "provenance");
-  rd.expect_keys(s, p, {"seed", "case_index", "tool_version", "command_line", "target"});
+  rd.expect_keys(s, p, {"seed", "case_index", "tool_version", "command_line", "target"}, {"target_digest"});
   c.provenance.seed = rd.string_field(s, p, "seed");
   c.provenance.case_index = rd.int64_field(s, p, "case_index");
   c.provenance.tool_version = rd.string_field(s, p, "tool_version");
   c.provenance.command_line = rd.string_field(s, p, "command_line");
   c.provenance.target = rd.string_field(s, p, "target");
+  if (s.contains("target_digest")) c.provenance.target_digest = rd.string_field(s, p, "target_digest");  // optional: older files lack it
 }
 
 Genotype read_genotype(const Reader& rd, const json& j) {
@@ -882,6 +883,7 @@ json case_to_json(const Case& c) {
                      {"tool_version", c.provenance.tool_version},
                      {"command_line", c.provenance.command_line},
                      {"target", c.provenance.target}};
+  if (!c.provenance.target_digest.empty()) j["provenance"]["target_digest"] = c.provenance.target_digest;
   if (c.genotype) {
     const Genotype& g = *c.genotype;
     json reqs = json::array();
@@ -1038,6 +1040,12 @@ std::filesystem::path temp_name(const std::filesystem::path& file) {
 
 // Writes `text` to a new temporary file beside `file` and syncs it; returns its name.
 std::filesystem::path write_temp(const std::filesystem::path& file, const std::string& text) {
+  // A missing folder of the file is made, as check_output_file() allowed (`--json results/s.json`).
+  if (file.has_parent_path()) {
+    std::error_code ec;
+    std::filesystem::create_directories(file.parent_path(), ec);
+    if (ec) throw InfraError("cannot write " + file.string() + ": cannot create its folder: " + ec.message());
+  }
   const std::filesystem::path tmp = temp_name(file);
   const auto fail = [&](const std::string& what, int err, bool remove_tmp) {
     if (remove_tmp) ::unlink(tmp.c_str());

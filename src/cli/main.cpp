@@ -142,6 +142,8 @@ void append_text(const std::string& file, const std::string& text) {
     g_out.write_machine(text);
     return;
   }
+  std::error_code ec;  // a missing folder is made, as check_output_file() allowed
+  if (std::filesystem::path(file).has_parent_path()) std::filesystem::create_directories(std::filesystem::path(file).parent_path(), ec);
   const int fd = ::open(file.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
   if (fd < 0) throw kvf::InfraError("cannot open " + file + " to append the summary: " + std::strerror(errno));
   for (size_t done = 0; done < text.size();) {
@@ -288,6 +290,7 @@ std::string unknown_command_message(const std::string& word, const std::vector<s
 // Options shared by every subcommand that runs cases.
 struct CommonOptions {
   std::string target = "cuda-emu";  // --target
+  bool target_given = false;        // --target was given (replay, report: else each case's recorded target)
   double timeout_s = 0;             // --timeout: per-launch limit; 0: the target's default (TargetInfo)
   bool no_fork = false;             // --no-fork: run launches in-process (debugging only)
   int64_t max_case_mib = 1024;      // --max-case-mib: largest buffer a case may declare
@@ -302,10 +305,11 @@ struct CommonOptions {
 
   kvf::TargetOptions target_options() const { return kvf::TargetOptions{device, python}; }
 
-  kvf::CheckOptions check() const {
+  kvf::CheckOptions check() const { return check_for(target); }
+  kvf::CheckOptions check_for(const std::string& name) const {
     kvf::CheckOptions c;
     c.isolation.fork = !no_fork;
-    const kvf::TargetInfo info = kvf::make_target(target, target_options())->info();  // its defaults
+    const kvf::TargetInfo info = kvf::make_target(name, target_options())->info();  // its defaults
     c.isolation.timeout_s = timeout_s > 0 ? timeout_s : info.default_timeout_s;
     c.isolation.windowed_above_bytes = windowed_above_mib * (int64_t{1} << 20);
     c.isolation.start_timeout_s = worker_start_timeout_s;
@@ -315,7 +319,12 @@ struct CommonOptions {
     return c;
   }
   // The part every case-running command shares, filled once here.
-  kvf::RunOptions run() const { return kvf::RunOptions{target, target_options(), check(), limits(), invocation()}; }
+  kvf::RunOptions run() const {
+    kvf::RunOptions o{target, target_options(), check(), limits(), invocation()};
+    o.target_given = target_given;
+    o.check_for = [copy = *this](const std::string& name) { return copy.check_for(name); };
+    return o;
+  }
 
   // The options a reproduction must repeat: those that change what a case gives (a timeout, the
   // value policy, the device, the interpreter, the case-size limit, windowed checking), when set.
@@ -492,6 +501,20 @@ int cmd_run(kvf::CampaignOptions o, const CommonOptions& common, bool seed_given
   return kvf::exit_code(r);
 }
 
+// What a saved finding that passes now means. "fixed" only when it ran on the target it was found
+// on (or on one the user named): a pass on another target says nothing about the bug.
+std::string fixed_line(const kvf::ReplayItem& item, bool target_named) {
+  const std::string head = "kvfuzz: " + item.file.string() + " (recorded " + item.recorded.text() +
+                           (item.found_on.empty() ? "" : " on " + item.found_on) + ") passes now on " + item.target;
+  if (item.same_code)
+    return head + ", but " + item.target + " is byte for byte the file the finding was made on: not reproduced (a flaky or "
+                  "environment-dependent failure), not fixed\n";
+  if (item.found_on.empty() && !target_named)
+    return head + "; the file does not record the target it was found on, so this is not a verdict on it (name it with --target)\n";
+  return "kvfuzz: fixed: " + item.file.string() + " (recorded " + item.recorded.text() +
+         (item.found_on.empty() || item.found_on == item.target ? "" : " on " + item.found_on) + ") passes now on " + item.target + "\n";
+}
+
 int cmd_replay(kvf::ReplayOptions o, const CommonOptions& common, const std::string& json_file,
                const std::string& command_line, const CiOutputs& ci) {
   static_cast<kvf::RunOptions&>(o) = common.run();
@@ -503,7 +526,7 @@ int cmd_replay(kvf::ReplayOptions o, const CommonOptions& common, const std::str
   for (const kvf::ReplayItem& item : r.items) {
     if (!item.as_expected) out << kvf::render_replay_mismatch(item);
     if (!r.expect_saved && item.recorded.outcome != kvf::Expect::pass && item.outcome.pass())  // a saved finding that no longer fails
-      out << "kvfuzz: fixed: " << item.file.string() << " (recorded " << item.recorded.text() << ") passes now\n";
+      out << fixed_line(item, common.target_given);
   }
   out << kvf::render_skipped(r);  // case files outside a plugin's capabilities, by reason
   out << kvf::render_workers(r.workers);
@@ -537,19 +560,31 @@ int cmd_shrink(kvf::ShrinkOptions o, const CommonOptions& common) {
 }
 
 // `kvfuzz report CASE`: re-runs the case and writes report.json, report.md and report.html.
-int cmd_report(const std::string& file, std::string out_dir, const CommonOptions& common) {
+// Without -o, beside an earlier report (CASE.report-2, ...) unless --force replaces it; an -o folder
+// holding a report is refused (exit 2) unless --force. Checked before the case runs.
+int cmd_report(const std::string& file, std::string out_dir, bool force, const CommonOptions& common) {
   kvf::ReportOptions o;
   static_cast<kvf::RunOptions&>(o) = common.run();
+  const bool beside = out_dir.empty() && !force;
+  if (out_dir.empty()) out_dir = kvf::report_dir_for(file).string();
+  if (beside && kvf::holds_report(out_dir)) {
+    const std::string earlier = out_dir;
+    out_dir = kvf::free_report_dir(out_dir).string();
+    std::cerr << "kvfuzz: " << earlier << " holds an earlier report (kept); this one goes to " << out_dir << " (--force replaces it)\n";
+  }
+  kvf::check_report_dir(out_dir, force);
+  kvf::check_output_directory(out_dir, "the report folder");
   kvf::install_stop_handlers();
   const kvf::CaseReport r = kvf::report_case_file(file, o);
   if (!r.skipped.empty()) {  // the kernel declined the case (KVFZ_APPEND_SKIP): nothing to report
-    std::cout << "kvfuzz: " << file << " is not run on " << o.target << " (" << r.skipped << "); no report written\n"
+    std::cout << "kvfuzz: " << file << " is not run on " << r.target << " (" << r.skipped << "); no report written\n"
               << kvf::summary_line(0, 0) << std::endl;
     return kClean;
   }
-  if (out_dir.empty()) out_dir = kvf::report_dir_for(file).string();
-  for (const auto& written : kvf::write_report(r, out_dir)) std::cout << "kvfuzz: wrote " << written.string() << "\n";
-  if (!r.verdict.pass()) std::cout << "kvfuzz: FAIL " << file << " -> " << to_string(r.verdict.findings.front().kind) << "\n"
+  std::cout << "kvfuzz: ran " << file << " on " << r.target << (common.target_given ? "" : " (the target the case records, or the default when it records none; --target names another)") << "\n";
+  for (const auto& written : kvf::write_report(r, out_dir, force)) std::cout << "kvfuzz: wrote " << written.string() << "\n";
+  if (r.verdict.pass()) std::cout << "kvfuzz: PASS " << file << " on " << r.target << "\n";
+  if (!r.verdict.pass()) std::cout << "kvfuzz: FAIL " << file << " on " << r.target << " -> " << to_string(r.verdict.findings.front().kind) << "\n"
                                    << kvf::render_verdict(r.verdict) << "  reproduce: " << r.replay_command << "\n";
   std::cout << kvf::summary_line(r.verdict.pass() ? 1 : 0, r.verdict.pass() ? 0 : 1) << std::endl;
   return r.verdict.pass() ? kClean : kFindings;
@@ -558,6 +593,10 @@ int cmd_report(const std::string& file, std::string out_dir, const CommonOptions
 // `kvfuzz merge OUT.json SUMMARY.json...`: the shards' JSON summaries as one (campaign/summary_merge.h).
 int cmd_merge_summaries(const std::string& out_file, const std::vector<std::string>& inputs) {
   refuse_bad_outputs({{"merge's OUT", out_file}}, inputs);
+  // `merge s0.json s1.json s2.json` (the output name forgotten) would replace shard 0's summary.
+  if (kvf::is_summary_file(out_file))
+    throw kvf::InputError(out_file, "", "is a kvfuzz summary, so merging into it would replace it: kvfuzz merge OUT "
+                                        "SUMMARY... writes a new file OUT; name one that does not exist (merged.json)");
   std::error_code ec;
   if (std::filesystem::is_directory(out_file, ec))
     throw kvf::InputError(out_file, "", "is a folder; merging JSON summaries writes one summary file: name a file such as merged.json");
@@ -749,7 +788,10 @@ int main(int argc, char** argv) {
   add_common(report, common);
   add_case_limits(report, common);
   report->add_option("case", report_file, "The case file")->required();
-  report->add_option("-o,--out-dir", report_dir, "Directory for the report (default: CASE's directory/<name>.report)");
+  report->add_option("-o,--out-dir", report_dir,
+                     "Directory for the report (default: CASE's directory/<name>.report, or beside an earlier report there)");
+  bool report_force = false;
+  report->add_flag("--force", report_force, "Replace an earlier kvfuzz report in the report directory");
 
   bool targets_json = false;
   CLI::App* targets = app.add_subcommand("targets", "List targets and what each supports");
@@ -827,6 +869,11 @@ int main(int argc, char** argv) {
     app.exit(e);
     return kBadInput;
   }
+  // replay and report run a saved case on the target it records unless --target names one.
+  for (CLI::App* sub : {replay, report}) {
+    if (*sub) common.target_given = sub->get_option("--target")->count() > 0;
+  }
+  if (!*replay && !*report) common.target_given = true;
   // `run --seconds S` alone runs for S seconds: the default case limit applies only without --seconds.
   if (seconds_opt->count() > 0 && cases_opt->count() == 0 && run_opts.seconds > 0) run_opts.cases = 0;
 
@@ -884,7 +931,7 @@ int main(int argc, char** argv) {
       for (const std::string& p : replay_paths) replay_opts.paths.emplace_back(p);
       return cmd_replay(replay_opts, common, json_file, command_line, ci);
     }
-    if (*report) return cmd_report(report_file, report_dir, common);
+    if (*report) return cmd_report(report_file, report_dir, report_force, common);
     if (*shrink) {
       shrink_opts.file = shrink_file;
       return cmd_shrink(shrink_opts, common);

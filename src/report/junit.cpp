@@ -129,11 +129,11 @@ std::string replay_junit(const ReplayResult& r, const std::string& command_line)
   o << "    </properties>\n";
   for (const ReplayItem& i : r.items) {
     const std::string file = i.file.string();
-    o << "    <testcase classname=\"kvfuzz.replay." << xml_escape(r.target) << "\" name=\"" << xml_escape(file) << "\" time=\""
+    o << "    <testcase classname=\"kvfuzz.replay." << xml_escape(i.target) << "\" name=\"" << xml_escape(file) << "\" time=\""
       << seconds_text(i.outcome.seconds) << "\">\n";
     const std::string got = i.outcome.pass() ? std::string("pass") : "fail:" + i.outcome.first_kind();
     if (!i.as_expected) {
-      std::string message = "expected " + i.expected.text() + ", got " + got;
+      std::string message = "on " + i.target + ": expected " + i.expected.text() + ", got " + got;
       if (!i.outcome.pass()) message += ": " + i.outcome.verdict.findings.front().sentence;
       const std::string body = findings_text(i.outcome.verdict) + "reproduce: " + i.replay_command + "\nreport: " + i.report_command + "\n";
       if (i.outcome.pass()) {
@@ -142,7 +142,7 @@ std::string replay_junit(const ReplayResult& r, const std::string& command_line)
         problem(o, i.outcome.verdict, message, body);
       }
     } else {
-      o << "      <system-out>" << xml_escape("as expected: " + got) << "</system-out>\n";
+      o << "      <system-out>" << xml_escape("as expected on " + i.target + ": " + got) << "</system-out>\n";
     }
     o << "    </testcase>\n";
   }

@@ -167,7 +167,7 @@ std::string replay_summary_markdown(const ReplayResult& r) {
     o << code(f.file.string()) << " is not a case file (" << markdown_escape(f.reason) << "), not replayed.\n\n";
   for (const ReplayItem& i : r.items) {
     if (i.as_expected) continue;
-    o << "### " << code(i.file.string()) << ": expected " << i.expected.text() << ", got "
+    o << "### " << code(i.file.string()) << " on " << code(i.target) << ": expected " << i.expected.text() << ", got "
       << (i.outcome.pass() ? std::string("pass") : "fail:" + i.outcome.first_kind()) << "\n\n";
     findings_list(o, i.outcome.verdict);
     o << "\n" << fenced(i.replay_command + "\n" + i.report_command) << "\n";

@@ -141,6 +141,9 @@ struct CampaignResult {
 // One replayed corpus file.
 struct ReplayItem {
   std::filesystem::path file;
+  std::string target;      // the target it ran on (RunOptions::target_given: named, else the file's)
+  std::string found_on;    // the target the file records it was found on ("" if none)
+  bool same_code = false;  // found_on is target and its code file is byte-identical to the recorded one
   Expectation recorded;    // the file's `expect`
   Expectation expected;    // what counts as passing: pass, or with --expect-saved `recorded`
   std::string replay_command;  // Invocation::command("replay", file, target)
@@ -156,7 +159,7 @@ struct SkippedFile {
 };
 
 struct ReplayResult {
-  std::string target;
+  std::string target;  // the targets the cases ran on, ", "-separated, in order of first use
   bool expect_saved = false;  // outcomes compared with each file's `expect` (else: no finding = pass)
   std::vector<ReplayItem> items;
   double seconds = 0;

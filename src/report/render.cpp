@@ -196,12 +196,12 @@ std::string render_replay_mismatch(const ReplayItem& item) {
   std::ostringstream s;
   const std::string got = item.outcome.pass() ? std::string("pass") : "fail:" + item.outcome.first_kind();
   if (item.expected.outcome == Expect::pass) {
-    s << "kvfuzz: FAIL " << item.file.string() << " -> " << item.outcome.first_kind() << "\n";
+    s << "kvfuzz: FAIL " << item.file.string() << " on " << item.target << " -> " << item.outcome.first_kind() << "\n";
     if (item.recorded.outcome != Expect::pass)
       s << "  (the file records this failure, expect " << item.recorded.text()
         << ": it still reproduces; --expect-saved checks the record instead)\n";
   } else {
-    s << "kvfuzz: FAIL " << item.file.string() << ": expected " << item.expected.text() << ", got " << got << "\n";
+    s << "kvfuzz: FAIL " << item.file.string() << " on " << item.target << ": expected " << item.expected.text() << ", got " << got << "\n";
   }
   s << render_verdict(item.outcome.verdict);
   s << "  reproduce: " << item.replay_command << "\n";
@@ -278,7 +278,8 @@ nlohmann::json replay_json(const ReplayResult& r, const std::string& command_lin
     verdicts.push_back(&i.outcome.verdict);
     nlohmann::json fs = nlohmann::json::array();
     for (const Finding& x : i.outcome.verdict.findings) fs.push_back(finding_json(x));
-    items.push_back({{"file", i.file.string()}, {"recorded", i.recorded.text()}, {"expected", i.expected.text()},
+    items.push_back({{"file", i.file.string()}, {"target", i.target}, {"found_on", i.found_on},
+                     {"recorded", i.recorded.text()}, {"expected", i.expected.text()},
                      {"outcome", i.outcome.pass() ? std::string("pass") : "fail:" + i.outcome.first_kind()},
                      {"as_expected", i.as_expected}, {"seconds", i.outcome.seconds}, {"findings", fs}});
   }

@@ -1,7 +1,11 @@
 // registry.cpp — the list of targets this build knows and construction by name.
+#include <cstdlib>
+#include <fstream>
 #include <memory>
+#include <sstream>
 #include <string>
 
+#include "case/case_json.h"
 #include "case/errors.h"
 #include "targets/target.h"
 
@@ -113,6 +117,49 @@ std::unique_ptr<Target> open_target(const std::string& name, const TargetOptions
   if (const std::string why = target->unavailable_reason(); !why.empty())
     throw InfraError("target " + name + " is not available on this machine: " + why);
   return target;
+}
+
+std::filesystem::path target_file(const std::string& name) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const std::string plugin = "plugin:";
+  if (name.compare(0, plugin.size(), plugin) == 0) {
+    const fs::path file = name.substr(plugin.size());
+    return fs::is_regular_file(file, ec) ? fs::absolute(file, ec) : fs::path();
+  }
+  for (const char* prefix : {"python:", "python-cuda:", "python-numpy:"}) {
+    const std::string p = prefix;
+    if (name.compare(0, p.size(), p) != 0) continue;
+    const std::string rest = name.substr(p.size());
+    const size_t colon = rest.rfind(':');
+    if (colon == std::string::npos || colon == 0) return {};
+    const std::string module = rest.substr(0, colon);
+    if (fs::is_regular_file(module, ec)) return fs::absolute(module, ec);  // a path to a .py file
+    std::string relative = module;  // an importable name: a.b -> a/b.py
+    for (char& ch : relative) ch = ch == '.' ? '/' : ch;
+    std::vector<fs::path> folders{fs::current_path(ec)};
+    if (const char* pythonpath = std::getenv("PYTHONPATH")) {
+      std::stringstream in(pythonpath);
+      for (std::string folder; std::getline(in, folder, ':');)
+        if (!folder.empty()) folders.emplace_back(folder);
+    }
+    for (const fs::path& folder : folders) {
+      for (const fs::path& candidate : {folder / (relative + ".py"), folder / relative / "__init__.py"})
+        if (fs::is_regular_file(candidate, ec)) return fs::absolute(candidate, ec);
+    }
+    return {};
+  }
+  return {};
+}
+
+std::string target_digest(const std::string& name) {
+  const std::filesystem::path file = target_file(name);
+  if (file.empty()) return "";
+  std::ifstream in(file, std::ios::binary);
+  if (!in) return "";
+  std::ostringstream bytes;
+  bytes << in.rdbuf();
+  return "fnv1a64:" + fnv1a_hex(bytes.str());
 }
 
 }  // namespace kvf

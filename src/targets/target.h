@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstddef>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
@@ -116,6 +117,16 @@ std::unique_ptr<Target> make_target(const std::string& name, const TargetOptions
 
 // make_target, then InfraError (exit code 3) when the target cannot run on this machine.
 std::unique_ptr<Target> open_target(const std::string& name, const TargetOptions& options = {});
+
+// The file holding the code of target `name`, where it is a user's file: PATH of plugin:PATH, the
+// module file of python:MODULE:FUNCTION (and python-cuda:, python-numpy:) when MODULE is a path or
+// MODULE.py lies in the current directory or a $PYTHONPATH folder; empty for built-in targets or
+// when no such file is found.
+std::filesystem::path target_file(const std::string& name);
+
+// "fnv1a64:<16 hex digits>" of target_file(name)'s bytes, "" without one: recorded with every saved
+// finding, so that `replay` can tell a rebuilt plugin from the one the finding was made on.
+std::string target_digest(const std::string& name);
 
 // KvAppendParams of case `c` with pointers into `image` (host or device address of the image's
 // first byte); shared by every target that launches kernels/cuda. A context-parallel case

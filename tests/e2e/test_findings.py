@@ -9,6 +9,7 @@ import os
 import pathlib
 import re
 import shlex
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -23,6 +24,17 @@ INDEX = "signatures.kvfuzz-index"
 
 def run(binary, *args, timeout=600):
     return subprocess.run([binary, *map(str, args)], capture_output=True, text=True, timeout=timeout, env=ENV)
+
+
+def run_in(cwd, binary, *args, timeout=600):
+    return subprocess.run([binary, *map(str, args)], capture_output=True, text=True, timeout=timeout, env=ENV, cwd=cwd)
+
+
+def fnv1a64(data):
+    h = 14695981039346656037
+    for b in data:
+        h = ((h ^ b) * 1099511628211) % (1 << 64)
+    return f"{h:016x}"
 
 
 def last_line(text):
@@ -83,7 +95,7 @@ class OneBugOneFinding(unittest.TestCase):
             self.assertEqual(sorted(kept), sorted(f.name for f in files))
             self.assertEqual(len({e["signature"] for e in index.values()}), len(index))
             for f in s["failures"]:
-                self.assertRegex(f["signature"], r"^v1 [a-z_]+\|")
+                self.assertRegex(f["signature"], r"^v2 [a-z_]+\|")
                 e = index[f["signature_id"]]
                 self.assertIn(pathlib.Path(f["file"]).name, [e["file"], *e["superseded"]])
             self.assertGreater(sum(d["count"] for d in s["duplicates"]), 0)
@@ -359,3 +371,133 @@ class Merge(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class FindingsAUserCanTrust(unittest.TestCase):
+    """Issue 37: replay and report run a finding on the target it was found on; no command replaces
+    a file it did not make; output folders are made, not a reason to fail after the campaign; one
+    bug gives one or two signatures whatever the seed. Each test fails on d9efdaa."""
+
+    def found(self, d, plugin="naive-mutant-padding.so"):
+        """A finding made on a copy of `plugin` at d/kernel.so (plugin:./kernel.so, as a user types it)."""
+        d = pathlib.Path(d)
+        shutil.copy(PLUGINS / plugin, d / "kernel.so")
+        p = run_in(d, BIN, "run", "--target", "plugin:./kernel.so", "--cases", 300, "--seed", 3, "--corpus-out", "f")
+        self.assertEqual(p.returncode, 1, p.stdout + p.stderr)
+        case = cases_in(d / "f")[0]
+        prov = json.loads(case.read_text())["provenance"]
+        self.assertEqual(prov["target"], "plugin:./kernel.so")
+        self.assertRegex(prov["target_digest"], r"^fnv1a64:[0-9a-f]{16}$")
+        return case
+
+    # 1. A false "fixed": replay without --target ran cuda-emu and printed "fixed".
+    def test_replay_without_target_runs_the_recorded_target_and_says_fixed_only_when_it_passes(self):
+        with tempfile.TemporaryDirectory() as d:
+            d = pathlib.Path(d)
+            self.found(d)
+            bug = run_in(d, BIN, "replay", "f")
+            self.assertEqual(bug.returncode, 1, bug.stdout + bug.stderr)
+            self.assertNotIn("fixed", bug.stdout)
+            self.assertIn("on plugin:./kernel.so", bug.stdout)
+            self.assertEqual(last_line(bug.stdout), "kvfuzz: 0 passed, 1 failed")
+            s = run_in(d, BIN, "replay", "f", "--json", "-")
+            item = json.loads(s.stdout)["items"][0]
+            self.assertEqual((item["target"], item["found_on"]), ("plugin:./kernel.so", "plugin:./kernel.so"))
+            shutil.copy(PLUGINS / "naive.so", d / "kernel.so")  # the fix, rebuilt at the same path
+            fixed = run_in(d, BIN, "replay", "f")
+            self.assertEqual(fixed.returncode, 0, fixed.stdout + fixed.stderr)
+            self.assertRegex(fixed.stdout, r"kvfuzz: fixed: f/\w+\.json \(recorded fail:\w+\) passes now on plugin:\./kernel\.so")
+            (d / "kernel.so").unlink()  # the recorded target is gone: exit 3 naming it, never another target
+            gone = run_in(d, BIN, "replay", "f")
+            self.assertEqual(gone.returncode, 3, gone.stdout + gone.stderr)
+            self.assertIn("plugin:./kernel.so", gone.stderr)
+            self.assertIn("./kernel.so", gone.stderr)
+
+    def test_a_pass_on_a_byte_identical_target_is_not_called_fixed(self):
+        with tempfile.TemporaryDirectory() as d:
+            d = pathlib.Path(d)
+            case = self.found(d)
+            # The case's record says the passing naive.so is the file it was found on (as if a flaky
+            # kernel had failed once): a pass on the same bytes is no fix.
+            shutil.copy(PLUGINS / "naive.so", d / "kernel.so")
+            j = json.loads(case.read_text())
+            j["provenance"]["target_digest"] = "fnv1a64:" + fnv1a64((d / "kernel.so").read_bytes())
+            case.write_text(json.dumps(j))
+            p = run_in(d, BIN, "replay", "f")
+            self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+            self.assertNotIn("kvfuzz: fixed", p.stdout)
+            self.assertIn("not reproduced", p.stdout)
+
+    # 2. `report FINDING.json` replaced the saved FAIL report with a PASS report made on cuda-emu.
+    def test_report_runs_the_recorded_target_and_never_replaces_an_earlier_report(self):
+        with tempfile.TemporaryDirectory() as d:
+            d = pathlib.Path(d)
+            case = self.found(d)
+            saved = case.with_suffix(".report")
+            before = {f.name: f.read_bytes() for f in saved.iterdir()}
+            p = run_in(d, BIN, "report", case.relative_to(d))
+            self.assertEqual(p.returncode, 1, p.stdout + p.stderr)  # still failing on the recorded plugin
+            self.assertIn("on plugin:./kernel.so", p.stdout)
+            self.assertEqual({f.name: f.read_bytes() for f in saved.iterdir()}, before)
+            beside = pathlib.Path(str(saved) + "-2")
+            self.assertEqual(json.loads((beside / "report.json").read_text())["schema"], "kvfuzz-report")
+            refused = run_in(d, BIN, "report", case.relative_to(d), "-o", saved.relative_to(d))
+            self.assertEqual(refused.returncode, 2, refused.stdout + refused.stderr)
+            self.assertIn("--force", refused.stderr)
+            self.assertEqual({f.name: f.read_bytes() for f in saved.iterdir()}, before)
+            forced = run_in(d, BIN, "report", case.relative_to(d), "-o", saved.relative_to(d), "--force")
+            self.assertEqual(forced.returncode, 1, forced.stdout + forced.stderr)
+
+    # 3. `merge s0.json s1.json s2.json` overwrote shard 0's summary.
+    def test_merge_never_writes_over_a_summary(self):
+        with tempfile.TemporaryDirectory() as d:
+            d = pathlib.Path(d)
+            for i in range(3):
+                p = run_in(d, BIN, "run", "--cases", 30, "--seed", 5, "--shard", f"{i}/3", "--corpus-out", f"f{i}",
+                           "--json", f"s{i}.json")
+                self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+            before = (d / "s0.json").read_bytes()
+            p = run_in(d, BIN, "merge", "s0.json", "s1.json", "s2.json")
+            self.assertEqual(p.returncode, 2, p.stdout + p.stderr)
+            self.assertIn("s0.json", p.stderr)
+            self.assertEqual((d / "s0.json").read_bytes(), before)
+            ok = run_in(d, BIN, "merge", "merged.json", "s0.json", "s1.json", "s2.json")
+            self.assertEqual(ok.returncode, 0, ok.stdout + ok.stderr)
+            self.assertEqual(json.loads((d / "merged.json").read_text())["cases"], 30)
+
+    # 4. `--json results/summary.json` without results/ ran the campaign, then exited 3.
+    def test_output_files_in_missing_folders_are_written(self):
+        with tempfile.TemporaryDirectory() as d:
+            d = pathlib.Path(d)
+            p = run_in(d, BIN, "run", "--cases", 20, "--seed", 5, "--corpus-out", "f", "--json", "results/summary.json",
+                       "--junit", "ci/junit/kvfuzz.xml", "--summary-md", "ci/md/summary.md")
+            self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+            self.assertEqual(json.loads((d / "results/summary.json").read_text())["cases"], 20)
+            self.assertIn("<testsuites", (d / "ci/junit/kvfuzz.xml").read_text())
+            self.assertIn("kvfuzz run", (d / "ci/md/summary.md").read_text())
+            (d / "file").write_text("x")  # a folder that cannot be made: exit 2 before any case
+            bad = run_in(d, BIN, "run", "--cases", 20, "--seed", 5, "--corpus-out", "g", "--json", "file/summary.json")
+            self.assertEqual(bad.returncode, 2, bad.stdout + bad.stderr)
+            self.assertIn("file", bad.stderr)
+            self.assertFalse((d / "g").exists())
+
+    # 5, 6. One bug, one or two signatures whatever the seed; the head-stride bug shrinks to <= 2 heads.
+    def test_a_planted_bug_gives_at_most_two_signatures_over_seeds(self):
+        for plugin in ("naive-mutant-head-stride.so", "naive-mutant-padding.so"):
+            with tempfile.TemporaryDirectory() as d:
+                d = pathlib.Path(d)
+                ids, printed = set(), set()
+                for seed in (21, 22):
+                    p = run(BIN, "run", "--target", f"plugin:{PLUGINS / plugin}", "--keep-going", "--seed", seed,
+                            "--cases", 300, "--corpus-out", d / "f")
+                    self.assertEqual(p.returncode, 1, p.stdout + p.stderr)
+                    printed |= set(re.findall(r"more failures of signature ([0-9a-f]{16})", p.stdout))
+                index = json.loads((d / "f" / INDEX).read_text())["signatures"]
+                self.assertLessEqual(len(index), 2, (plugin, [e["signature"] for e in index.values()]))
+                self.assertLessEqual(printed, set(index))  # every signature printed is the folder's
+                for e in index.values():
+                    self.assertNotIn("requests=", e["signature"])
+                    self.assertNotIn("cross_request_write", e["signature"])  # one request writes only its own cells
+                    if plugin.startswith("naive-mutant-head-stride"):
+                        c = json.loads((d / "f" / e["file"]).read_text())
+                        self.assertLessEqual(c["shape"]["num_heads"], 2)
