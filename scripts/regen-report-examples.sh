@@ -2,7 +2,7 @@
 # Regenerates reports/examples/: one report per mutant below. A bounded campaign of the mutant's
 # kvfuzz finds, shrinks and saves its first failure; `kvfuzz report` writes the case's report.json,
 # report.md and report.html next to a copy of the case (case.json).
-#   scripts/regen-report-examples.sh [BUILD_DIR]     # default: build (as scripts/setup.sh makes it)
+#   scripts/regen-report-examples.sh [BUILD_DIR]     # default: build (as scripts/setup.sh --all makes it)
 # Builds the mutant binaries it needs (tests/mutants). Deterministic: same sources, same reports.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs what kvfuzz needs to build and test on Debian 12 (bookworm), then configures and builds.
-#   scripts/setup.sh            install packages (if missing) and build into ./build
+#   scripts/setup.sh            install packages (if missing) and build kvfuzz itself into ./build
+#                               (the quick start's main job: no tests, no mutants, no example plugins)
+#   scripts/setup.sh --all      the same, then every target: tests, mutants, plugins (scripts/test.sh)
 #   KVFUZZ_NO_BROWSER=1 scripts/setup.sh   the same without chromium (for the HTML report's browser test)
 # The CUDA toolkit (nvcc, headers) is expected at /usr/local/cuda; CCCL/Thrust ship with it.
 set -euo pipefail
@@ -25,4 +27,8 @@ fi
 
 if [ -d /usr/local/cuda/bin ]; then export PATH="/usr/local/cuda/bin:$PATH"; fi
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build build -j"$(nproc)"
+if [ "${1:-}" = --all ]; then
+  cmake --build build -j"$(nproc)"
+else
+  cmake --build build -j"$(nproc)" --target kvfuzz
+fi

@@ -8,5 +8,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup-triton.sh   # venv for the Triton tests and the triton target's build (KVFUZZ_NO_TRITON=1 skips)
-scripts/setup.sh          # after the venv: the build compiles the Triton kernels with it (kernels/triton/aot.cmake)
+scripts/setup.sh --all    # after the venv: the build compiles the Triton kernels with it (kernels/triton/aot.cmake)
 ctest --test-dir build --output-on-failure -j"$(nproc)" "$@"
