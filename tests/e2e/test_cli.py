@@ -194,11 +194,18 @@ class Replay(unittest.TestCase):
             self.assertIn("expected fail:cross_request_write, got pass", p.stdout)
             self.assertIn(f"kvfuzz replay {f}", p.stdout)
             self.assertEqual(last_line(p.stdout), "kvfuzz: 0 passed, 1 failed")
-            # Default: the kernel gives no finding, so the recorded failure is fixed: it passes.
+            # Default: the kernel gives no finding, so the case passes; the file records no target, so
+            # that pass is no verdict on the kernel it was found on: not "fixed".
             p = kvfuzz("replay", f)
             self.assertEqual(p.returncode, 0, p.stdout)
-            self.assertIn(f"kvfuzz: fixed: {f} (recorded fail:cross_request_write) passes now", p.stdout)
+            self.assertIn(f"kvfuzz: {f} (recorded fail:cross_request_write) passes now on cuda-emu; the file does "
+                          "not record the target", p.stdout)
+            self.assertNotIn("kvfuzz: fixed", p.stdout)
             self.assertEqual(last_line(p.stdout), "kvfuzz: 1 passed, 0 failed")
+            # A target named with --target: the recorded failure is fixed on it.
+            p = kvfuzz("replay", f, "--target", "cuda-emu")
+            self.assertEqual(p.returncode, 0, p.stdout)
+            self.assertIn(f"kvfuzz: fixed: {f} (recorded fail:cross_request_write) passes now on cuda-emu", p.stdout)
 
 
 class BadInput(unittest.TestCase):

@@ -313,10 +313,17 @@ class NothingLost(unittest.TestCase):
             self.assertEqual(p.returncode, 2, p.stdout + p.stderr)
             self.assertIn(str(mine / "report.html"), p.stderr)
             self.assertEqual((mine / "report.html").read_text(), "my notes")
+            # An earlier report is not replaced either (issue 37): -o holding one is refused, --force replaces it.
             ours = d / "ours"
-            for _ in range(2):
-                p = kvfuzz("report", case, "-o", ours)
-                self.assertEqual(p.returncode, 0, p.stderr)
+            p = kvfuzz("report", case, "-o", ours)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            earlier = (ours / "report.json").read_bytes()
+            p = kvfuzz("report", case, "-o", ours)
+            self.assertEqual(p.returncode, 2, p.stderr)
+            self.assertIn("--force", p.stderr)
+            self.assertEqual((ours / "report.json").read_bytes(), earlier)
+            p = kvfuzz("report", case, "-o", ours, "--force")
+            self.assertEqual(p.returncode, 0, p.stderr)
             # --corpus-out naming an existing file: refused before the campaign runs.
             p = kvfuzz("run", "--cases", 1, "--corpus-out", case)
             self.assertEqual(p.returncode, 2, p.stderr)

@@ -20,7 +20,8 @@
  *   RACY                  right except on every 7th call in a process, where it writes nothing (a
  *                         race that loses now and then, deterministically): --repeat finds it
  *   SLOW_AND_WRONG        sleeps $KVFUZZ_TEST_APPEND_DELAY_S seconds per call and writes nothing
- *                         (missing_write on every case with a slot): long shrinks and reports, to
+ *                         (missing_write on every case with a slot) and, by the head count mod 3, one
+ *                         byte before the K cache or of the key input (two more bugs): long shrinks and reports, to
  *                         interrupt (test_faults.py)
  *   HEAD_DIMS_64_128      declares the head-dim set {64, 128} (kvfz_capabilities.head_dims), appends a
  *                         line to $KVFUZZ_TEST_VIOLATIONS for every call with another head dim, and
@@ -126,7 +127,12 @@ int kvfuzz_plugin_append(const kvfz_append_args* args, char* error, size_t error
 #if defined(SLOW_AND_WRONG)
   sleep_for("KVFUZZ_TEST_APPEND_DELAY_S");
   (void)error, (void)error_size;
-  return args ? 0 : 1;
+  if (!args) return 1;
+  /* Two more bugs, so that a campaign saves several cases (one bug is one finding): by the head
+   * count mod 3, one byte before the K cache, or the first byte of the key input, is also changed. */
+  if (args->num_slots > 0 && args->num_heads % 3 == 1) ((unsigned char*)args->k_cache)[-1] ^= 0x5a;
+  if (args->num_slots > 0 && args->num_heads % 3 == 2) ((unsigned char*)(uintptr_t)args->key)[0] ^= 0x5a;
+  return 0;
 #endif
 #if defined(LEAKS)
   void* leak = malloc((size_t)8 << 20);

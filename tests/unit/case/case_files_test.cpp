@@ -53,17 +53,27 @@ TEST_F(CaseFiles, writeFileAtomicLeavesNoTemporaryFileBehind) {
   EXPECT_EQ(names(), std::vector<std::string>{"a.json"});
 }
 
+TEST_F(CaseFiles, writeFileAtomicMakesAMissingFolder) {
+  const fs::path file = dir_ / "no_such_dir" / "deeper" / "a.json";
+  write_file_atomic(file, "x");
+  std::ifstream in(file);
+  std::string text;
+  in >> text;
+  EXPECT_EQ(text, "x");
+}
+
 TEST_F(CaseFiles, writeFileAtomicThrowsInfraErrorNamingThePath) {
-  const fs::path file = dir_ / "no_such_dir" / "a.json";
+  { std::ofstream(dir_ / "blocker") << "a file, not a folder"; }
+  const fs::path file = dir_ / "blocker" / "sub" / "a.json";
   try {
     write_file_atomic(file, "x");
     FAIL() << "expected InfraError";
   } catch (const InfraError& e) {
     const std::string what = e.what();
     EXPECT_NE(what.find(file.string()), std::string::npos) << what;
-    EXPECT_NE(what.find("No such file or directory"), std::string::npos) << what;
+    EXPECT_NE(what.find("cannot create its folder"), std::string::npos) << what;
   }
-  EXPECT_EQ(names(), std::vector<std::string>{});
+  EXPECT_EQ(names(), std::vector<std::string>{"blocker"});
 }
 
 TEST_F(CaseFiles, saveCaseNamesTheFileByHashAndReadsBack) {
