@@ -11,6 +11,8 @@ cd "$(dirname "$0")/.."
 packages=(cmake g++ make python3 python3-yaml zip libcli11-dev nlohmann-json3-dev librapidcheck-dev libgtest-dev)
 # clang with libFuzzer and the sanitizer runtimes: the parser fuzzers (scripts/fuzz.sh, ctest -L fuzz).
 packages+=(clang libclang-rt-14-dev)
+# gdb: the e2e test of a crash finding runs the `locate:` command it prints and reads the stack.
+packages+=(gdb)
 # Headless Chromium renders report.html in the browser test (ctest -L browser); KVFUZZ_NO_BROWSER=1
 # skips it (the test then skips itself).
 if [ "${KVFUZZ_NO_BROWSER:-0}" != 1 ]; then packages+=(chromium); fi

@@ -181,6 +181,7 @@ FailureRecord handle_failure(Isolator& isolator, const CampaignOptions& o, const
     rec.duplicate = true;
     rec.file = dedup.index.folder() / e->file;
     rec.replay_command = o.invocation.command("replay", rec.file, o.target);
+    rec.locate_command = o.invocation.locate(verdict, rec.file, o.target, isolator.target().info().needs_gpu);
     return true;
   };
   if (!rec.flaky && (dedup.seen_before(first) || known(first, nullptr))) {
@@ -221,6 +222,7 @@ FailureRecord handle_failure(Isolator& isolator, const CampaignOptions& o, const
   try {
     rec.file = save_case(minimal, rec.flaky ? o.corpus_out / "flaky" : o.corpus_out);
     rec.replay_command = o.invocation.command("replay", rec.file, o.target);
+    rec.locate_command = o.invocation.locate(verdict, rec.file, o.target, isolator.target().info().needs_gpu);
     if (!rec.flaky) dedup.index.offer(sig, std::filesystem::relative(rec.file, o.corpus_out).string(), size);
   } catch (const InfraError& e) {
     // Disk full, say: the finding is still reported (exit 3), and the case that could not be
@@ -464,17 +466,11 @@ struct OpenTarget {
   std::optional<Capabilities> caps;
 };
 
-// Opens `name` for case `file`. A target the case records but this machine cannot load (a plugin
-// deleted or moved) is an InfraError naming it and the file: never a silent fallback to another.
-OpenTarget open_for_replay(const RunOptions& o, const std::string& name, const std::filesystem::path& file, bool recorded) {
+// Opens the target case `c` (read from `file`) runs on: open_target_for().
+OpenTarget open_for_replay(const RunOptions& o, const Case& c, const std::filesystem::path& file) {
   OpenTarget t;
-  try {
-    t.target = open_target(name, o.target_options);
-  } catch (const std::exception& e) {
-    if (!recorded) throw;
-    throw InfraError("the target " + file.string() + " was found on, " + name + ", cannot be opened here: " + e.what() +
-                     "; rebuild it at that path, or name the target to run it on with --target");
-  }
+  t.target = open_target_for(o, c, file);
+  const std::string name = target_for(o, c);
   t.check = o.check_for ? o.check_for(name) : o.check;
   t.isolator = std::make_unique<Isolator>(*t.target, t.check.isolation);
   t.caps = t.target->capabilities();
@@ -498,7 +494,7 @@ ReplayResult replay_cases(const ReplayOptions& o, Progress& progress) {
   for (size_t i = 0; i < files.size(); ++i) {
     const std::string name = target_for(o, cases[i]);
     if (targets.count(name)) continue;
-    targets.emplace(name, open_for_replay(o, name, files[i], !o.target_given && !cases[i].provenance.target.empty()));
+    targets.emplace(name, open_for_replay(o, cases[i], files[i]));
     result.target += (result.target.empty() ? "" : ", ") + name;
   }
   result.expect_saved = o.expect_saved;
@@ -527,6 +523,7 @@ ReplayResult replay_cases(const ReplayOptions& o, Progress& progress) {
     item.replay_command = o.invocation.command("replay", item.file, name);
     item.report_command = o.invocation.command("report", item.file, name);
     item.outcome = check_case(*t.isolator, cases[i], t.check.tolerance);
+    item.locate_command = o.invocation.locate(item.outcome.verdict, item.file, name, t.target->info().needs_gpu);
     if (!item.outcome.skipped.empty()) {  // the kernel declined it (KVFZ_APPEND_SKIP): not run
       ++result.skipped;
       ++result.skip_reasons[item.outcome.skipped];
@@ -558,7 +555,7 @@ std::vector<std::filesystem::path> generate_cases(const GenerateOptions& o) {
   std::vector<std::filesystem::path> files;
   for (int64_t i = o.shard.index; i < o.cases; i += o.shard.count) {
     Case c = materialize(generate_case(profile, o.seed, i));
-    c.provenance = Provenance{std::to_string(o.seed), i, KVFUZZ_VERSION, o.command_line, ""};
+    c.provenance = Provenance{std::to_string(o.seed), i, KVFUZZ_VERSION, o.command_line, "", ""};
     files.push_back(save_case(c, o.out_dir));
   }
   return files;
@@ -609,6 +606,7 @@ ShrinkResult shrink_case(const ShrinkOptions& o, Progress& progress) {
   minimal.provenance.target_digest = target_digest(o.target);
   rec.file = save_case(minimal, o.out_dir.empty() ? o.file.parent_path() : o.out_dir);
   rec.replay_command = o.invocation.command("replay", rec.file, o.target);
+  rec.locate_command = o.invocation.locate(rec.verdict, rec.file, o.target, isolator.target().info().needs_gpu);
   describe_size(minimal, rec);
   progress.finish();
   return result;

@@ -7,6 +7,7 @@
 
 #include "arena/diff.h"
 #include "arena/windows.h"
+#include "case/errors.h"
 #include "golden/golden.h"
 
 namespace kvf {
@@ -30,6 +31,17 @@ Verdict single_finding(FindingKind kind, const std::string& what) {
 
 std::string target_for(const RunOptions& o, const Case& c) {
   return o.target_given || c.provenance.target.empty() ? o.target : c.provenance.target;
+}
+
+std::unique_ptr<Target> open_target_for(const RunOptions& o, const Case& c, const std::filesystem::path& file) {
+  const std::string name = target_for(o, c);
+  try {
+    return open_target(name, o.target_options);
+  } catch (const std::exception& e) {
+    if (name == o.target) throw;
+    throw InfraError("the target " + file.string() + " was found on, " + name + ", cannot be opened here: " + e.what() +
+                     "; rebuild it at that path, or name the target to run it on with --target");
+  }
 }
 
 CaseOutcome check_case(Target& target, const Case& c, const CheckOptions& options) {

@@ -43,6 +43,11 @@ struct RunOptions {
 // the case was found on (its provenance), else o.target.
 std::string target_for(const RunOptions& o, const Case& c);
 
+// Opens target_for(o, c) for saved case `file`. A target the case records but this machine cannot
+// load (a plugin deleted or moved) is an InfraError naming it and the file: never a silent fallback
+// to another. A named target that cannot be opened is open_target()'s error.
+std::unique_ptr<Target> open_target_for(const RunOptions& o, const Case& c, const std::filesystem::path& file);
+
 // One run of a case with its three arenas kept (same layout): what check_case() judges and what a
 // report (campaign/report_case.h) draws.
 struct CaseRun {

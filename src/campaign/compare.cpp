@@ -255,7 +255,7 @@ CompareResult compare_targets(const CompareOptions& o, Progress& progress) {
     CompareDifference d = st.first->first;
     Case c = st.first->second;
     c.expect = Expectation{};  // the contract: the case passes
-    c.provenance = Provenance{std::to_string(o.seed), d.case_index, KVFUZZ_VERSION, o.command_line, o.target};
+    c.provenance = Provenance{std::to_string(o.seed), d.case_index, KVFUZZ_VERSION, o.command_line, o.target, target_digest(o.target)};
     d.file = save_case(c, o.out_dir);
     r.first = d;
     r.differing = 1;

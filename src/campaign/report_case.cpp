@@ -30,20 +30,14 @@ CaseReport report_case(Target& target, const Case& c, const std::filesystem::pat
   r.map = build_cell_map(c, r.verdict, run.initial, run.expected, run.actual);
   r.replay_command = o.invocation.command("replay", file, r.target);
   r.report_command = o.invocation.command("report", file, r.target);
+  r.locate_command = o.invocation.locate(r.verdict, file, r.target, target.info().needs_gpu);
   return r;
 }
 
 CaseReport report_case_file(const std::filesystem::path& file, const ReportOptions& o) {
   const Case c = read_case_file(file, o.limits);
   const std::string name = target_for(o, c);
-  std::unique_ptr<Target> target;
-  try {
-    target = open_target(name, o.target_options);  // unavailable here: InfraError
-  } catch (const std::exception& e) {
-    if (name == o.target) throw;
-    throw InfraError("the target " + file.string() + " was found on, " + name + ", cannot be opened here: " + e.what() +
-                     "; rebuild it at that path, or name the target to run it on with --target");
-  }
+  const std::unique_ptr<Target> target = open_target_for(o, c, file);  // unavailable here: InfraError
   ReportOptions on = o;
   on.target = name;
   if (o.check_for) on.check = o.check_for(name);

@@ -320,7 +320,7 @@ struct CommonOptions {
   }
   // The part every case-running command shares, filled once here.
   kvf::RunOptions run() const {
-    kvf::RunOptions o{target, target_options(), check(), limits(), invocation()};
+    kvf::RunOptions o{target, target_options(), check(), limits(), invocation(), true, {}};
     o.target_given = target_given;
     o.check_for = [copy = *this](const std::string& name) { return copy.check_for(name); };
     return o;
@@ -585,7 +585,8 @@ int cmd_report(const std::string& file, std::string out_dir, bool force, const C
   for (const auto& written : kvf::write_report(r, out_dir, force)) std::cout << "kvfuzz: wrote " << written.string() << "\n";
   if (r.verdict.pass()) std::cout << "kvfuzz: PASS " << file << " on " << r.target << "\n";
   if (!r.verdict.pass()) std::cout << "kvfuzz: FAIL " << file << " on " << r.target << " -> " << to_string(r.verdict.findings.front().kind) << "\n"
-                                   << kvf::render_verdict(r.verdict) << "  reproduce: " << r.replay_command << "\n";
+                                   << kvf::render_verdict(r.verdict) << "  reproduce: " << r.replay_command << "\n"
+                                   << (r.locate_command.empty() ? std::string() : "  locate: " + r.locate_command + "\n");
   std::cout << kvf::summary_line(r.verdict.pass() ? 1 : 0, r.verdict.pass() ? 0 : 1) << std::endl;
   return r.verdict.pass() ? kClean : kFindings;
 }
@@ -698,6 +699,64 @@ int cmd_selftest(const kvf::SelftestOptions& o, const std::string& json_file, co
 
 }  // namespace
 
+// compute-sanitizer's path: $KVFUZZ_COMPUTE_SANITIZER, else the first on PATH, else under $CUDA_HOME/bin
+// or /usr/local/cuda/bin; empty when none is installed.
+std::string find_compute_sanitizer(std::vector<std::string>& looked) {
+  const auto runnable = [](const std::filesystem::path& p) { return access(p.c_str(), X_OK) == 0 && !std::filesystem::is_directory(p); };
+  if (const char* e = std::getenv("KVFUZZ_COMPUTE_SANITIZER"); e && *e) {
+    looked.push_back(std::string("$KVFUZZ_COMPUTE_SANITIZER (") + e + ")");
+    return runnable(e) ? e : "";
+  }
+  std::vector<std::filesystem::path> dirs;
+  if (const char* path = std::getenv("PATH")) {
+    std::stringstream s(path);
+    for (std::string d; std::getline(s, d, ':');)
+      if (!d.empty()) dirs.emplace_back(d);
+  }
+  looked.push_back("PATH");
+  if (const char* cuda = std::getenv("CUDA_HOME"); cuda && *cuda) {
+    dirs.emplace_back(std::filesystem::path(cuda) / "bin");
+    looked.push_back("$CUDA_HOME/bin");
+  }
+  dirs.emplace_back("/usr/local/cuda/bin");
+  looked.push_back("/usr/local/cuda/bin");
+  for (const auto& d : dirs)
+    if (runnable(d / "compute-sanitizer")) return (d / "compute-sanitizer").string();
+  return "";
+}
+
+// `replay ... --sanitize`: this very command line, without --sanitize and with --no-fork, run by
+// compute-sanitizer (kvf::sanitizer_words). Returns only when that cannot be started.
+int exec_under_sanitizer(int argc, char** argv) {
+  std::vector<std::string> looked;
+  const std::string sanitizer = find_compute_sanitizer(looked);
+  if (sanitizer.empty()) {
+    std::string where;
+    for (const std::string& l : looked) where += (where.empty() ? "" : ", ") + l;
+    throw kvf::InfraError("replay --sanitize: compute-sanitizer is not installed here (looked in " + where +
+                          "); it comes with the CUDA Toolkit, or set KVFUZZ_COMPUTE_SANITIZER to its path");
+  }
+  std::error_code ec;
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  std::vector<std::string> words = kvf::sanitizer_words(sanitizer);
+  words.push_back(ec ? std::string(argv[0]) : self.string());
+  bool no_fork = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--sanitize" || a.rfind("--sanitize=", 0) == 0) continue;
+    no_fork = no_fork || a == "--no-fork";
+    words.push_back(a);
+  }
+  if (!no_fork) words.push_back("--no-fork");
+  std::cerr << "kvfuzz: running " << kvf::reproduce_command(words.front(), {words.begin() + 1, words.end()}) << "\n";
+  std::vector<char*> args;
+  for (std::string& w : words) args.push_back(w.data());
+  args.push_back(nullptr);
+  std::fflush(nullptr);
+  execv(sanitizer.c_str(), args.data());
+  throw kvf::InfraError("replay --sanitize: cannot run " + sanitizer + ": " + std::strerror(errno));
+}
+
 int main(int argc, char** argv) {
   // A worker process of a campaign (campaign/isolation.h): kvfuzz re-executed, never a user's command.
   if (argc >= 2 && std::string(argv[1]) == kvf::kWorkerFlag) kvf::worker_process_main(argc, argv);
@@ -759,6 +818,11 @@ int main(int argc, char** argv) {
                    "so a saved finding fails while its bug is there)");
   replay->add_option("--json", json_file, "Write a JSON summary to FILE (- for stdout alone)");
   add_ci_outputs(replay, ci);
+  bool replay_sanitize = false;
+  replay->add_flag("--sanitize", replay_sanitize,
+                   "Run the cases in one process (--no-fork) under compute-sanitizer's memcheck, which names the kernel, "
+                   "thread and address of a bad GPU access ($KVFUZZ_COMPUTE_SANITIZER, else PATH, $CUDA_HOME/bin, "
+                   "/usr/local/cuda/bin); exit 1 when it reports an error");
 
   kvf::ShrinkOptions shrink_opts;
   shrink_opts.command_line = command_line;
@@ -927,6 +991,7 @@ int main(int argc, char** argv) {
       if (json_file == "-" || ci.junit_file == "-" || ci.summary_md_file == "-") g_out.take_stdout_for_machine_output();
     }
     if (*run) return cmd_run(run_opts, common, seed_opt->count() > 0, json_file, ci);
+    if (*replay && replay_sanitize) return exec_under_sanitizer(argc, argv);  // returns only on failure
     if (*replay) {
       for (const std::string& p : replay_paths) replay_opts.paths.emplace_back(p);
       return cmd_replay(replay_opts, common, json_file, command_line, ci);

@@ -465,7 +465,7 @@ nlohmann::json case_report_json(const CaseReport& r, size_t max_damage) {
           {"ran_to_completion", r.ran},
           {"differing_cells", r.verdict.differing_cells},
           {"findings", findings},
-          {"reproduce", {{"replay", r.replay_command}, {"report", r.report_command}}},
+          {"reproduce", {{"replay", r.replay_command}, {"report", r.report_command}, {"locate", r.locate_command}}},
           {"case",
            {{"summary", case_shape_line(c)},
             {"layout", std::string(to_string(c.layout))},

@@ -122,6 +122,7 @@ struct CaseReport {
   CellMap map;
   std::string replay_command;       // Invocation::command("replay", ...)
   std::string report_command;       // Invocation::command("report", ...)
+  std::string locate_command;       // Invocation::locate(): where a crash happened ("" if none)
 };
 
 // Where the report of a saved case goes: <dir>/<stem>.report/ (replay does not descend into

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "arena/finding.h"
+
 namespace kvf {
 
 // `word` as one shell word: unchanged when it is non-empty and made only of
@@ -29,6 +31,18 @@ struct Invocation {
 
   // PROGRAM VERB FILE --target TARGET OPTIONS..., every word shell-quoted.
   std::string command(const std::string& verb, const std::filesystem::path& file, const std::string& target) const;
+
+  // How to see where a run that died (a crash; on a GPU also a refused launch, which an illegal
+  // address can cause) went wrong: `replay FILE --target TARGET --no-fork` under the tool that shows
+  // the place. A target that runs on a GPU: compute-sanitizer's memcheck (what `replay --sanitize`
+  // runs); a Python one: Python's fault handler, which prints the Python stack; else gdb, which
+  // prints the native stack. Empty for any other verdict (the findings name the cells already).
+  std::string locate(const Verdict& verdict, const std::filesystem::path& file, const std::string& target,
+                     bool needs_gpu) const;
 };
+
+// The words `replay --sanitize` puts before kvfuzz's own: compute-sanitizer's memcheck, every child
+// process included (a python-cuda target's interpreter), exit status 1 when it reports an error.
+std::vector<std::string> sanitizer_words(const std::string& sanitizer);
 
 }  // namespace kvf

@@ -646,7 +646,11 @@ std::string render_report_html(const CaseReport& r) {
   o << "</section>\n";
 
   o << "<section id=\"reproduce\"><h2>Reproduce</h2><pre id=\"repro\">" << html_escape(r.replay_command) << "\n"
-    << html_escape(r.report_command) << "</pre><button id=\"copy-repro\" type=\"button\">copy</button></section>\n";
+    << html_escape(r.report_command) << "</pre><button id=\"copy-repro\" type=\"button\">copy</button>";
+  if (!r.locate_command.empty())
+    o << "<p>Where it crashed: this runs the case in one process under a tool that prints the place</p><pre id=\"locate\">"
+      << html_escape(r.locate_command) << "</pre>";
+  o << "</section>\n";
 
   MapWriter map(r);
   o << "<section id=\"map\"><h2>Cache map</h2>" << map.render() << "</section>\n";

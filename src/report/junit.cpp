@@ -97,7 +97,9 @@ std::string campaign_junit(const CampaignResult& r, const std::string& command_l
     for (const FailureRecord& f : r.failures) {
       body += (f.flaky ? "FLAKY " : "FAIL ") + first_kind(f.verdict) + " in " + f.file.string() + "\n" + findings_text(f.verdict);
       body += "report: " + (report_dir_for(f.file) / "report.html").string() + "\n";
-      body += "reproduce: " + f.replay_command + "\n\n";
+      body += "reproduce: " + f.replay_command + "\n";
+      if (!f.locate_command.empty()) body += "locate: " + f.locate_command + "\n";
+      body += "\n";
     }
     problem(o, first.verdict, message, body);
   }
@@ -135,7 +137,8 @@ std::string replay_junit(const ReplayResult& r, const std::string& command_line)
     if (!i.as_expected) {
       std::string message = "on " + i.target + ": expected " + i.expected.text() + ", got " + got;
       if (!i.outcome.pass()) message += ": " + i.outcome.verdict.findings.front().sentence;
-      const std::string body = findings_text(i.outcome.verdict) + "reproduce: " + i.replay_command + "\nreport: " + i.report_command + "\n";
+      const std::string body = findings_text(i.outcome.verdict) + "reproduce: " + i.replay_command + "\nreport: " + i.report_command +
+                               "\n" + (i.locate_command.empty() ? std::string() : "locate: " + i.locate_command + "\n");
       if (i.outcome.pass()) {
         o << "      <failure message=\"" << xml_escape(message) << "\" type=\"unexpected_pass\">" << xml_escape(body) << "</failure>\n";
       } else {

@@ -66,6 +66,7 @@ std::string render_report_markdown(const CaseReport& r, size_t max_slots) {
   }
 
   o << "## Reproduce\n\n" << fenced(r.replay_command + "\n" + r.report_command) << "\n";
+  if (!r.locate_command.empty()) o << "Where it crashed (one process, under a tool that prints the place):\n\n" << fenced(r.locate_command) << "\n";
 
   if (!m.matrix.empty()) {
     o << "## Victim × writer\n\nDiffering elements by whose cell was hit (rows) and whose value landed there (columns).\n\n";
@@ -148,7 +149,7 @@ std::string campaign_summary_markdown(const CampaignResult& r) {
   for (const FailureRecord& f : r.failures) {
     o << "### " << (f.flaky ? "Flaky: " : "") << first_kind(f.verdict) << " in " << code(f.file.string()) << "\n\n";
     findings_list(o, f.verdict);
-    o << "\nReport: " << code((report_dir_for(f.file) / "report.html").string()) << "\n\n" << fenced(f.replay_command) << "\n";
+    o << "\nReport: " << code((report_dir_for(f.file) / "report.html").string()) << "\n\n" << fenced(f.replay_command + (f.locate_command.empty() ? std::string() : "\n" + f.locate_command)) << "\n";
   }
   o << summary_line(r.passed, r.failed) << "\n";
   return o.str();
@@ -170,7 +171,7 @@ std::string replay_summary_markdown(const ReplayResult& r) {
     o << "### " << code(i.file.string()) << " on " << code(i.target) << ": expected " << i.expected.text() << ", got "
       << (i.outcome.pass() ? std::string("pass") : "fail:" + i.outcome.first_kind()) << "\n\n";
     findings_list(o, i.outcome.verdict);
-    o << "\n" << fenced(i.replay_command + "\n" + i.report_command) << "\n";
+    o << "\n" << fenced(i.replay_command + "\n" + i.report_command + (i.locate_command.empty() ? std::string() : "\n" + i.locate_command)) << "\n";
   }
   o << summary_line(r.passed(), r.failed()) << "\n";
   return o.str();

@@ -71,6 +71,7 @@ struct FailureRecord {
   std::map<std::string, int64_t> shrink_skips;  // shrink candidates the kernel skipped (not taken), by reason
   int64_t requests = 0, tokens = 0, heads = 0, head_dim = 0;  // size of the minimal case
   std::string replay_command;   // copy-pastable command that reproduces it
+  std::string locate_command;   // Invocation::locate(): how to see where a crash happened ("" if not one)
   std::string signature;        // campaign/signature.h: Signature::text() of the minimal case
   std::string signature_id;     // its 16-hex-digit id
   std::string case_signature;   // Signature::text() of the failing case as drawn (before shrinking):
@@ -148,6 +149,7 @@ struct ReplayItem {
   Expectation expected;    // what counts as passing: pass, or with --expect-saved `recorded`
   std::string replay_command;  // Invocation::command("replay", file, target)
   std::string report_command;  // Invocation::command("report", file, target)
+  std::string locate_command;  // Invocation::locate() of its outcome ("" unless it crashed)
   CaseOutcome outcome;
   bool as_expected = false;  // outcome agrees with the file's expect
 };

@@ -48,6 +48,7 @@ std::string render_failure(const FailureRecord& r) {
   } else {
     s << "  saved: " << r.file.string() << "\n";
     s << "  reproduce: " << r.replay_command << "\n";
+    if (!r.locate_command.empty()) s << "  locate: " << r.locate_command << "\n";
   }
   return s.str();
 }
@@ -205,6 +206,7 @@ std::string render_replay_mismatch(const ReplayItem& item) {
   }
   s << render_verdict(item.outcome.verdict);
   s << "  reproduce: " << item.replay_command << "\n";
+  if (!item.locate_command.empty()) s << "  locate: " << item.locate_command << "\n";
   return s.str();
 }
 
@@ -247,7 +249,7 @@ nlohmann::json campaign_json(const CampaignResult& r, const std::string& command
                         {"seconds_to_find", f.seconds_to_find}, {"shrink_tries", f.shrink_tries},
                         {"shrink_steps", f.shrink_accepted}, {"shrink_skipped", f.shrink_skips},
                         {"size", {{"requests", f.requests}, {"slots", f.tokens}, {"heads", f.heads}, {"head_dim", f.head_dim}}},
-                        {"findings", fs}, {"replay", f.replay_command}});
+                        {"findings", fs}, {"replay", f.replay_command}, {"locate", f.locate_command}});
   }
   nlohmann::json failing_cases = nlohmann::json::array();
   for (const FailingCase& f : r.failing_cases)
@@ -281,7 +283,8 @@ nlohmann::json replay_json(const ReplayResult& r, const std::string& command_lin
     items.push_back({{"file", i.file.string()}, {"target", i.target}, {"found_on", i.found_on},
                      {"recorded", i.recorded.text()}, {"expected", i.expected.text()},
                      {"outcome", i.outcome.pass() ? std::string("pass") : "fail:" + i.outcome.first_kind()},
-                     {"as_expected", i.as_expected}, {"seconds", i.outcome.seconds}, {"findings", fs}});
+                     {"as_expected", i.as_expected}, {"seconds", i.outcome.seconds}, {"findings", fs},
+                     {"replay", i.replay_command}, {"locate", i.locate_command}});
   }
   return {{"schema", "kvfuzz-summary"}, {"version", 1}, {"tool_version", KVFUZZ_VERSION},
           {"command", "replay"}, {"command_line", command_line}, {"target", r.target},

@@ -504,3 +504,52 @@ class FindingsAUserCanTrust(unittest.TestCase):
                     if plugin.startswith("naive-mutant-head-stride"):
                         c = json.loads((d / "f" / e["file"]).read_text())
                         self.assertLessEqual(c["shape"]["num_heads"], 2)
+
+    # 7. A crash reported only its signal: no place, no way to get one.
+    def test_a_crash_finding_says_how_to_see_where_it_crashed(self):
+        with tempfile.TemporaryDirectory() as d:
+            d = pathlib.Path(d)
+            shutil.copy(PLUGINS / "broken-crash-on-head-dim-7.so", d / "kernel.so")
+            p = run_in(d, BIN, "run", "--target", "plugin:./kernel.so", "--cases", 200, "--seed", 3, "--corpus-out", "f",
+                       "--json", "s.json")
+            self.assertEqual(p.returncode, 1, p.stdout + p.stderr)
+            case = cases_in(d / "f")[0].relative_to(d)
+            want = (f"gdb -batch -ex run -ex bt --args {BIN} replay {case} --target plugin:./kernel.so --no-fork")
+            self.assertIn("  locate: " + want + "\n", p.stdout)
+            self.assertEqual(json.loads((d / "s.json").read_text())["failures"][0]["locate"], want)
+            report = (case.with_suffix(".report") / "report.json")
+            self.assertEqual(json.loads((d / report).read_text())["reproduce"]["locate"], want)
+            r = run_in(d, BIN, "replay", "f", "--json", "-")
+            self.assertEqual(json.loads(r.stdout)["items"][0]["locate"], want)
+            if shutil.which("gdb"):  # the printed command, run as printed, shows the crashing line
+                g = subprocess.run(want, shell=True, cwd=d, capture_output=True, text=True, timeout=300)
+                self.assertRegex(g.stdout, r"#0 .*kvfuzz_plugin_append .* at \S*broken_plugin\.c:\d+")
+            # A finding that is not a crash has no locate line (its cells say where already).
+            ok = run_in(d, BIN, "run", "--target", f"plugin:{PLUGINS / 'naive-mutant-padding.so'}", "--cases", 300,
+                        "--seed", 3, "--corpus-out", "g")
+            self.assertEqual(ok.returncode, 1, ok.stdout + ok.stderr)
+            self.assertNotIn("locate:", ok.stdout)
+
+    def test_replay_sanitize_runs_the_case_in_one_process_under_compute_sanitizer(self):
+        with tempfile.TemporaryDirectory() as d:
+            d = pathlib.Path(d)
+            case = self.found(d).relative_to(d)
+            # A stand-in for compute-sanitizer: records its arguments, runs the program, exits 1 as
+            # --error-exitcode 1 says it would on an error.
+            fake = d / "compute-sanitizer"
+            fake.write_text("#!/bin/sh\necho \"$@\" > args.txt\nshift 6\n\"$@\"\nexit 1\n")
+            fake.chmod(0o755)
+            env = dict(os.environ, KVFUZZ_COMPUTE_SANITIZER=str(fake))
+            p = subprocess.run([str(BIN), "replay", str(case), "--sanitize"], cwd=d, env=env, capture_output=True,
+                               text=True, timeout=600)
+            self.assertEqual(p.returncode, 1, p.stdout + p.stderr)
+            args = (d / "args.txt").read_text().split()
+            self.assertEqual(args[:6], ["--tool", "memcheck", "--target-processes", "all", "--error-exitcode", "1"])
+            self.assertEqual(args[7:], ["replay", str(case), "--no-fork"])
+            self.assertIn("on plugin:./kernel.so", p.stdout)  # the case ran, on its recorded target
+            env["KVFUZZ_COMPUTE_SANITIZER"] = str(d / "none")
+            gone = subprocess.run([str(BIN), "replay", str(case), "--sanitize"], cwd=d, env=env, capture_output=True,
+                                  text=True, timeout=60)
+            self.assertEqual(gone.returncode, 3, gone.stdout + gone.stderr)
+            self.assertIn("compute-sanitizer is not installed", gone.stderr)
+

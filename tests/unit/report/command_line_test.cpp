@@ -64,5 +64,42 @@ TEST(ReproduceCommand, isTheProgramAsGivenThenTheQuotedArguments) {
   EXPECT_EQ(reproduce_command("", {"replay", "a.json"}), "kvfuzz replay a.json");
 }
 
+Verdict verdict_of(FindingKind kind) {
+  Verdict v;
+  v.findings.push_back(Finding{});
+  v.findings.back().kind = kind;
+  return v;
+}
+
+TEST(Locate, aHostCrashRunsTheCaseInOneProcessUnderGdb) {
+  const Invocation inv{"./build/kvfuzz", {"--timeout", "5"}};
+  EXPECT_EQ(inv.locate(verdict_of(FindingKind::crash), "f/a b.json", "plugin:./k.so", false),
+            "gdb -batch -ex run -ex bt --args ./build/kvfuzz replay 'f/a b.json' --target plugin:./k.so --timeout 5 --no-fork");
+}
+
+TEST(Locate, aGpuCrashOrRefusedLaunchRunsUnderComputeSanitizer) {
+  const Invocation inv{"kvfuzz", {}};
+  const std::string want =
+      "compute-sanitizer --tool memcheck --target-processes all --error-exitcode 1 kvfuzz replay a.json --target cuda --no-fork";
+  EXPECT_EQ(inv.locate(verdict_of(FindingKind::crash), "a.json", "cuda", true), want);
+  EXPECT_EQ(inv.locate(verdict_of(FindingKind::launch_error), "a.json", "cuda", true), want);
+}
+
+TEST(Locate, aPythonCrashRunsWithPythonsFaultHandler) {
+  const Invocation inv{"kvfuzz", {}};
+  EXPECT_EQ(inv.locate(verdict_of(FindingKind::crash), "a.json", "python:m:f", false),
+            "PYTHONFAULTHANDLER=1 kvfuzz replay a.json --target python:m:f --no-fork");
+  EXPECT_EQ(inv.locate(verdict_of(FindingKind::crash), "a.json", "triton-interp", false),
+            "PYTHONFAULTHANDLER=1 kvfuzz replay a.json --target triton-interp --no-fork");
+}
+
+TEST(Locate, isEmptyForEveryOtherVerdict) {
+  const Invocation inv{"kvfuzz", {}};
+  EXPECT_EQ(inv.locate(Verdict{}, "a.json", "cuda-emu", false), "");
+  EXPECT_EQ(inv.locate(verdict_of(FindingKind::launch_error), "a.json", "cuda-emu", false), "");  // a refusal on the host
+  for (FindingKind k : {FindingKind::oob_write, FindingKind::wrong_value, FindingKind::timeout})
+    EXPECT_EQ(inv.locate(verdict_of(k), "a.json", "cuda", true), "");
+}
+
 }  // namespace
 }  // namespace kvf
