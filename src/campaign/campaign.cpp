@@ -165,6 +165,7 @@ FailureRecord handle_failure(Isolator& isolator, const CampaignOptions& o, const
   const std::string identity = identity_of(outcome.verdict);
   FailureRecord rec;
   rec.case_index = index;
+  rec.target = o.target;
   rec.seconds_to_find = elapsed;
 
   Case minimal = c;
@@ -456,29 +457,6 @@ bool matches_expectation(const Expectation& e, const CaseOutcome& o) {
 
 }  // namespace
 
-namespace {
-
-// A target `replay` runs cases on, opened once: its worker, capabilities and check options.
-struct OpenTarget {
-  std::unique_ptr<Target> target;
-  CheckOptions check;
-  std::unique_ptr<Isolator> isolator;
-  std::optional<Capabilities> caps;
-};
-
-// Opens the target case `c` (read from `file`) runs on: open_target_for().
-OpenTarget open_for_replay(const RunOptions& o, const Case& c, const std::filesystem::path& file) {
-  OpenTarget t;
-  t.target = open_target_for(o, c, file);
-  const std::string name = target_for(o, c);
-  t.check = o.check_for ? o.check_for(name) : o.check;
-  t.isolator = std::make_unique<Isolator>(*t.target, t.check.isolation);
-  t.caps = t.target->capabilities();
-  return t;
-}
-
-}  // namespace
-
 ReplayResult replay_cases(const ReplayOptions& o, Progress& progress) {
   std::vector<std::filesystem::path> files;
   ReplayResult result;
@@ -494,7 +472,7 @@ ReplayResult replay_cases(const ReplayOptions& o, Progress& progress) {
   for (size_t i = 0; i < files.size(); ++i) {
     const std::string name = target_for(o, cases[i]);
     if (targets.count(name)) continue;
-    targets.emplace(name, open_for_replay(o, cases[i], files[i]));
+    targets.emplace(name, open_for_case(o, cases[i], files[i]));
     result.target += (result.target.empty() ? "" : ", ") + name;
   }
   result.expect_saved = o.expect_saved;
@@ -605,6 +583,7 @@ ShrinkResult shrink_case(const ShrinkOptions& o, Progress& progress) {
   minimal.provenance.target = o.target;
   minimal.provenance.target_digest = target_digest(o.target);
   rec.file = save_case(minimal, o.out_dir.empty() ? o.file.parent_path() : o.out_dir);
+  rec.target = o.target;
   rec.replay_command = o.invocation.command("replay", rec.file, o.target);
   rec.locate_command = o.invocation.locate(rec.verdict, rec.file, o.target, isolator.target().info().needs_gpu);
   describe_size(minimal, rec);

@@ -44,6 +44,16 @@ std::unique_ptr<Target> open_target_for(const RunOptions& o, const Case& c, cons
   }
 }
 
+OpenTarget open_for_case(const RunOptions& o, const Case& c, const std::filesystem::path& file) {
+  OpenTarget t;
+  t.target = open_target_for(o, c, file);
+  const std::string name = target_for(o, c);
+  t.check = o.check_for ? o.check_for(name) : o.check;
+  t.isolator = std::make_unique<Isolator>(*t.target, t.check.isolation);
+  t.caps = t.target->capabilities();
+  return t;
+}
+
 CaseOutcome check_case(Target& target, const Case& c, const CheckOptions& options) {
   Isolator isolator(target, options.isolation);
   return check_case(isolator, c, options.tolerance);

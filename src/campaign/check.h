@@ -48,6 +48,16 @@ std::string target_for(const RunOptions& o, const Case& c);
 // to another. A named target that cannot be opened is open_target()'s error.
 std::unique_ptr<Target> open_target_for(const RunOptions& o, const Case& c, const std::filesystem::path& file);
 
+// A target opened to run saved cases on (replay, merge): the target, its check options
+// (RunOptions::check_for) and its isolator, with what it declares it supports.
+struct OpenTarget {
+  std::unique_ptr<Target> target;
+  CheckOptions check;
+  std::unique_ptr<Isolator> isolator;
+  std::optional<Capabilities> caps;
+};
+OpenTarget open_for_case(const RunOptions& o, const Case& c, const std::filesystem::path& file);
+
 // One run of a case with its three arenas kept (same layout): what check_case() judges and what a
 // report (campaign/report_case.h) draws.
 struct CaseRun {

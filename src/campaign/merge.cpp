@@ -24,17 +24,30 @@ MergeResult merge_cases(const MergeOptions& o) {
   cases.reserve(files.size());
   for (const auto& f : files) cases.push_back(read_case_file(f, o.limits));
 
-  std::unique_ptr<Target> target = open_target(o.target, o.target_options);
-  Isolator isolator(*target, o.check.isolation);
+  // What became of each file; every one ends as exactly one of these.
+  enum class Fate { unchecked, in_out, copied, not_copied, no_new_coverage };
+  std::vector<Fate> fate(files.size(), Fate::unchecked);
+  const auto in_out = [&](const std::filesystem::path& f) { return std::filesystem::equivalent(f.parent_path(), o.out, ec); };
+
+  std::map<std::string, OpenTarget> targets;  // every target the cases record, opened before the first runs
+  for (size_t i = 0; i < files.size(); ++i) {
+    const std::string name = target_for(o, cases[i]);
+    if (targets.count(name)) continue;
+    targets.emplace(name, open_for_case(o, cases[i], files[i]));
+  }
   FindingsIndex index(o.out);
   MergeResult r;
   r.read = static_cast<int64_t>(files.size());
   std::map<std::string, size_t> signatures;  // failing: signature id -> case index of the smallest
-  std::map<std::string, size_t> passing;     // passing: case hash -> case index
+  std::map<std::string, size_t> passing;     // passing: case hash -> case index (the first)
   std::vector<Signature> signature(cases.size());
   for (size_t i = 0; i < cases.size(); ++i) {
     if (stop_requested()) break;
-    const CaseOutcome outcome = check_case(isolator, cases[i], o.check.tolerance);
+    const std::string name = target_for(o, cases[i]);
+    if (r.targets.find(name) == std::string::npos) r.targets += (r.targets.empty() ? "" : ", ") + name;
+    OpenTarget& t = targets.at(name);
+    const CaseOutcome outcome = check_case(*t.isolator, cases[i], t.check.tolerance);
+    fate[i] = in_out(files[i]) ? Fate::in_out : Fate::not_copied;  // until it is copied below
     if (outcome.pass()) {
       passing.emplace(case_hash(cases[i]), i);
       continue;
@@ -46,17 +59,11 @@ MergeResult merge_cases(const MergeOptions& o) {
   }
   r.signatures = static_cast<int64_t>(signatures.size());
 
-  const auto in_out = [&](const std::filesystem::path& f) {
-    return std::filesystem::equivalent(f.parent_path(), o.out, ec);
-  };
   for (const auto& [id, i] : signatures) {
     const std::optional<FindingsIndex::Entry> e = index.find(id);
-    if (e && !(size_of(cases[i]) < e->size)) {
-      ++r.kept_out;
-      continue;
-    }
+    if (e && !(size_of(cases[i]) < e->size)) continue;  // OUT has one as small: not copied
     const std::filesystem::path saved = in_out(files[i]) ? files[i] : save_case(cases[i], o.out);
-    if (!in_out(files[i])) ++r.copied;
+    if (!in_out(files[i])) fate[i] = Fate::copied;
     index.offer(signature[i], std::filesystem::relative(saved, o.out).string(), size_of(cases[i]));
   }
   // With coverage, the buckets covered so far: every case that stays in OUT (its own files and
@@ -80,16 +87,22 @@ MergeResult merge_cases(const MergeOptions& o) {
   std::stable_sort(candidates.begin(), candidates.end(),
                    [&](const auto& a, const auto& b) { return size_of(cases[a.first]) < size_of(cases[b.first]); });
   for (const auto& [i, hash] : candidates) {
-    if (std::filesystem::exists(o.out / (*hash + ".json"), ec)) {
-      ++r.kept_out;
-      continue;
-    }
+    if (std::filesystem::exists(o.out / (*hash + ".json"), ec)) continue;  // the same case is in OUT
     if (o.coverage && !cover(cases[i])) {
-      ++r.no_new_coverage;
+      fate[i] = Fate::no_new_coverage;
       continue;
     }
     save_case(cases[i], o.out);
-    ++r.copied;
+    fate[i] = Fate::copied;
+  }
+  for (const Fate f : fate) {
+    switch (f) {
+      case Fate::unchecked: ++r.unchecked; break;
+      case Fate::in_out: ++r.in_out; break;
+      case Fate::copied: ++r.copied; break;
+      case Fate::not_copied: ++r.not_copied; break;
+      case Fate::no_new_coverage: ++r.no_new_coverage; break;
+    }
   }
   if (o.coverage) r.buckets = static_cast<int64_t>(covered.size());
   if (o.prune) r.pruned = index.prune();

@@ -21,20 +21,27 @@
 
 namespace kvf {
 
-struct MergeOptions : RunOptions {            // target: where each case runs to find its signature
+// Each case runs on the target it records (RunOptions::target_given: on `target` when named), as
+// replay does, to find its signature.
+struct MergeOptions : RunOptions {
   std::filesystem::path out;                  // the folder merged into (created if missing)
   std::vector<std::filesystem::path> inputs;  // case files and folders
   bool prune = false;                         // delete OUT's superseded cases afterwards
   bool coverage = false;                      // passing cases: only those adding a feature bucket
 };
 
+// Every file read is counted once: read == in_out + copied + not_copied + no_new_coverage + unchecked.
 struct MergeResult {
   int64_t read = 0;        // case files read (inputs and OUT)
-  int64_t failing = 0;     // of them, failing on the target
+  int64_t failing = 0;     // of them, failing on their target
   int64_t signatures = 0;  // distinct signatures among the failing ones
-  int64_t copied = 0;      // files copied into OUT
-  int64_t kept_out = 0;    // files not copied: a case of their key, as small or smaller, was there
+  std::string targets;     // the targets they ran on, ", "-separated, in order of first use
+  int64_t in_out = 0;      // files that were in OUT already (they stay; --prune may delete superseded ones)
+  int64_t copied = 0;      // input files copied into OUT
+  int64_t not_copied = 0;  // input files not copied: a case of their signature (failing) or the same case
+                           // (passing), as small or smaller, is in OUT or among the inputs
   int64_t no_new_coverage = 0;  // with coverage: passing files not copied, every bucket already covered
+  int64_t unchecked = 0;        // files not run: the merge was interrupted (^C) first
   int64_t buckets = 0;          // with coverage: feature buckets OUT's cases hit afterwards
   std::vector<std::filesystem::path> pruned;  // files deleted by prune
 };

@@ -48,6 +48,7 @@
 #include "campaign/summary_merge.h"
 #include "case/case_json.h"
 #include "case/errors.h"
+#include "case/suggest.h"
 #include "report/exit_code.h"
 #include "report/junit.h"
 #include "report/markdown.h"
@@ -257,40 +258,40 @@ constexpr double kMaxSeconds = 1e9;                         // --seconds (about 
 
 // --- unknown subcommands ----------------------------------------------------------------------------
 
-// Optimal string alignment distance (Levenshtein plus adjacent transpositions).
-size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
-  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
-  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    for (size_t j = 1; j <= b.size(); ++j) {
-      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
-    }
-  }
-  return d[a.size()][b.size()];
-}
-
 // "unknown command rn; did you mean run?" (a command within 2 edits, nearest first), else the list.
 std::string unknown_command_message(const std::string& word, const std::vector<std::string>& commands) {
-  std::string best, all;
-  size_t best_d = 3;
-  for (const std::string& c : commands) {
-    all += (all.empty() ? "" : ", ") + c;
-    const size_t dist = edit_distance(word, c);
-    if (dist < best_d && dist < c.size()) {
-      best_d = dist;
-      best = c;
-    }
-  }
+  std::string all;
+  for (const std::string& c : commands) all += (all.empty() ? "" : ", ") + c;
+  const std::string best = kvf::nearest_name(word, commands);
   return "unknown command " + word + (best.empty() ? "; the commands are " + all : "; did you mean " + best + "?") +
          " (kvfuzz --help lists them)";
+}
+
+// CLI11's "The following arguments were not expected: 3 --seeed" for a mistyped option of `sub`:
+// "unknown option --seeed of run; did you mean --seed?" (the nearest within 2 edits), else the
+// pointer to --help. Empty when no extra argument looks like an option.
+std::string unknown_option_message(const CLI::App& sub, const std::vector<std::string>& extras) {
+  std::vector<std::string> names;
+  for (const CLI::Option* o : sub.get_options()) {
+    for (const std::string& l : o->get_lnames()) names.push_back("--" + l);
+    for (const std::string& s : o->get_snames()) names.push_back("-" + s);
+  }
+  const std::string cmd = sub.get_parent() ? "kvfuzz " + sub.get_name() : std::string("kvfuzz");
+  for (const std::string& e : extras) {
+    if (e.size() < 2 || e[0] != '-') continue;
+    const std::string word = e.substr(0, e.find('='));
+    const std::string best = kvf::nearest_name(word, names);
+    return "unknown option " + word + (sub.get_parent() ? " of " + sub.get_name() : std::string()) +
+           (best.empty() ? "" : "; did you mean " + best + "?") + " (" + cmd + " --help lists them)";
+  }
+  return "";
 }
 
 // Options shared by every subcommand that runs cases.
 struct CommonOptions {
   std::string target = "cuda-emu";  // --target
   bool target_given = false;        // --target was given (replay, report: else each case's recorded target)
+  bool quiet = false, verbose = false;  // -q, -v: kvf::Verbosity
   double timeout_s = 0;             // --timeout: per-launch limit; 0: the target's default (TargetInfo)
   bool no_fork = false;             // --no-fork: run launches in-process (debugging only)
   int64_t max_case_mib = 1024;      // --max-case-mib: largest buffer a case may declare
@@ -351,7 +352,9 @@ struct CommonOptions {
 };
 
 void add_common(CLI::App* app, CommonOptions& o) {
-  app->add_option("--target", o.target, "Target to run cases on (see `kvfuzz targets`)");
+  app->add_option("--target", o.target, "Target to run cases on (see `kvfuzz targets`)")->default_str("cuda-emu");
+  app->add_flag("-q,--quiet", o.quiet, "No progress lines on stderr (findings, errors and results still print)");
+  app->add_flag("-v,--verbose", o.verbose, "A progress line after every case (pass and fail counts, cases/s, seconds)");
   app->add_option("--timeout", o.timeout_s,
                   "Seconds a single launch may take before it is a timeout, 0.001 to 86400 (default: the target's, 30 for "
                   "most; `kvfuzz targets`)")
@@ -426,11 +429,23 @@ std::vector<int> devices_from(const std::string& text) {
 // `kvfuzz targets`: every target with what it supports; --json: the same as one JSON document, each
 // own target's capabilities in the keys of a Python declaration (gen/capabilities.h), null for a
 // kernel that declares its own when loaded.
+// Why `name` cannot run on this machine (no GPU, no interpreter, a module missing); empty when it can.
+std::string unavailable_here(const std::string& name) {
+  try {
+    return kvf::make_target(name)->unavailable_reason();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+}
+
 int cmd_targets(bool json) {
   if (json) {
     nlohmann::json out = nlohmann::json::array();
-    for (const kvf::TargetInfo& t : kvf::list_targets())
+    for (const kvf::TargetInfo& t : kvf::list_targets()) {
+      const std::string why = unavailable_here(t.name);
       out.push_back({{"name", t.name},
+                     {"available", why.empty()},
+                     {"unavailable_reason", why},
                      {"summary", t.summary},
                      {"supports", t.supports},
                      {"values_checked", t.tolerance},
@@ -438,21 +453,28 @@ int cmd_targets(bool json) {
                      {"default_timeout_s", t.default_timeout_s},
                      {"needs_gpu", t.needs_gpu},
                      {"capabilities", t.capabilities ? kvf::capabilities_to_json(*t.capabilities) : nlohmann::json()}});
+    }
+    for (const auto& [name, why] : kvf::targets_not_built())
+      out.push_back({{"name", name}, {"available", false}, {"unavailable_reason", why}, {"capabilities", nullptr}});
     for (const std::string& usage : kvf::prefix_target_usages())
       out.push_back({{"name", usage}, {"summary", "your kernel (docs/targets.md)"}, {"capabilities", nullptr}});
     std::cout << nlohmann::json{{"schema_version", 1}, {"targets", out}}.dump(2) << "\n";
     return kClean;
   }
   for (const kvf::TargetInfo& t : kvf::list_targets()) {
-    std::cout << t.name << "\n"
+    const std::string why = unavailable_here(t.name);
+    std::cout << t.name << (why.empty() ? "" : "  (not available here)") << "\n"
               << "  " << t.summary << "\n"
               << "  supports: " << t.supports << "\n"
               << (t.capabilities ? "  formats: " + kvf::formats_text(*t.capabilities) + "\n" : "")
               << "  values checked: " << t.tolerance << "\n"
               << (t.default_tolerance == "exact" ? "" : "  default --tolerance: " + t.default_tolerance + "\n")
               << (t.default_timeout_s == 30 ? "" : "  default --timeout: " + std::to_string(static_cast<int>(t.default_timeout_s)) + " s\n")
-              << "  needs a GPU: " << (t.needs_gpu ? "yes" : "no") << "\n";
+              << "  needs a GPU: " << (t.needs_gpu ? "yes" : "no") << "\n"
+              << "  available here: " << (why.empty() ? std::string("yes") : "no: " + why) << "\n";
   }
+  for (const auto& [name, why] : kvf::targets_not_built())
+    std::cout << name << "  (not available here)\n  available here: no: " << why << "\n";
   for (const std::string& usage : kvf::prefix_target_usages())
     std::cout << usage << "\n  your kernel (docs/targets.md); what it supports comes from the kernel\n";
   return kClean;
@@ -465,9 +487,10 @@ int cmd_run(kvf::CampaignOptions o, const CommonOptions& common, bool seed_given
   kvf::open_target(o.target, o.target_options);  // unknown: exit 2; unavailable here: exit 3; before anything runs
   for (const int d : o.devices) kvf::open_target(o.target, kvf::TargetOptions{d, o.target_options.python});  // every --devices GPU
   std::ostream& out = *g_out.human;
-  std::cerr << "kvfuzz: run on " << o.target << ", profile " << (o.config.empty() ? "default" : o.config.string())
+  if (kvf::verbosity() != kvf::Verbosity::quiet)
+    std::cerr << "kvfuzz: run on " << o.target << ", profile " << (o.config.empty() ? "default" : o.config.string())
             << ", seed " << o.seed << ", "
-            << (o.cases ? std::to_string(o.cases) + " cases" : std::string("no case limit"))
+            << (o.cases ? kvf::count_of(o.cases, "case") : std::string("no case limit"))
             << (o.seconds > 0 ? ", at most " + number_word(o.seconds) + " s" : std::string())
             << (o.jobs > 1 ? ", " + std::to_string(o.jobs) + " jobs" : std::string())
             << (o.devices.empty() ? std::string() : ", devices " + std::to_string(o.devices.size()))
@@ -492,7 +515,7 @@ int cmd_run(kvf::CampaignOptions o, const CommonOptions& common, bool seed_given
   out << kvf::render_duplicates(r);
   out << kvf::render_devices(r);
   out << kvf::render_workers(r.workers);
-  out << "kvfuzz: " << r.cases << " cases in " << r.seconds << " s (" << static_cast<int64_t>(r.cases_per_second())
+  out << "kvfuzz: " << kvf::count_of(r.cases, "case") << " in " << r.seconds << " s (" << static_cast<int64_t>(r.cases_per_second())
       << " cases/s), seed " << r.seed << (r.interrupted ? ", interrupted" : "") << "\n";
   write_json(json_file, kvf::campaign_json(r, o.command_line));
   write_text(ci.junit_file, kvf::campaign_junit(r, o.command_line));
@@ -608,7 +631,7 @@ int cmd_merge_summaries(const std::string& out_file, const std::vector<std::stri
   std::ostream& out = *g_out.human;
   const nlohmann::json& j = m.merged;
   out << "kvfuzz: merged " << m.present.size() << " of " << m.shard_count << " shard summaries of seed " << j["seed"].get<std::string>()
-      << ", profile " << j["profile"].get<std::string>() << " on " << j["target"].get<std::string>() << ": " << m.cases << " cases, "
+      << ", profile " << j["profile"].get<std::string>() << " on " << j["target"].get<std::string>() << ": " << kvf::count_of(m.cases, "case") << ", "
       << j["failing_cases_by_signature"].size() << " signatures among the failing cases\n";
   for (const nlohmann::json& s : j["failing_cases_by_signature"])
     out << "kvfuzz: signature " << s["signature_id"].get<std::string>() << ": " << s["failing_cases"] << " failing cases: "
@@ -630,13 +653,16 @@ int cmd_merge(kvf::MergeOptions o, const CommonOptions& common) {
   static_cast<kvf::RunOptions&>(o) = common.run();
   kvf::install_stop_handlers();
   const kvf::MergeResult r = kvf::merge_cases(o);
-  std::cout << "kvfuzz: merge into " << o.out.string() << ": " << r.read << " case files read, " << r.failing
-            << " failing on " << o.target << " (" << r.signatures << " signatures); " << r.copied << " copied, " << r.kept_out
-            << " not copied (OUT holds a case of their signature or batch, as small or smaller)";
+  // Every file read is one of: in OUT already, copied, not copied, no new coverage, not checked.
+  std::cout << "kvfuzz: merge into " << o.out.string() << ": " << kvf::count_of(r.read, "case file") << " read ("
+            << r.in_out << " already in OUT), " << r.failing << " failing on " << (r.targets.empty() ? o.target : r.targets)
+            << " (" << kvf::count_of(r.signatures, "signature") << "); " << r.copied << " copied, " << r.not_copied
+            << " not copied (a case of their signature, or the same case, as small or smaller, is in OUT or among the inputs)";
   if (o.coverage)
     std::cout << "; " << r.no_new_coverage << " passing cases not copied (no new feature bucket), " << r.buckets
               << " buckets covered";
-  if (o.prune) std::cout << "; " << r.pruned.size() << " superseded cases deleted";
+  if (r.unchecked) std::cout << "; " << r.unchecked << " not checked (interrupted)";
+  if (o.prune) std::cout << "; " << kvf::count_of(static_cast<int64_t>(r.pruned.size()), "superseded case") << " deleted";
   std::cout << "\n";
   for (const auto& f : r.pruned) std::cout << "kvfuzz: deleted " << f.string() << "\n";
   return kvf::stop_requested() ? 128 + kvf::stop_signal() : kClean;
@@ -646,8 +672,9 @@ int cmd_merge(kvf::MergeOptions o, const CommonOptions& common) {
 int cmd_compare(kvf::CompareOptions o, const CommonOptions& common, bool seed_given) {
   static_cast<kvf::RunOptions&>(o) = common.run();
   if (!seed_given) o.seed = (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
-  std::cerr << "kvfuzz: compare " << o.target << " against " << o.against << ", profile "
-            << (o.config.empty() ? "default" : o.config.string()) << ", seed " << o.seed << ", " << o.cases << " cases"
+  if (kvf::verbosity() != kvf::Verbosity::quiet)
+    std::cerr << "kvfuzz: compare " << o.target << " against " << o.against << ", profile "
+            << (o.config.empty() ? "default" : o.config.string()) << ", seed " << o.seed << ", " << kvf::count_of(o.cases, "case")
             << (o.jobs > 1 ? ", " + std::to_string(o.jobs) + " jobs" : std::string())
             << (o.shard.sharded() ? ", shard " + o.shard.text() + " (" + std::to_string(o.shard.cases_of(o.cases)) + " of them)" : std::string())
             << "\n";
@@ -663,8 +690,8 @@ int cmd_compare(kvf::CompareOptions o, const CommonOptions& common, bool seed_gi
               << "  reproduce: " << o.invocation.command("replay", d.file, r.target) << "\n"
               << "        and: " << o.invocation.command("replay", d.file, r.against) << "\n";
   }
-  for (const auto& [why, n] : r.skip_reasons) std::cout << "kvfuzz: skipped " << n << " cases outside " << why << "\n";
-  std::cout << "kvfuzz: " << r.cases << " cases in " << r.seconds << " s, seed " << r.seed << ": " << r.identical << " identical"
+  for (const auto& [why, n] : r.skip_reasons) std::cout << "kvfuzz: skipped " << kvf::count_of(n, "case") << " outside " << why << "\n";
+  std::cout << "kvfuzz: " << kvf::count_of(r.cases, "case") << " in " << r.seconds << " s, seed " << r.seed << ": " << r.identical << " identical"
             << (r.both_failed ? ", " + std::to_string(r.both_failed) + " refused, crashed or hung on both" : std::string())
             << (r.interrupted ? ", interrupted" : "") << "\n";
   std::cout << kvf::summary_line(r.identical + r.both_failed, r.differing) << std::endl;
@@ -788,8 +815,11 @@ int main(int argc, char** argv) {
   CiOutputs ci;
   add_ci_outputs(run, ci);
   run->add_flag("--keep-going", run_opts.keep_going, "Continue after the first confirmed failure");
-  run->add_option("-j,--jobs", run_opts.jobs, "Cases checked in parallel (threads, each with its own worker process)")
-      ->check(whole_number(1, 256));
+  run->add_option("-j,--jobs", run_opts.jobs,
+                  "Cases checked in parallel, 1 to 256 (threads, each with its own worker process; the cores of a "
+                  "host target's machine, 16 or so for one GPU)")
+      ->check(whole_number(1, 256))
+      ->capture_default_str();
   run->add_option("--confirm-runs", run_opts.confirm_runs, "Re-runs that must all fail before shrinking")
       ->check(whole_number(0, 100));
   run->add_flag("--stats", run_opts.stats,
@@ -885,7 +915,7 @@ int main(int argc, char** argv) {
   compare->add_option("--cases", compare_opts.cases, "Number of cases")->check(whole_number(1, kNoUpperBound));
   CLI::Option* compare_seed =
       compare->add_option("--seed", compare_opts.seed, "Campaign seed (default: random, printed)")->check(seed_number());
-  compare->add_option("-j,--jobs", compare_opts.jobs, "Cases compared in parallel")->check(whole_number(1, 256));
+  compare->add_option("-j,--jobs", compare_opts.jobs, "Cases compared in parallel, 1 to 256")->check(whole_number(1, 256))->capture_default_str();
   compare->add_option("-o,--out-dir", compare_opts.out_dir, "Directory for the first differing case (default: kvfuzz-compare)");
   std::string compare_shard;
   add_shard(compare, compare_shard);
@@ -901,7 +931,7 @@ int main(int argc, char** argv) {
   selftest->add_option("--cxx", selftest_opts.cxx, "Host C++ compiler for the mutant plugins (default: $CXX, then the configure-time one)");
   selftest->add_option("--target", selftest_opts.targets, "plugin (CUDA mutants) and/or triton-interp (Triton mutants); default both");
   selftest->add_option("--filter", selftest_opts.filter, "Only mutants whose name contains this");
-  selftest->add_option("-j,--jobs", selftest_opts.jobs, "Mutants built and checked in parallel")->check(whole_number(1, 256));
+  selftest->add_option("-j,--jobs", selftest_opts.jobs, "Mutants built and checked in parallel, 1 to 256")->check(whole_number(1, 256))->capture_default_str();
   selftest->add_option("--seed", selftest_opts.seed, "Campaign seed of every mutant")->check(seed_number());
   selftest->add_option("--python", selftest_opts.python, "Python interpreter for triton-interp campaigns");
   selftest->add_option("--timeout", selftest_opts.timeout_s, "Seconds a single launch may take, 0.001 to 86400")
@@ -930,14 +960,29 @@ int main(int argc, char** argv) {
   } catch (const CLI::Success& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
+    if (dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr) {
+      const CLI::App* sub = &app;
+      for (const CLI::App* s : app.get_subcommands()) sub = s;
+      const std::vector<std::string> extras = sub->remaining(true);
+      if (const std::string m = unknown_option_message(*sub, extras.empty() ? app.remaining(true) : extras); !m.empty()) {
+        std::cerr << "kvfuzz: error: " << m << "\n";
+        return kBadInput;
+      }
+    }
     app.exit(e);
     return kBadInput;
   }
   // replay and report run a saved case on the target it records unless --target names one.
-  for (CLI::App* sub : {replay, report}) {
+  // merge finds each case's signature on the same target.
+  for (CLI::App* sub : {replay, report, merge}) {
     if (*sub) common.target_given = sub->get_option("--target")->count() > 0;
   }
-  if (!*replay && !*report) common.target_given = true;
+  if (!*replay && !*report && !*merge) common.target_given = true;
+  if (common.quiet && common.verbose) {
+    std::cerr << "kvfuzz: error: -q and -v both given: -q prints no progress lines, -v one after every case; give one\n";
+    return kBadInput;
+  }
+  kvf::set_verbosity(common.quiet ? kvf::Verbosity::quiet : common.verbose ? kvf::Verbosity::verbose : kvf::Verbosity::normal);
   // `run --seconds S` alone runs for S seconds: the default case limit applies only without --seconds.
   if (seconds_opt->count() > 0 && cases_opt->count() == 0 && run_opts.seconds > 0) run_opts.cases = 0;
 

@@ -353,7 +353,9 @@ CellMap build_cell_map(const Case& c, const Verdict& verdict, const Arena& initi
       for (MatrixRow& r : m.matrix) r.cells.push_back(0);
       col = m.writers.end() - 1;
     }
-    const std::string victim = f.victim.empty() ? std::string(to_string(f.kind)) : f.victim;
+    // A guard band is compared byte by byte: its row says so, its numbers are bytes, not cells.
+    const std::string victim = (f.victim.empty() ? std::string(to_string(f.kind)) : f.victim) +
+                               (f.kind == FindingKind::oob_write ? " (bytes)" : "");
     auto row = std::find_if(m.matrix.begin(), m.matrix.end(), [&](const MatrixRow& r) { return r.victim == victim; });
     if (row == m.matrix.end()) {
       m.matrix.push_back(MatrixRow{victim, std::vector<int64_t>(m.writers.size(), 0)});
@@ -362,6 +364,51 @@ CellMap build_cell_map(const Case& c, const Verdict& verdict, const Arena& initi
     row->cells[static_cast<size_t>(col - m.writers.begin())] += std::max<int64_t>(f.cells, 1);
   }
   return m;
+}
+
+namespace {
+
+// The unit (singular) of a finding's `cells`; empty for a run that did not finish.
+std::string amount_unit(FindingKind k) {
+  switch (k) {
+    case FindingKind::oob_write: return "byte";
+    case FindingKind::input_modified: return "element";
+    case FindingKind::slot_mapping_mismatch: return "entry";
+    case FindingKind::invalid_slot_miscount: return "counter";
+    case FindingKind::crash:
+    case FindingKind::timeout:
+    case FindingKind::launch_error: return "";
+    default: return "cell";
+  }
+}
+
+std::string amount(int64_t n, const std::string& unit) {
+  const std::string plural = unit == "entry" ? "entries" : unit + "s";
+  return std::to_string(n) + " " + (n == 1 ? unit : plural);
+}
+
+}  // namespace
+
+std::string finding_amount(const Finding& f) {
+  const std::string unit = amount_unit(f.kind);
+  return unit.empty() ? "" : amount(f.cells, unit);
+}
+
+std::string differing_total(const Verdict& v) {
+  std::map<std::string, int64_t> by_unit;
+  for (const Finding& f : v.findings)
+    if (const std::string unit = amount_unit(f.kind); !unit.empty()) by_unit[unit] += f.cells;
+  const std::vector<std::pair<std::string, std::string>> order = {
+      {"cell", "differing "}, {"byte", "overwritten guard-band "}, {"element", "changed input "},
+      {"entry", "wrong slot-mapping "}, {"counter", "wrong invalid-slot "}};
+  std::string s;
+  for (const auto& [unit, words] : order) {
+    const auto it = by_unit.find(unit);
+    if (it == by_unit.end() || it->second == 0) continue;
+    const std::string a = amount(it->second, unit);
+    s += (s.empty() ? "" : ", ") + a.substr(0, a.find(' ') + 1) + words + a.substr(a.find(' ') + 1);
+  }
+  return s.empty() ? "nothing differs" : s;
 }
 
 std::filesystem::path report_dir_for(const std::filesystem::path& case_file) {

@@ -101,6 +101,14 @@ struct CellMap {
 
 inline constexpr size_t kMaxWritersPerSlot = 4;
 
+// What a finding's `cells` count, in words: "1 cell", "2 bytes" (a guard band is compared byte by
+// byte), "3 elements" (an input), "1 entry" (slot-mapping output), "" for a run that did not finish.
+std::string finding_amount(const Finding& f);
+
+// A verdict's differing elements, each counted once and in its own unit: "3 differing cells",
+// "1 differing cell, 2 overwritten guard-band bytes", "4 differing cells, 1 changed input element".
+std::string differing_total(const Verdict& v);
+
 // The case's serving conventions other than the default contract, in words ("context-parallel: 2
 // ranks, interleave 3, input positions; ..."), or "" for none.
 std::string serving_text(const Case& c);

@@ -637,11 +637,13 @@ std::string render_report_html(const CaseReport& r) {
     o << "<ol class=\"findings\">";
     for (const Finding& f : r.verdict.findings) {
       o << "<li class=\"finding\" data-kind=\"" << to_string(f.kind) << "\"><span class=\"kind\">" << to_string(f.kind) << "</span>"
-        << html_escape(f.sentence) << " <span class=\"cells\">(" << f.cells << (f.cells == 1 ? " cell" : " cells") << ")</span>";
+        << html_escape(f.sentence);
+      // The amount, unless the sentence says it already ("(K, 16 cells)", "wrote 2 bytes").
+      if (const std::string a = finding_amount(f); !a.empty() && f.sentence.find(a) == std::string::npos) o << " <span class=\"cells\">(" << a << ")</span>";
       if (!f.example.empty()) o << "<details><summary>first cell</summary>" << html_escape(f.example) << "</details>";
       o << "</li>";
     }
-    o << "</ol><p class=\"muted\">" << r.verdict.differing_cells << " differing elements in all; click a finding to highlight its cells.</p>";
+    o << "</ol><p class=\"muted\">" << html_escape(differing_total(r.verdict)) << " in all; click a finding to highlight its cells.</p>";
   }
   o << "</section>\n";
 

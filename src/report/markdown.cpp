@@ -61,7 +61,7 @@ std::string render_report_markdown(const CaseReport& r, size_t max_slots) {
     o << "None: every byte of the arena matches the golden model.\n\n";
   } else {
     findings_list(o, r.verdict);
-    o << "\n" << r.verdict.differing_cells << " differing elements in all. First cell: "
+    o << "\n" << markdown_escape(differing_total(r.verdict)) << " in all. First cell: "
       << markdown_escape(r.verdict.findings.front().example) << "\n\n";
   }
 

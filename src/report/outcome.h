@@ -70,6 +70,7 @@ struct FailureRecord {
   int64_t shrink_accepted = 0;  // shrink steps taken
   std::map<std::string, int64_t> shrink_skips;  // shrink candidates the kernel skipped (not taken), by reason
   int64_t requests = 0, tokens = 0, heads = 0, head_dim = 0;  // size of the minimal case
+  std::string target;           // the target it failed on
   std::string replay_command;   // copy-pastable command that reproduces it
   std::string locate_command;   // Invocation::locate(): how to see where a crash happened ("" if not one)
   std::string signature;        // campaign/signature.h: Signature::text() of the minimal case

@@ -11,6 +11,12 @@
 
 namespace kvf {
 
+// How much TerminalProgress prints (-q, -v): quiet, no progress lines (events, such as a new failure
+// or an unsaved case, still print); normal, as above; verbose, a plain line after every case.
+enum class Verbosity { quiet, normal, verbose };
+void set_verbosity(Verbosity v);
+Verbosity verbosity();
+
 class Progress {
  public:
   virtual ~Progress() = default;

@@ -24,9 +24,12 @@ std::string render_verdict(const Verdict& v, const std::string& indent) {
   return s.str();
 }
 
+std::string count_of(int64_t n, const std::string& noun) { return std::to_string(n) + " " + noun + (n == 1 ? "" : "s"); }
+
 std::string render_failure(const FailureRecord& r) {
   std::ostringstream s;
-  s << "kvfuzz: FAIL" << (r.flaky ? " (flaky)" : "") << " case #" << r.case_index << " -> "
+  s << "kvfuzz: FAIL" << (r.flaky ? " (flaky)" : "") << " case #" << r.case_index
+    << (r.target.empty() ? std::string() : " on " + r.target) << " -> "
     << (r.verdict.pass() ? std::string("?") : std::string(to_string(r.verdict.findings.front().kind))) << "\n";
   s << render_verdict(r.verdict);
   if (!r.signature.empty()) s << "  signature " << r.signature_id << ": " << r.signature << "\n";
@@ -56,12 +59,24 @@ std::string render_failure(const FailureRecord& r) {
 std::string render_stats(const CampaignResult& r) {
   if (r.stats.empty()) return "";
   std::ostringstream s;
-  s << "kvfuzz: coverage of " << r.cases << " cases (feature bucket: cases, share):\n";
+  s << "kvfuzz: coverage of " << count_of(r.cases, "case") << " (feature bucket: cases, share):\n";
+  // One column of counts and one of shares, right-aligned, whatever the bucket names' lengths.
+  // The first bucket of a feature is indented 2, the others 4.
+  std::vector<std::string> heads;
+  size_t name_width = 0, count_width = 1;
   std::string group;
   for (const auto& [bucket, n] : r.stats) {
     const std::string g = bucket.substr(0, bucket.find('='));
-    s << (g == group ? "    " : "  ") << bucket << ": " << n << " (" << (r.cases ? 100 * n / r.cases : 0) << "%)\n";
+    heads.push_back((g == group ? "    " : "  ") + bucket + ":");
+    name_width = std::max(name_width, heads.back().size());
+    count_width = std::max(count_width, std::to_string(n).size());
     group = g;
+  }
+  size_t i = 0;
+  for (const auto& [bucket, n] : r.stats) {
+    const std::string& head = heads[i++];
+    s << head << std::string(name_width - head.size() + 1, ' ') << std::setw(static_cast<int>(count_width)) << n << " ("
+      << std::setw(3) << (r.cases ? 100 * n / r.cases : 0) << "%)\n";
   }
   return s.str();
 }
@@ -120,8 +135,8 @@ std::string render_devices(const CampaignResult& r) {
   std::ostringstream s;
   s << std::fixed << std::setprecision(1);
   for (const DeviceUse& d : r.devices)
-    s << "kvfuzz: device " << d.device << ": " << d.workers << (d.workers == 1 ? " worker, " : " workers, ") << d.cases
-      << " cases, " << (r.seconds > 0 ? d.cases / r.seconds : 0.0) << " cases/s\n";
+    s << "kvfuzz: device " << d.device << ": " << d.workers << (d.workers == 1 ? " worker, " : " workers, ") << count_of(d.cases, "case")
+      << ", " << (r.seconds > 0 ? d.cases / r.seconds : 0.0) << " cases/s\n";
   s << "kvfuzz: host CPU: " << (r.seconds > 0 ? r.host_cpu_seconds / r.seconds : 0.0) << " of " << r.host_cores
     << " cores busy (" << r.host_cpu_seconds << " CPU-s in " << r.seconds
     << " s); near the core count, the host, not the GPUs, bounds the rate\n";
@@ -243,7 +258,7 @@ nlohmann::json campaign_json(const CampaignResult& r, const std::string& command
     verdicts.push_back(&f.verdict);
     nlohmann::json fs = nlohmann::json::array();
     for (const Finding& x : f.verdict.findings) fs.push_back(finding_json(x));
-    failures.push_back({{"file", f.file.string()}, {"save_error", f.save_error}, {"flaky", f.flaky}, {"case_index", f.case_index},
+    failures.push_back({{"file", f.file.string()}, {"target", f.target}, {"save_error", f.save_error}, {"flaky", f.flaky}, {"case_index", f.case_index},
                         {"signature", f.signature}, {"signature_id", f.signature_id},
                         {"case_signature", f.case_signature}, {"case_signature_id", f.case_signature_id},
                         {"seconds_to_find", f.seconds_to_find}, {"shrink_tries", f.shrink_tries},

@@ -13,6 +13,9 @@ namespace kvf {
 // "kvfuzz: N passed, N failed" — the last line of every run and replay.
 std::string summary_line(int64_t passed, int64_t failed);
 
+// "1 case", "0 cases", "12 cases": a count and its noun (`noun` singular; the plural adds "s").
+std::string count_of(int64_t n, const std::string& noun);
+
 // Multi-line description of a verdict: one line per finding (sentence), then the first example.
 std::string render_verdict(const Verdict& v, const std::string& indent = "  ");
 

@@ -7,6 +7,7 @@
 
 #include "case/case_json.h"
 #include "case/errors.h"
+#include "case/suggest.h"
 #include "targets/target.h"
 
 namespace kvf {
@@ -75,13 +76,49 @@ std::vector<TargetInfo> list_targets() {
   return out;
 }
 
+std::vector<std::pair<std::string, std::string>> targets_not_built() {
+  std::vector<std::pair<std::string, std::string>> out;
+#if !defined(KVFUZZ_HAVE_CUDA)
+  out.emplace_back("cuda", "this kvfuzz was built without a CUDA compiler");
+#endif
+#if !defined(KVFUZZ_HAVE_TRITON)
+  out.emplace_back("triton", "this kvfuzz was built without it (it needs CUDA and triton 3.6.0 at build time: "
+                             "scripts/setup-triton.sh, then reconfigure; kernels/triton/aot.cmake)");
+#endif
+  return out;
+}
+
 namespace {
+
+// " (did you mean plugin:./k.so?)" for a shared object named without its prefix, " (did you mean
+// python:m:f?)" for MODULE:FUNCTION, " (did you mean cuda-emu?)" for a name or prefix within 2 edits
+// (cuda-emo, plugn:./k.so); else empty.
+std::string target_suggestion(const std::string& name, const std::vector<std::string>& names) {
+  const auto ends_with = [&](const std::string& tail) {
+    return name.size() > tail.size() && name.compare(name.size() - tail.size(), tail.size(), tail) == 0;
+  };
+  const size_t colon = name.find(':');
+  if (colon == std::string::npos && (ends_with(".so") || name.find(".so.") != std::string::npos))
+    return " (did you mean plugin:" + name + "?)";
+  if (colon != std::string::npos) {
+    const std::string head = name.substr(0, colon + 1);
+    if (const std::string best = nearest_name(head, names); !best.empty() && best.back() == ':')
+      return " (did you mean " + best + name.substr(colon + 1) + "?)";
+    if (name.find(':', colon + 1) == std::string::npos && colon > 0 && colon + 1 < name.size())
+      return " (did you mean python:" + name + "?)";
+    return "";
+  }
+  const std::string best = nearest_name(name, names);
+  return best.empty() || best.back() == ':' ? "" : " (did you mean " + best + "?)";
+}
 
 std::unique_ptr<Target> make_unrecorded(const std::string& name, const TargetOptions& options) {
   std::string known;
+  std::vector<std::string> names;  // what a mistyped name is compared with: the names and the prefixes
   for (const Entry& e : kTargets) {
     if (name == e.name) return e.make(options);
     known += known.empty() ? e.name : std::string(", ") + e.name;
+    names.emplace_back(e.name);
   }
   for (const PrefixEntry& e : kPrefixTargets) {
     const std::string prefix = e.prefix;
@@ -91,17 +128,12 @@ std::unique_ptr<Target> make_unrecorded(const std::string& name, const TargetOpt
       return e.make(argument, options);
     }
     known += std::string(", ") + e.usage;
+    names.emplace_back(e.prefix);
   }
-#if !defined(KVFUZZ_HAVE_CUDA)
-  if (name == "cuda") throw InfraError("target cuda is not available: this kvfuzz was built without a CUDA compiler");
-#endif
-#if !defined(KVFUZZ_HAVE_TRITON)
-  if (name == "triton")
-    throw InfraError("target triton is not available: this kvfuzz was built without it (it needs CUDA and triton 3.6.0 "
-                     "at build time: scripts/setup-triton.sh, then reconfigure; kernels/triton/aot.cmake)");
-#endif
-  throw InputError("", "", "unknown target \"" + name + "\"; known targets: " + known +
-                               " (see `kvfuzz targets`)");
+  for (const auto& [missing, why] : targets_not_built())
+    if (name == missing) throw InfraError("target " + name + " is not available: " + why);
+  throw InputError("--target", "", "unknown target \"" + name + "\"" + target_suggestion(name, names) +
+                                      "; known targets: " + known + " (see `kvfuzz targets`)");
 }
 
 }  // namespace

@@ -107,6 +107,10 @@ class Target {
 // Every target this build knows, in `kvfuzz targets` order.
 std::vector<TargetInfo> list_targets();
 
+// The own targets this kvfuzz was built without (cuda with no CUDA compiler, triton without Triton
+// at build time), each with why: `kvfuzz targets` lists them as not available.
+std::vector<std::pair<std::string, std::string>> targets_not_built();
+
 // The targets named by a prefix and an argument ("plugin:PATH.so", "python:MODULE:FUNCTION", ...),
 // as usage strings, in `kvfuzz targets` order.
 std::vector<std::string> prefix_target_usages();

@@ -336,9 +336,11 @@ class Merge(unittest.TestCase):
             before = {n: snapshot(d / n) for n in ("a", "b")}
             p = run(MUTANT, "merge", d / "m", d / "a", d / "b")
             self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
-            m = re.search(r"(\d+) case files read, (\d+) failing on cuda-emu \((\d+) signatures\); (\d+) copied", p.stdout)
-            read, failing, sigs, copied = map(int, m.groups())
+            m = re.search(r"(\d+) case files read \((\d+) already in OUT\), (\d+) failing on cuda-emu \((\d+) signatures?\); "
+                          r"(\d+) copied, (\d+) not copied", p.stdout)
+            read, in_out, failing, sigs, copied, not_copied = map(int, m.groups())
             self.assertEqual(read, len(cases_in(d / "a")) + len(cases_in(d / "b")))
+            self.assertEqual(read, in_out + copied + not_copied)  # every file counted once
             self.assertEqual(len(cases_in(d / "m")), sigs)
             self.assertLessEqual(sigs, failing)
             index = json.loads((d / "m" / INDEX).read_text())["signatures"]
@@ -366,7 +368,7 @@ class Merge(unittest.TestCase):
             keep = [f.name for f in files if f.name != victim]
             p = run(MUTANT, "merge", out, "--prune")
             self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
-            self.assertIn("1 superseded cases deleted", p.stdout)
+            self.assertIn("1 superseded case deleted", p.stdout)
             self.assertEqual([f.name for f in cases_in(out)], keep)
             self.assertFalse((out / (victim[:-5] + ".report")).exists())
             self.assertEqual(json.loads((out / INDEX).read_text())["signatures"][list(raw["signatures"])[1]]["superseded"], [])
@@ -553,3 +555,88 @@ class FindingsAUserCanTrust(unittest.TestCase):
             self.assertEqual(gone.returncode, 3, gone.stdout + gone.stderr)
             self.assertIn("compute-sanitizer is not installed", gone.stderr)
 
+
+
+class ConventionsPeopleExpect(unittest.TestCase):
+    """Issue 37's conventions: did-you-mean for targets and options, -q/-v, what --help and
+    `targets` say, counts that add up, singular nouns, aligned --stats. Each fails on d9efdaa."""
+
+    def test_a_mistyped_target_or_option_gets_a_suggestion(self):
+        for typed, want in (("cuda-emo", "did you mean cuda-emu?"), ("./k.so", "did you mean plugin:./k.so?"),
+                            ("plugn:./k.so", "did you mean plugin:./k.so?"), ("mod:fn", "did you mean python:mod:fn?")):
+            p = run(BIN, "run", "--target", typed, "--cases", 1)
+            self.assertEqual(p.returncode, 2, p.stderr)
+            self.assertIn(want, p.stderr)
+        p = run(BIN, "run", "--cases", 1, "--seeed", 3)
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("unknown option --seeed of run; did you mean --seed?", p.stderr)
+        p = run(BIN, "replay", "x.json", "--expect-savd")
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("did you mean --expect-saved?", p.stderr)
+
+    def test_quiet_and_verbose(self):
+        plain = run(BIN, "run", "--cases", 8, "--seed", 2)
+        self.assertIn("#8 pulse", plain.stderr)
+        self.assertNotIn("#3 pulse", plain.stderr)  # doublings only
+        quiet = run(BIN, "run", "-q", "--cases", 8, "--seed", 2)
+        self.assertEqual(quiet.returncode, 0)
+        self.assertEqual(quiet.stderr, "")
+        self.assertEqual(quiet.stdout, plain.stdout.replace(re.search(r"in \S+ s \(\d+", plain.stdout).group(0),
+                                                            re.search(r"in \S+ s \(\d+", quiet.stdout).group(0)))
+        verbose = run(BIN, "run", "-v", "--cases", 8, "--seed", 2)
+        self.assertEqual([int(n) for n in re.findall(r"^#(\d+) pulse", verbose.stderr, re.M)], list(range(1, 9)))
+        both = run(BIN, "run", "-q", "-v", "--cases", 1)
+        self.assertEqual(both.returncode, 2)
+
+    def test_help_shows_the_default_target_and_jobs(self):
+        h = run(BIN, "run", "--help").stdout
+        self.assertRegex(h, r"--target TEXT=cuda-emu")
+        self.assertRegex(h, r"-j,--jobs INT:in \[1 - 256\]=1")
+
+    def test_targets_says_which_are_available_here_and_why_not(self):
+        p = run(BIN, "targets")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("cuda-emu\n", p.stdout)
+        j = json.loads(run(BIN, "targets", "--json").stdout)["targets"]
+        own = [t for t in j if "available" in t]
+        self.assertTrue(any(t["name"] == "cuda-emu" and t["available"] for t in own))
+        for t in own:  # each one available, or unavailable with its reason
+            self.assertEqual(t["available"], t["unavailable_reason"] == "", t)
+        self.assertEqual(p.stdout.count("\n  available here: "), len(own))  # every own target says it
+        have_gpu = shutil.which("nvidia-smi") is not None and subprocess.run(["nvidia-smi"], capture_output=True).returncode == 0
+        if not have_gpu:
+            cuda = next(t for t in own if t["name"] == "cuda")
+            self.assertFalse(cuda["available"])
+            self.assertIn("available here: no: " + cuda["unavailable_reason"].split("\n")[0], p.stdout)
+
+    def test_one_case_is_one_case_and_stats_are_aligned(self):
+        p = run(BIN, "run", "--cases", 1, "--seed", 4, "--stats")
+        self.assertRegex(p.stdout, r"kvfuzz: 1 case in \S+ s")
+        self.assertIn("kvfuzz: coverage of 1 case (", p.stdout)
+        rows = [l for l in p.stdout.split("\n") if re.match(r"^ {2,4}\S+=\S*: +\d+ \( *\d+%\)$", l)]
+        self.assertGreater(len(rows), 10)
+        self.assertEqual(len({l.index(":") + len(re.search(r": +", l).group(0)) for l in rows}), 1)  # one count column
+        self.assertEqual(len({len(l) for l in rows}), 1)  # and the shares end in one column
+
+    def test_merge_counts_every_file_once(self):
+        with tempfile.TemporaryDirectory() as d:
+            d = pathlib.Path(d)
+            p = run(BIN, "run", "--target", f"plugin:{PLUGINS / 'naive-mutant-padding.so'}", "--cases", 300, "--seed", 3,
+                    "--keep-going", "--corpus-out", d / "a")
+            self.assertEqual(p.returncode, 1, p.stdout + p.stderr)
+            run(BIN, "run", "--cases", 20, "--seed", 5, "--corpus-out", d / "c")
+            run(BIN, "generate", "--seed", 5, "--cases", 6, "-o", d / "c")
+            n_a, n_c = len(cases_in(d / "a")), len(cases_in(d / "c"))
+            # a given twice; the padding findings run on the plugin they record, not on cuda-emu.
+            m = run(BIN, "merge", d / "m", d / "a", d / "c", d / "a")
+            self.assertEqual(m.returncode, 0, m.stdout + m.stderr)
+            got = re.search(r"(\d+) case files read \((\d+) already in OUT\), (\d+) failing on (.*) \((\d+) signatures?\); "
+                            r"(\d+) copied, (\d+) not copied", m.stdout)
+            read, in_out, failing, on, sigs, copied, not_copied = got.groups()
+            read, in_out, failing, copied, not_copied = map(int, (read, in_out, failing, copied, not_copied))
+            self.assertEqual(read, 2 * n_a + n_c)
+            self.assertEqual(failing, 2 * n_a)
+            self.assertIn("naive-mutant-padding.so", on)
+            self.assertEqual(read, in_out + copied + not_copied)
+            self.assertEqual(copied, len(cases_in(d / "m")))
+            self.assertEqual(not_copied, n_a)  # the second copy of each

@@ -112,7 +112,7 @@ class PythonTargets(unittest.TestCase):
         self.assertEqual(passed + failed, cases)
         self.assertGreater(passed, 0)  # cases after the first failure ran, on a new worker
         self.assertGreater(failed, 0)
-        kinds = set(re.findall(r"^kvfuzz: FAIL case #\d+ -> (\w+)$", r.stdout, re.M))
+        kinds = set(re.findall(r"^kvfuzz: FAIL case #\d+ on \S+ -> (\w+)$", r.stdout, re.M))
         self.assertEqual(kinds, {kind}, r.stdout)
         self.assertIn(f"  {kind}: ", r.stdout)
         self.assertIn(text, r.stdout)
@@ -136,7 +136,7 @@ class PythonTargets(unittest.TestCase):
     def test_a_buggy_python_kernel_is_caught(self):
         r = self.campaign(f"python-numpy:{FAULTY}:skips_padding_check", "--config", COPY_PROFILE, "--cases", "60")
         self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
-        self.assertRegex(r.stdout, r"FAIL case #\d+ -> padding_leak")
+        self.assertRegex(r.stdout, r"FAIL case #\d+ on \S+ -> padding_leak")
 
     def test_a_mutated_copy_of_kvfuzz_triton_is_caught_through_KVFUZZ_TRITON_PKG(self):
         pkg = os.path.join(self.tmp, "triton-copy")
@@ -151,7 +151,7 @@ class PythonTargets(unittest.TestCase):
         self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
         # The padding row lands at slot -1: block -1 of the cache, in the guard band before it or in
         # whatever precedes it, depending on the strides.
-        self.assertRegex(r.stdout, r"FAIL case #\d+ -> (oob_write|padding_leak|stray_write|cross_request_write)")
+        self.assertRegex(r.stdout, r"FAIL case #\d+ on \S+ -> (oob_write|padding_leak|stray_write|cross_request_write)")
 
     # --- declared capabilities --------------------------------------------------------------------
 

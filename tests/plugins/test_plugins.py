@@ -106,7 +106,7 @@ class RoundingConvention(unittest.TestCase):
             self.assertEqual(json.loads(summary.read_text())["tolerance"], "ulp:1")
             p = kvfuzz("run", *args, "--tolerance", "exact", "--corpus-out", pathlib.Path(d) / "b")
             self.assertEqual(p.returncode, 1, p.stdout + p.stderr)
-            self.assertRegex(p.stdout, r"FAIL case #\d+ -> wrong_value")
+            self.assertRegex(p.stdout, r"FAIL case #\d+ on \S+ -> wrong_value")
 
 
 class MutatedPlugin(unittest.TestCase):
@@ -116,7 +116,7 @@ class MutatedPlugin(unittest.TestCase):
             found = pathlib.Path(d) / "found"
             p = kvfuzz("run", "--target", mutant, "--cases", 1000, "--seed", 1, "--corpus-out", found)
             self.assertEqual(p.returncode, 1, p.stdout + p.stderr)
-            self.assertRegex(p.stdout, r"kvfuzz: FAIL case #\d+ -> oob_write")
+            self.assertRegex(p.stdout, r"kvfuzz: FAIL case #\d+ on \S+ -> oob_write")
             self.assertIn("padding_leak: padding row", p.stdout)  # the -1 row, named as such
             self.assertRegex(p.stdout, r"shrunk: \d+ steps .* to 1 request")
             self.assertRegex(last_line(p.stdout), r"^kvfuzz: \d+ passed, 1 failed$")
@@ -174,7 +174,7 @@ class CapabilitiesKeepCasesInside(unittest.TestCase):
             p = kvfuzz("run", "--target", plugin("broken-strict-hnd-i32.so"), "--cases", 300, "--seed", 4,
                        "--corpus-out", found, env={**os.environ, "KVFUZZ_TEST_VIOLATIONS": str(violations)})
             self.assertEqual(p.returncode, 1, p.stdout + p.stderr)
-            self.assertRegex(p.stdout, r"FAIL case #\d+ -> launch_error")
+            self.assertRegex(p.stdout, r"FAIL case #\d+ on \S+ -> launch_error")
             self.assertIn("two or more heads are not implemented", p.stdout)
             self.assertRegex(p.stdout, r"shrunk: [1-9]\d* steps")
             self.assertFalse(violations.exists(), violations.read_text() if violations.exists() else "")
@@ -263,7 +263,7 @@ class SkippedByThePlugin(unittest.TestCase):
             p = kvfuzz("run", "--target", target, "--cases", 100, "--seed", 3, "--json", summary, "--corpus-out", found,
                        env={**os.environ, "KVFUZZ_TEST_WRONG": "1"})
             self.assertEqual(p.returncode, 1, p.stdout + p.stderr)
-            self.assertRegex(p.stdout, r"FAIL case #\d+ -> missing_write")
+            self.assertRegex(p.stdout, r"FAIL case #\d+ on \S+ -> missing_write")
             self.assertNotIn("launch_error", p.stdout)
             f = json.loads(summary.read_text())["failures"][0]
             self.assertEqual([x["kind"] for x in f["findings"]], ["missing_write"])

@@ -57,6 +57,36 @@ TEST(ReportHtml, isSelfContainedAndCarriesTheDecodedWriters) {
   EXPECT_NE(h.find("data-rendered"), std::string::npos);
 }
 
+TEST(ReportHtml, countsEachCellOnceAndGuardBytesAsBytes) {
+  CaseReport r = cross_request_report();
+  // Two bytes of the guard band before the cache, besides the 16 cross-request cells.
+  const Case& c = r.kase;
+  const Arena initial = make_initial_arena(c);
+  Arena expected = initial;
+  golden::golden_append(c, expected);
+  Arena actual = expected;
+  for (int64_t h = 0; h < 2; ++h)
+    for (int64_t d = 0; d < 8; ++d)
+      store_elem(actual.cache(), c.cache_k_offset + cache_elem_offset(c.cache, 0, 2, h, d), 2,
+                 load_elem(expected.cache(), c.cache_k_offset + cache_elem_offset(c.cache, 5, 3, h, d), 2));
+  actual.cache()[-1] = std::byte{0x06};
+  actual.cache()[-2] = std::byte{0x07};
+  r.verdict = compare_arenas(c, initial, expected, actual);
+  r.map = build_cell_map(c, r.verdict, initial, expected, actual);
+  ASSERT_EQ(r.verdict.findings.size(), 2u);
+  EXPECT_EQ(finding_amount(r.verdict.findings[0]), "2 bytes");
+  EXPECT_EQ(finding_amount(r.verdict.findings[1]), "16 cells");
+  EXPECT_EQ(differing_total(r.verdict), "16 differing cells, 2 overwritten guard-band bytes");
+  const std::string h = render_report_html(r);
+  EXPECT_EQ(count(h, "(K, 16 cells)"), 1u);  // the finding says its amount once, in its sentence
+  EXPECT_EQ(count(h, "class=\"cells\">(16 cells)"), 0u);
+  EXPECT_EQ(count(h, "2 cells"), 0u);   // guard bytes are never cells
+  EXPECT_NE(h.find("16 differing cells, 2 overwritten guard-band bytes in all"), std::string::npos);
+  EXPECT_NE(h.find("guard band before the cache buffer (bytes)"), std::string::npos);
+  const std::string md = render_report_markdown(r);
+  EXPECT_NE(md.find("16 differing cells, 2 overwritten guard-band bytes in all"), std::string::npos);
+}
+
 TEST(ReportHtml, drawsLargeCachesOneSquarePerBlockPlusDamagedBlocksInDetail) {
   CaseReport r = cross_request_report();
   // Pretend the cache had 6000 blocks of 16 slots, two of them damaged.
