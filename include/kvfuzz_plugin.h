@@ -441,7 +441,9 @@ typedef struct kvfz_capabilities {
    * kvfz_cp_input of the context-parallel conventions the kernel takes; 0 = NONE only (no shards). */
   uint32_t cp_inputs;
   /* Appended in v2 (write only if KVFZ_HAS_FIELD(caps, kvfz_capabilities, quant_formats)): bits 1u <<
-   * kvfz_quant_format of the quantised formats the kernel writes; 0 = NONE only (classic caches). */
+   * kvfz_quant_format of the quantised formats the kernel writes; 0 = NONE only (classic caches).
+   * NONE is a bit like the others: formats without it (a ds_mla or indexer writer, which has no
+   * classic mode) are sent cases of those formats only, and the campaign draws every case in one. */
   uint32_t quant_formats;
   /* Appended in v2 (write only if KVFZ_HAS_FIELD(caps, kvfz_capabilities, quant_rules)): bits 1u <<
    * kvfz_quant_rule of the conventions it follows; 0 = kvfuzz's defaults, one of each group

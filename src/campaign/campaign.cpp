@@ -275,9 +275,13 @@ void campaign_thread(CampaignState& st, const CampaignOptions& campaign, const C
         return;
       ++st.next;
     }
+    // Every draw of a case index that does not run is a skip, by its reason: outside the capabilities
+    // (draw() has redrawn it already) or declined by the kernel (KVFZ_APPEND_SKIP: redrawn here, up
+    // to kKernelRedraws times). `replaced` counts the redraws that took a skipped draw's place, so
+    // skipped - replaced is the number of indices that ran nothing.
+    constexpr int kKernelRedraws = 8;
     const auto draw_began = std::chrono::steady_clock::now();
-    const DrawnCase drawn = source.draw(o.seed, i);
-    const double draw_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - draw_began).count();
+    DrawnCase drawn = source.draw(o.seed, i);
     if (!drawn.outside.empty()) {
       std::lock_guard<std::mutex> lock(st.mutex);
       ++st.result.skipped;
@@ -285,34 +289,44 @@ void campaign_thread(CampaignState& st, const CampaignOptions& campaign, const C
       if (drawn.skipped) continue;
       ++st.result.replaced;
     }
+    StageSeconds stages;
+    stages.draw = std::chrono::duration<double>(std::chrono::steady_clock::now() - draw_began).count();
+    CaseOutcome outcome;
+    int redraws = 0;
+    for (;;) {
+      // --repeat: a kernel right most of the time (a race) fails on some launch of the case.
+      outcome = check_case(isolator, drawn.kase, o.check.tolerance);
+      stages += outcome.stages;
+      for (int r = 1; r < o.repeat && outcome.pass() && !stop_requested(); ++r) {
+        outcome = check_case(isolator, drawn.kase, o.check.tolerance);
+        stages += outcome.stages;
+      }
+      if (outcome.skipped.empty()) break;
+      {
+        std::lock_guard<std::mutex> lock(st.mutex);
+        ++st.result.skipped;
+        ++st.result.skip_reasons[outcome.skipped];
+      }
+      const auto again = std::chrono::steady_clock::now();
+      bool found = false;
+      while (!found && redraws < kKernelRedraws && !stop_requested()) {
+        drawn = source.redraw(o.seed, i, redraws++);
+        found = drawn.outside.empty();
+      }
+      stages.draw += std::chrono::duration<double>(std::chrono::steady_clock::now() - again).count();
+      if (!found) break;  // declined every time: the index runs nothing
+      std::lock_guard<std::mutex> lock(st.mutex);
+      ++st.result.replaced;
+    }
     const Genotype& g = drawn.genotype;
     const Case& c = drawn.kase;
-    if (o.stats) {
-      const std::vector<std::string> buckets = feature_buckets(c);
-      std::lock_guard<std::mutex> lock(st.mutex);
-      for (const std::string& b : buckets) ++st.result.stats[b];
-    }
-    // --repeat: a kernel right most of the time (a race) fails on some launch of the case.
-    CaseOutcome outcome = check_case(isolator, c, o.check.tolerance);
-    StageSeconds stages = outcome.stages;
-    stages.draw = draw_seconds;
-    for (int r = 1; r < o.repeat && outcome.pass() && !stop_requested(); ++r) {
-      outcome = check_case(isolator, c, o.check.tolerance);
-      stages += outcome.stages;
-    }
+    std::vector<std::string> buckets;  // --stats: the case that ran
+    if (o.stats && outcome.skipped.empty()) buckets = feature_buckets(c);
     {
       std::lock_guard<std::mutex> lock(st.mutex);
       st.result.stages += stages;
-      if (!outcome.skipped.empty()) {  // the kernel declined it (KVFZ_APPEND_SKIP): not run, by its reason
-        if (drawn.outside.empty()) {
-          ++st.result.skipped;
-        } else {  // a replacement for a case outside the capabilities: counted once, by the last reason
-          --st.result.replaced;
-          if (--st.result.skip_reasons[drawn.outside] == 0) st.result.skip_reasons.erase(drawn.outside);
-        }
-        ++st.result.skip_reasons[outcome.skipped];
-        continue;
-      }
+      if (!outcome.skipped.empty()) continue;  // counted above
+      for (const std::string& b : buckets) ++st.result.stats[b];
       ++st.result.formats[format_family(c)];
       if (outcome.pass()) {
         ++checked;

@@ -380,13 +380,26 @@ Profile restrict_profile(const Profile& p, const Capabilities& k) {
   const int cross = cross_ok ? p.cross_dtype_percent : 0;
   const int quant = quant_ok ? p.quant_percent : 0;
   const int total = copy + cross + quant;
-  if (total == 0)
-    throw InputError("", "", "profile \"" + p.name + "\" generates no cache the target supports (target: cache dtypes " +
-                                 bit_names(k.cache_dtypes, kDTypes) + ", scale kinds " + bit_names(k.scale_kinds, kScaleKinds) +
-                                 (k.same_input_cache_dtype ? ", float caches of the input's dtype only" : "") +
-                                 "); choose a profile (--config) whose cases it supports");
-  r.cross_dtype_percent = cross * 100 / total;
-  r.quant_percent = copy == 0 ? 100 - r.cross_dtype_percent : quant * 100 / total;
+  // A kernel that writes quantised formats only (no NONE bit: a ds_mla or indexer writer) gets every
+  // case in one of them; the classic dtypes then only seed the draw (fit_format() replaces them).
+  const bool classic = has(k.quant_formats, QuantFormat::none) && total > 0;
+  if (!classic) {
+    if (r.format_percent == 0 || !any_weight(r.quant_formats))
+      throw InputError("", "", "profile \"" + p.name + "\" generates no cache the target supports (target: cache dtypes " +
+                                   bit_names(k.cache_dtypes, kDTypes) + ", scale kinds " + bit_names(k.scale_kinds, kScaleKinds) +
+                                   (k.same_input_cache_dtype ? ", float caches of the input's dtype only" : "") +
+                                   ", quantised formats " + bit_names(k.quant_formats, kQuantFormats) + "; profile: formats " +
+                                   (p.format_percent == 0 ? std::string("none (format_percent 0)") : names(p.quant_formats)) +
+                                   "); choose a profile (--config) whose cases it supports");
+    r.format_percent = 100;
+    r.cache_dtypes = p.cache_dtypes;
+    r.scale_kinds = p.scale_kinds;
+    r.cross_dtype_percent = 0;
+    r.quant_percent = 0;
+  } else {
+    r.cross_dtype_percent = cross * 100 / total;
+    r.quant_percent = copy == 0 ? 100 - r.cross_dtype_percent : quant * 100 / total;
+  }
 
   // Without unaligned base pointers, head dims whose rows are not whole 16-byte units would put the V
   // tensor (or fused views) at unaligned addresses in most cases.
@@ -439,6 +452,16 @@ DrawnCase CaseSource::draw(uint64_t seed, int64_t index) const {
     }
   }
   d.skipped = true;
+  return d;
+}
+
+DrawnCase CaseSource::redraw(uint64_t seed, int64_t index, int attempt) const {
+  constexpr uint64_t kSkipSalt = 0x6b736b6970ull;  // "kskip"
+  DrawnCase d;
+  d.genotype = generate_case(restricted_, mix64(seed ^ mix64(kSkipSalt + static_cast<uint64_t>(attempt))), index);
+  d.kase = materialize(d.genotype);
+  d.outside = outside_reason(d.kase);
+  d.skipped = !d.outside.empty();
   return d;
 }
 

@@ -161,6 +161,10 @@ class CaseSource {
   CaseSource(const Profile& profile, const std::optional<Capabilities>& caps);
 
   DrawnCase draw(uint64_t seed, int64_t index) const;
+  // Case `index` again after the kernel skipped the one drawn (KVFZ_APPEND_SKIP): attempt 0, 1, ...
+  // each from the restricted profile with a seed of its own; `outside` says why when it falls
+  // outside the capabilities (then it is skipped too).
+  DrawnCase redraw(uint64_t seed, int64_t index, int attempt) const;
   // "" when case `c` is inside the capabilities (always, without capabilities); else why not.
   std::string outside_reason(const Case& c) const;
   const Profile& profile() const { return profile_; }

@@ -209,6 +209,23 @@ class CapabilitiesKeepCasesInside(unittest.TestCase):
             self.assertFalse(violations.exists(), violations.read_text() if violations.exists() else "")
 
 
+class FormatsOnlyPlugin(unittest.TestCase):
+    def test_a_plugin_writing_quantised_formats_only_gets_no_classic_case(self):
+        # kvfuzz_cuda_plugin_formats_only.so declares the formats without the NONE bit and no classic
+        # cache dtype (as a ds_mla or indexer writer has none): planning used to refuse it.
+        with tempfile.TemporaryDirectory() as d:
+            summary = pathlib.Path(d) / "s.json"
+            config = pathlib.Path(__file__).resolve().parents[2] / "configs" / "quant-formats.json"
+            p = kvfuzz("run", "--target", plugin("kvfuzz_cuda_plugin_formats_only.so"), "--config", config, "--cases", 150,
+                       "--seed", 2, "--stats", "--json", summary, "--corpus-out", pathlib.Path(d) / "found")
+            self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+            s = json.loads(summary.read_text())
+            self.assertEqual(s["passed"], 150)
+            self.assertEqual(s["stats"].get("quant_format=none", 0), 0, s["stats"])
+            formats = {k for k, v in s["stats"].items() if k.startswith("quant_format=") and v > 0}
+            self.assertGreaterEqual(len(formats), 5, formats)
+
+
 class SkippedByThePlugin(unittest.TestCase):
     """KVFZ_APPEND_SKIP: a case the kernel declines is counted by its reason, never a finding."""
 
@@ -225,7 +242,9 @@ class SkippedByThePlugin(unittest.TestCase):
             skips = s["skipped"]["reasons"].get(self.REASON, 0)
             self.assertGreater(skips, 0, s["skipped"])
             self.assertEqual(sum(s["skipped"]["reasons"].values()), s["skipped"]["cases"])
-            self.assertEqual(s["passed"] + s["skipped"]["not_run"], 120)
+            self.assertEqual(s["passed"], 120)  # every declined case replaced by another draw
+            self.assertEqual(s["skipped"]["not_run"], 0)
+            self.assertEqual(s["skipped"]["replaced"], s["skipped"]["cases"])
             self.assertEqual(s["failed"], 0)
             self.assertEqual(last_line(p.stdout), f"kvfuzz: {s['passed']} passed, 0 failed")
             self.assertIn(f"{self.REASON}: {skips}", SKIPPED_LINE.search(p.stdout).group(2))

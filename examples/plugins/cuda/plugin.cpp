@@ -232,6 +232,13 @@ int kvfuzz_plugin_query(kvfz_capabilities* caps, int device, char* error, size_t
                           (1u << KVFZ_QUANT_INDEXER_K) | (1u << KVFZ_QUANT_FP8_INLINE) | (1u << KVFZ_QUANT_INT8_INLINE);
   if (KVFZ_HAS_FIELD(caps, kvfz_capabilities, quant_rules))
     caps->quant_rules = (1u << (KVFZ_RULE_INDEXER_UE8M0_EXACT + 1)) - 1;  // NVFP4_FLASHINFER .. INDEXER_UE8M0_EXACT
+#if defined(KVFUZZ_PLUGIN_FORMATS_ONLY)
+  // A writer of quantised formats only (as a ds_mla or indexer writer is): no NONE bit, no classic
+  // cache dtype or scale kind. kvfuzz then draws every case in one of the formats.
+  caps->quant_formats &= ~(1u << KVFZ_QUANT_NONE);
+  caps->cache_dtypes = 0;
+  caps->scale_kinds = 0;
+#endif
   return 0;
 }
 

@@ -276,7 +276,8 @@ Capabilities to_capabilities(const kvfz_capabilities& k) {
   c.addressings = k.addressings == 0 ? 1u : k.addressings & ((1u << 2) - 1);  // 0: slot_mapping only; CSR alone possible
   c.windows = (k.windows | 1u) & ((1u << 3) - 1);  // 0: no ring
   c.cp_inputs = (k.cp_inputs | 1u) & ((1u << 3) - 1);  // 0: no shards
-  c.quant_formats = (k.quant_formats | 1u) & ((1u << 11) - 1);  // 0: the classic caches only
+  // 0: the classic caches only; formats without NONE: those formats only (no classic cache is sent).
+  c.quant_formats = k.quant_formats == 0 ? 1u : k.quant_formats & ((1u << 11) - 1);
   c.quant_rules = k.quant_rules == 0 ? default_rule_bits() : k.quant_rules & ((1u << kRuleBits) - 1);  // 0: the defaults
   c.fused_qkv = (k.features & KVFZ_FEATURE_FUSED_QKV) != 0;
   c.strided_input = (k.features & KVFZ_FEATURE_STRIDED_INPUT) != 0;
@@ -331,7 +332,7 @@ std::string supports_text(const kvfz_capabilities& k) {
   s += "; addressing " + bit_list(k.addressings == 0 ? 1u : k.addressings, {Addressing::slot_mapping, Addressing::csr});
   s += "; window " + bit_list(k.windows | 1u, {WindowInput::none, WindowInput::slot_mapping, WindowInput::positions});
   s += "; context parallel " + bit_list(k.cp_inputs | 1u, {CpInput::none, CpInput::slot_mapping, CpInput::positions});
-  s += "; quantised formats " + bit_list(k.quant_formats | 1u, {QuantFormat::none, QuantFormat::nvfp4, QuantFormat::mxfp8_e4m3,
+  s += "; quantised formats " + bit_list(k.quant_formats == 0 ? 1u : k.quant_formats, {QuantFormat::none, QuantFormat::nvfp4, QuantFormat::mxfp8_e4m3,
                                                                  QuantFormat::mxfp8_e5m2, QuantFormat::mxfp4, QuantFormat::ds_mla,
                                                                  QuantFormat::indexer_k, QuantFormat::fp8_inline, QuantFormat::int8_inline,
                                                                  QuantFormat::asym_int8, QuantFormat::asym_int4});

@@ -158,6 +158,42 @@ TEST(Capabilities, aProfileWithNothingSupportedIsRefusedWithBothSides) {
   }
 }
 
+// A writer of quantised formats only (a ds_mla or indexer writer: no classic cache, no NONE bit).
+Capabilities formats_only() {
+  Capabilities k;
+  k.quant_formats = bits(QuantFormat::ds_mla, QuantFormat::indexer_k);
+  k.cache_dtypes = 0;
+  k.scale_kinds = 0;
+  return k;
+}
+
+TEST(Capabilities, aFormatsOnlyKernelGetsEveryCaseInOneOfItsFormats) {
+  Profile p = default_profile();
+  p.format_percent = 30;
+  const Profile r = restrict_profile(p, formats_only());
+  EXPECT_EQ(r.format_percent, 100);
+  const CaseSource source(p, formats_only());
+  int64_t ran = 0;
+  for (int64_t i = 0; i < 200; ++i) {
+    const DrawnCase d = source.draw(5, i);
+    if (d.skipped) continue;
+    ++ran;
+    EXPECT_EQ(outside_reason(d.kase, formats_only()), "") << "case " << i;
+    EXPECT_TRUE(d.kase.quant_format == QuantFormat::ds_mla || d.kase.quant_format == QuantFormat::indexer_k) << "case " << i;
+  }
+  EXPECT_GT(ran, 190);
+  // A profile that draws no format has nothing for it: refused, naming both sides.
+  p.format_percent = 0;
+  try {
+    restrict_profile(p, formats_only());
+    FAIL() << "expected InputError";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("quantised formats ds_mla, indexer_k; profile: formats none (format_percent 0)"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 // The campaign's source: what runs is inside the capabilities; a drawn case inside them runs as
 // drawn (the same case as on any other target); the others are counted and replaced or skipped.
 void check_source(const Capabilities& caps, int64_t cases, int64_t min_outside) {
