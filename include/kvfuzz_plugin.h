@@ -295,8 +295,8 @@ typedef enum kvfz_rounding {
 } kvfz_rounding;
 
 /* Optional features (bits of kvfz_capabilities.features). A case needing a feature the plugin
- * does not declare is never sent to it. Slots >= capacity and padding slots other than -1 are part
- * of the contract and always sent; without KVFZ_FEATURE_INVALID_SLOT_COUNTER, invalid_slots is NULL
+ * does not declare is never sent to it. Slots >= capacity (unless NO_SLOTS_PAST_CAPACITY) and
+ * padding slots other than -1 are part of the contract and sent; without KVFZ_FEATURE_INVALID_SLOT_COUNTER, invalid_slots is NULL
  * (the slots must still never be written) and the counter is not checked. */
 #define KVFZ_FEATURE_FUSED_QKV 1u          /* key/value are views into one QKV buffer (stride_token > H*D) */
 #define KVFZ_FEATURE_STRIDED_INPUT 2u      /* any input strides (gaps between rows and heads; key and
@@ -306,6 +306,9 @@ typedef enum kvfz_rounding {
 #define KVFZ_FEATURE_GRAPH_PADDING_ROWS 8u /* num_input_rows > num_slots (rows never read) */
 #define KVFZ_FEATURE_INVALID_SLOT_COUNTER 16u /* counts slots >= capacity in *invalid_slots */
 #define KVFZ_FEATURE_UNALIGNED 32u         /* base pointers not 16-byte aligned */
+/* Appended in v2. The one negative bit: set, no slot >= capacity is ever sent (a kernel whose stack
+ * never makes one, as no peer's does; the contract's "never written" then goes unchecked). */
+#define KVFZ_FEATURE_NO_SLOTS_PAST_CAPACITY 64u
 
 /* Strides and extent of one cache tensor, in elements of its dtype (fp32 elements, and no dim,
  * for scale caches). */

@@ -89,6 +89,11 @@ std::string outside_reason(const Case& c, const Capabilities& k) {
   if (!k.padded_cache && c.scale_kind == ScaleKind::per_token_head && !dense(c.scale_cache, c.layout, H, 1, false))
     return "padded scale cache strides";
   if (!k.graph_padding_rows && c.num_input_rows > c.num_slots()) return "graph padding rows";
+  if (!k.slots_past_capacity) {
+    const int64_t capacity = c.capacity();
+    if (std::any_of(c.slot_mapping.begin(), c.slot_mapping.end(), [&](int64_t s) { return s >= capacity; }))
+      return "slots past the cache's capacity";
+  }
   if (!k.unaligned) {
     const int in = dtype_size(c.input_dtype), cache = dtype_size(c.cache_dtype);
     bool ok = aligned16(c.key.offset, in) && aligned16(c.value.offset, in) && aligned16(c.cache_k_offset, cache) &&
@@ -211,7 +216,7 @@ constexpr const char* kFeatureNames[] = {"fused_qkv", "strided_input", "padded_c
 Capabilities capabilities_from_json(const nlohmann::json& j, const std::string& where) {
   static const char* const keys[] = {"layouts", "input_dtypes", "cache_dtypes", "scale_kinds", "slot_dtypes", "families", "padding_modes", "addressings", "windows", "cp_inputs", "quant_formats", "quant_rules", "features",
                                      "head_dims", "min_head_dim", "max_head_dim", "head_dim_multiple", "max_num_heads",
-                                     "max_block_size", "block_size_pow2_only", "same_input_cache_dtype"};
+                                     "max_block_size", "block_size_pow2_only", "same_input_cache_dtype", "slots_past_capacity"};
   std::string known;
   for (const char* k : keys) known += (known.empty() ? "" : ", ") + std::string(k);
   if (!j.is_object()) throw InputError(where, "", "expected a dict of capabilities with the keys " + known);
@@ -273,6 +278,7 @@ Capabilities capabilities_from_json(const nlohmann::json& j, const std::string& 
   c.max_block_size = limit(j, "max_block_size", where);
   c.block_size_pow2_only = flag(j, "block_size_pow2_only", false, where);
   c.same_input_cache_dtype = flag(j, "same_input_cache_dtype", false, where);
+  c.slots_past_capacity = flag(j, "slots_past_capacity", true, where);
   return c;
 }
 
@@ -314,6 +320,7 @@ nlohmann::json capabilities_to_json(const Capabilities& c) {
   j["max_block_size"] = c.max_block_size;
   j["block_size_pow2_only"] = c.block_size_pow2_only;
   j["same_input_cache_dtype"] = c.same_input_cache_dtype;
+  j["slots_past_capacity"] = c.slots_past_capacity;
   return j;
 }
 
@@ -424,6 +431,7 @@ Profile restrict_profile(const Profile& p, const Capabilities& k) {
   if (!k.unaligned) r.misaligned_bases_percent = 0;
   if (!k.strided_input) r.kv_views = {{KvViews::alike}, {1}};
   if (!k.graph_padding_rows) r.max_extra_input_rows = 0;
+  if (!k.slots_past_capacity) r.max_invalid_slots = 0;
   return r;
 }
 

@@ -51,6 +51,7 @@ struct Capabilities {
   bool same_input_cache_dtype = false;  // float caches only of the input's dtype (a bit copy)
   bool invalid_slot_counter = true; // the kernel counts slots >= capacity (else it gets no counter; kvfuzz
                                     // adds the count itself and checks only that they are never written)
+  bool slots_past_capacity = true;  // slots >= capacity may be sent (false: none is, as in every peer's stack)
   int32_t min_head_dim = 0, max_head_dim = 0;  // inclusive
   std::vector<int32_t> head_dims;   // the only head dims supported, ascending, distinct (empty: any)
   int32_t head_dim_multiple = 0;    // head_dim % this == 0 (0 or 1: any)
@@ -109,7 +110,8 @@ inline uint32_t python_cp_inputs() { return ~(1u << static_cast<unsigned>(CpInpu
 //                 "invalid_slot_counter", "unaligned" (given: exactly these; missing: all)
 //   head_dims     list of positive integers: the only head dims supported
 //   min_head_dim, max_head_dim, head_dim_multiple, max_num_heads, max_block_size   integers >= 0 (0: no limit)
-//   block_size_pow2_only, same_input_cache_dtype   booleans
+//   block_size_pow2_only, same_input_cache_dtype   booleans (default false)
+//   slots_past_capacity   boolean (default true): false, no slot >= capacity is ever sent
 // Throws InputError(where, "/KEY", what was expected) for an unknown key or a value of the wrong form.
 Capabilities capabilities_from_json(const nlohmann::json& j, const std::string& where);
 

@@ -26,6 +26,8 @@
  *   HEAD_DIMS_64_128      declares the head-dim set {64, 128} (kvfz_capabilities.head_dims), appends a
  *                         line to $KVFUZZ_TEST_VIOLATIONS for every call with another head dim, and
  *                         refuses every case with 2 or more heads (so that campaigns shrink)
+ *   NO_SLOTS_PAST_CAPACITY  declares KVFZ_FEATURE_NO_SLOTS_PAST_CAPACITY and refuses any call with a
+ *                         slot >= capacity (kvfuzz must never make one, shrinking included)
  *   SKIPS_SMALL_HEAD_DIM  returns KVFZ_APPEND_SKIP ("head_dim below 8 is not implemented") for head
  *                         dims below 8; with $KVFUZZ_TEST_WRONG set, writes nothing for the others
  *                         (missing_write), so that shrinking meets skipped candidates
@@ -64,6 +66,9 @@ int kvfuzz_plugin_query(kvfz_capabilities* caps, int device, char* error, size_t
 #if defined(STRICT_HND_I32)
   caps->layouts = 1u << KVFZ_LAYOUT_PAGED_HND;
   caps->slot_types = 1u << KVFZ_I32;
+#endif
+#if defined(NO_SLOTS_PAST_CAPACITY)
+  caps->features |= KVFZ_FEATURE_NO_SLOTS_PAST_CAPACITY;
 #endif
 #if defined(HEAD_DIMS_64_128)
   if (KVFZ_HAS_FIELD(caps, kvfz_capabilities, head_dims)) {
@@ -153,6 +158,19 @@ int kvfuzz_plugin_append(const kvfz_append_args* args, char* error, size_t error
   if (args->num_heads >= 2) {
     snprintf(error, error_size, "two or more heads are not implemented");
     return 1;
+  }
+#endif
+#if defined(NO_SLOTS_PAST_CAPACITY)
+  {
+    const int64_t capacity = args->cache.num_blocks * args->cache.block_size;
+    for (int64_t t = 0; t < args->num_slots; ++t) {
+      const int64_t slot = args->slot_type == KVFZ_I32 ? (int64_t)((const int32_t*)args->slot_mapping)[t]
+                                                       : ((const int64_t*)args->slot_mapping)[t];
+      if (slot >= capacity) {
+        snprintf(error, error_size, "slot %lld past the capacity %lld was sent", (long long)slot, (long long)capacity);
+        return 1;
+      }
+    }
   }
 #endif
 #if defined(SKIPS_SMALL_HEAD_DIM)

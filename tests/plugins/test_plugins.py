@@ -209,6 +209,24 @@ class CapabilitiesKeepCasesInside(unittest.TestCase):
             self.assertFalse(violations.exists(), violations.read_text() if violations.exists() else "")
 
 
+class NoSlotsPastCapacity(unittest.TestCase):
+    def test_a_plugin_declaring_no_slots_past_capacity_never_gets_one(self):
+        # broken-no-slots-past-capacity.so refuses (launch_error) any call with a slot >= capacity.
+        with tempfile.TemporaryDirectory() as d:
+            summary = pathlib.Path(d) / "s.json"
+            p = kvfuzz("run", "--target", plugin("broken-no-slots-past-capacity.so"), "--cases", 400, "--seed", 6,
+                       "--json", summary, "--corpus-out", pathlib.Path(d) / "found")
+            self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+            self.assertEqual(json.loads(summary.read_text())["passed"], 400)
+            # The control: the profile does send such slots (a kernel that did not declare it gets them).
+            n = kvfuzz("run", "--target", plugin("naive.so"), "--cases", 400, "--seed", 6, "--stats", "--json", summary,
+                       "--corpus-out", pathlib.Path(d) / "found2")
+            self.assertEqual(n.returncode, 0, n.stdout + n.stderr)
+            stats = json.loads(summary.read_text())["stats"]
+            self.assertGreater(sum(v for k, v in stats.items() if k.startswith("invalid_slots=") and k != "invalid_slots=0"), 0,
+                               stats)
+
+
 class FormatsOnlyPlugin(unittest.TestCase):
     def test_a_plugin_writing_quantised_formats_only_gets_no_classic_case(self):
         # kvfuzz_cuda_plugin_formats_only.so declares the formats without the NONE bit and no classic

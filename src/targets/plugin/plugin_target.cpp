@@ -286,6 +286,7 @@ Capabilities to_capabilities(const kvfz_capabilities& k) {
   c.unaligned = (k.features & KVFZ_FEATURE_UNALIGNED) != 0;
   c.same_input_cache_dtype = k.same_input_cache_dtype != 0;
   c.invalid_slot_counter = (k.features & KVFZ_FEATURE_INVALID_SLOT_COUNTER) != 0;
+  c.slots_past_capacity = (k.features & KVFZ_FEATURE_NO_SLOTS_PAST_CAPACITY) == 0;
   c.min_head_dim = k.min_head_dim;
   c.max_head_dim = k.max_head_dim;
   for (int32_t d : k.head_dims)
@@ -363,6 +364,7 @@ std::string supports_text(const kvfz_capabilities& k) {
   for (const auto& [bit, name] : names)
     if (k.features & bit) features += (features.empty() ? "" : ", ") + std::string(name);
   s += "; features: " + (features.empty() ? std::string("none") : features);
+  if (k.features & KVFZ_FEATURE_NO_SLOTS_PAST_CAPACITY) s += "; no slots past capacity";
   return s;
 }
 

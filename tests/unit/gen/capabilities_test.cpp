@@ -158,6 +158,26 @@ TEST(Capabilities, aProfileWithNothingSupportedIsRefusedWithBothSides) {
   }
 }
 
+TEST(Capabilities, aKernelDeclaringNoSlotsPastCapacityNeverGetsOne) {
+  Capabilities k = naive();
+  k.slots_past_capacity = false;
+  EXPECT_EQ(restrict_profile(default_profile(), k).max_invalid_slots, 0);
+  const CaseSource source(default_profile(), k);
+  int64_t past = 0;  // in the profile's own draws: the control
+  for (int64_t i = 0; i < 300; ++i) {
+    const Case as_drawn = materialize(generate_case(default_profile(), 8, i));
+    for (int64_t s : as_drawn.slot_mapping) past += s >= as_drawn.capacity();
+    const DrawnCase d = source.draw(8, i);
+    if (d.skipped) continue;
+    for (int64_t s : d.kase.slot_mapping) EXPECT_LT(s, d.kase.capacity()) << "case " << i;
+  }
+  EXPECT_GT(past, 0);
+  const Capabilities j = capabilities_from_json(nlohmann::json::parse(R"({"slots_past_capacity": false})"), "caps");
+  EXPECT_FALSE(j.slots_past_capacity);
+  EXPECT_FALSE(capabilities_from_json(capabilities_to_json(k), "caps").slots_past_capacity);
+  EXPECT_TRUE(capabilities_from_json(nlohmann::json::object(), "caps").slots_past_capacity);
+}
+
 // A writer of quantised formats only (a ds_mla or indexer writer: no classic cache, no NONE bit).
 Capabilities formats_only() {
   Capabilities k;
