@@ -66,6 +66,7 @@ extern "C" {
 
 /* Entries of kvfz_capabilities.head_dims. */
 #define KVFZ_MAX_HEAD_DIMS 16
+#define KVFZ_MAX_ROPE_DIMS 4
 
 /* Which fields the cache stores (ABI v2). KV: K and V [.., H, D] of one geometry (v1). KV_SPLIT: V
  * [.., H, value_head_dim] with its own strides (value_cache). K_ONLY: no V (value, v_cache NULL).
@@ -453,6 +454,11 @@ typedef struct kvfz_capabilities {
    * (NVFP4_FLASHINFER, SCALE_LAYOUT_LINEAR, MX_OCP_FLOOR, DS_MLA_POW2, INDEXER_FP32, ASYM_F32,
    * ASYM_LANES_EXACT, INT4_SPLIT_HALF). A case whose format reads a convention not declared is not sent. */
   uint32_t quant_rules;
+  /* Appended in v2 (write only if KVFZ_HAS_FIELD(caps, kvfz_capabilities, rope_dims)): the only rope
+   * (k_pe) dims of an MLA entry the kernel supports, e.g. {64}; unused entries 0, all 0 = any. For
+   * MLA, head_dims (and min/max_head_dim) are the entry's whole width, kv_c's dims plus the rope
+   * dims (576 for DeepSeek's 512 + 64); for the other families, one head's dims. */
+  int32_t rope_dims[KVFZ_MAX_ROPE_DIMS];
 } kvfz_capabilities;
 
 /* Exported by every plugin (visibility default, C linkage). The declarations carry

@@ -73,6 +73,7 @@ std::string outside_reason(const Case& c, const Capabilities& k) {
   if (k.head_dim_multiple > 1 && c.head_dim % k.head_dim_multiple != 0)
     return "head_dim not a multiple of " + std::to_string(k.head_dim_multiple);
   if (!in_set(k.head_dims, c.head_dim)) return "head_dim not in " + set_text(k.head_dims);
+  if (c.family == Family::mla && !in_set(k.rope_dims, c.rope_dim)) return "rope_dim not in " + set_text(k.rope_dims);
   if (k.max_num_heads > 0 && c.num_heads > k.max_num_heads) return "num_heads above " + std::to_string(k.max_num_heads);
   const int64_t bs = c.cache.block_size;
   if (k.max_block_size > 0 && bs > k.max_block_size) return "block_size above " + std::to_string(k.max_block_size);
@@ -208,6 +209,24 @@ bool flag(const nlohmann::json& j, const char* key, bool missing, const std::str
   return j.at(key).get<bool>();
 }
 
+// KEY's list of dims, ascending and distinct; empty when absent.
+std::vector<int32_t> dim_set(const nlohmann::json& j, const char* key, const char* what, const char* example,
+                             const std::string& where) {
+  std::vector<int32_t> out;
+  if (!j.contains(key)) return out;
+  const nlohmann::json& v = j.at(key);
+  const std::string expected = std::string("a non-empty list of ") + what + ", integers 1..4096 (e.g. " + example + ")";
+  if (!v.is_array() || v.empty()) throw InputError(where, std::string("/") + key, "expected " + expected);
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (!v[i].is_number_integer() || v[i].get<int64_t>() < 1 || v[i].get<int64_t>() > 4096)
+      throw InputError(where, std::string("/") + key + "/" + std::to_string(i), v[i].dump() + " is not in " + expected);
+    out.push_back(static_cast<int32_t>(v[i].get<int64_t>()));
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
 constexpr const char* kFeatureNames[] = {"fused_qkv", "strided_input", "padded_cache", "graph_padding_rows",
                                          "invalid_slot_counter", "unaligned"};
 
@@ -216,7 +235,7 @@ constexpr const char* kFeatureNames[] = {"fused_qkv", "strided_input", "padded_c
 Capabilities capabilities_from_json(const nlohmann::json& j, const std::string& where) {
   static const char* const keys[] = {"layouts", "input_dtypes", "cache_dtypes", "scale_kinds", "slot_dtypes", "families", "padding_modes", "addressings", "windows", "cp_inputs", "quant_formats", "quant_rules", "features",
                                      "head_dims", "min_head_dim", "max_head_dim", "head_dim_multiple", "max_num_heads",
-                                     "max_block_size", "block_size_pow2_only", "same_input_cache_dtype", "slots_past_capacity"};
+                                     "max_block_size", "block_size_pow2_only", "same_input_cache_dtype", "slots_past_capacity", "rope_dims"};
   std::string known;
   for (const char* k : keys) known += (known.empty() ? "" : ", ") + std::string(k);
   if (!j.is_object()) throw InputError(where, "", "expected a dict of capabilities with the keys " + known);
@@ -259,18 +278,8 @@ Capabilities capabilities_from_json(const nlohmann::json& j, const std::string& 
     c.invalid_slot_counter = has_feature("invalid_slot_counter");
     c.unaligned = has_feature("unaligned");
   }
-  if (j.contains("head_dims")) {
-    const nlohmann::json& v = j.at("head_dims");
-    const char* expected = "a non-empty list of head dims, integers 1..4096 (e.g. [64, 128, 256])";
-    if (!v.is_array() || v.empty()) throw InputError(where, "/head_dims", std::string("expected ") + expected);
-    for (size_t i = 0; i < v.size(); ++i) {
-      if (!v[i].is_number_integer() || v[i].get<int64_t>() < 1 || v[i].get<int64_t>() > 4096)
-        throw InputError(where, "/head_dims/" + std::to_string(i), v[i].dump() + " is not in " + expected);
-      c.head_dims.push_back(static_cast<int32_t>(v[i].get<int64_t>()));
-    }
-    std::sort(c.head_dims.begin(), c.head_dims.end());
-    c.head_dims.erase(std::unique(c.head_dims.begin(), c.head_dims.end()), c.head_dims.end());
-  }
+  c.head_dims = dim_set(j, "head_dims", "head dims", "[64, 128, 256]", where);
+  c.rope_dims = dim_set(j, "rope_dims", "rope dims", "[64]", where);
   c.min_head_dim = limit(j, "min_head_dim", where);
   c.max_head_dim = limit(j, "max_head_dim", where);
   c.head_dim_multiple = limit(j, "head_dim_multiple", where);
@@ -313,6 +322,7 @@ nlohmann::json capabilities_to_json(const Capabilities& c) {
   for (size_t i = 0; i < std::size(kFeatureNames); ++i)
     if (features[i]) j["features"].push_back(kFeatureNames[i]);
   if (!c.head_dims.empty()) j["head_dims"] = c.head_dims;
+  if (!c.rope_dims.empty()) j["rope_dims"] = c.rope_dims;
   j["min_head_dim"] = c.min_head_dim;
   j["max_head_dim"] = c.max_head_dim;
   j["head_dim_multiple"] = c.head_dim_multiple;
@@ -430,6 +440,13 @@ Profile restrict_profile(const Profile& p, const Capabilities& k) {
   if (!(k.strided_input && k.padded_cache)) r.gapped_strides_percent = 0;
   if (!k.unaligned) r.misaligned_bases_percent = 0;
   if (!k.strided_input) r.kv_views = {{KvViews::alike}, {1}};
+  // MLA entries: only the rope dims the kernel takes; none left, no MLA case (ds_mla's 64 is fit_format's).
+  r.rope_dims = only(p.rope_dims, [&](int32_t d) { return in_set(k.rope_dims, d); });
+  if (!any_weight(r.rope_dims)) {
+    r.families = only(r.families, [](Family f) { return f != Family::mla; });
+    require(p, p.families, r.families, "format family",
+            bit_names(k.families, kFamilies) + " (mla only with rope dims " + set_text(k.rope_dims) + ", which the profile does not draw)");
+  }
   if (!k.graph_padding_rows) r.max_extra_input_rows = 0;
   if (!k.slots_past_capacity) r.max_invalid_slots = 0;
   return r;

@@ -53,7 +53,9 @@ struct Capabilities {
                                     // adds the count itself and checks only that they are never written)
   bool slots_past_capacity = true;  // slots >= capacity may be sent (false: none is, as in every peer's stack)
   int32_t min_head_dim = 0, max_head_dim = 0;  // inclusive
-  std::vector<int32_t> head_dims;   // the only head dims supported, ascending, distinct (empty: any)
+  std::vector<int32_t> head_dims;   // the only head dims supported, ascending, distinct (empty: any); for mla
+                                    // the entry's width (kv_c's dims + the rope dims)
+  std::vector<int32_t> rope_dims;   // mla: the only rope (k_pe) dims supported, ascending, distinct (empty: any)
   int32_t head_dim_multiple = 0;    // head_dim % this == 0 (0 or 1: any)
   int32_t max_num_heads = 0;
   int32_t max_block_size = 0;
@@ -108,7 +110,8 @@ inline uint32_t python_cp_inputs() { return ~(1u << static_cast<unsigned>(CpInpu
 //       "f16", "fp8_e4m3", "none" (float caches), "per_tensor", "i32", ...)
 //   features      list of "fused_qkv", "strided_input", "padded_cache", "graph_padding_rows",
 //                 "invalid_slot_counter", "unaligned" (given: exactly these; missing: all)
-//   head_dims     list of positive integers: the only head dims supported
+//   head_dims     list of positive integers: the only head dims supported (mla: the entry's width)
+//   rope_dims     list of positive integers: mla, the only rope (k_pe) dims supported
 //   min_head_dim, max_head_dim, head_dim_multiple, max_num_heads, max_block_size   integers >= 0 (0: no limit)
 //   block_size_pow2_only, same_input_cache_dtype   booleans (default false)
 //   slots_past_capacity   boolean (default true): false, no slot >= capacity is ever sent

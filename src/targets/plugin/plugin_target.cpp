@@ -145,6 +145,10 @@ std::string query(const Entry& e, int device, kvfz_capabilities& caps) {
     if (caps.head_dims[i] < 0 || caps.head_dims[i] > 4096)
       return "kvfuzz_plugin_query set head_dims[" + std::to_string(i) + "] to " + std::to_string(caps.head_dims[i]) +
              "; expected head dims 1..4096, 0 for unused entries";
+  for (int i = 0; i < KVFZ_MAX_ROPE_DIMS; ++i)
+    if (caps.rope_dims[i] < 0 || caps.rope_dims[i] > 4096)
+      return "kvfuzz_plugin_query set rope_dims[" + std::to_string(i) + "] to " + std::to_string(caps.rope_dims[i]) +
+             "; expected rope dims 1..4096, 0 for unused entries";
   return "";
 }
 
@@ -293,6 +297,10 @@ Capabilities to_capabilities(const kvfz_capabilities& k) {
     if (d > 0) c.head_dims.push_back(d);
   std::sort(c.head_dims.begin(), c.head_dims.end());
   c.head_dims.erase(std::unique(c.head_dims.begin(), c.head_dims.end()), c.head_dims.end());
+  for (int32_t d : k.rope_dims)
+    if (d > 0) c.rope_dims.push_back(d);
+  std::sort(c.rope_dims.begin(), c.rope_dims.end());
+  c.rope_dims.erase(std::unique(c.rope_dims.begin(), c.rope_dims.end()), c.rope_dims.end());
   c.head_dim_multiple = k.head_dim_multiple;
   c.max_num_heads = k.max_num_heads;
   c.max_block_size = k.max_block_size;
@@ -353,6 +361,9 @@ std::string supports_text(const kvfz_capabilities& k) {
   std::string dims;
   for (int32_t d : to_capabilities(k).head_dims) dims += (dims.empty() ? "" : ", ") + std::to_string(d);
   if (!dims.empty()) s += "; head_dim in {" + dims + "}";
+  std::string ropes;
+  for (int32_t d : to_capabilities(k).rope_dims) ropes += (ropes.empty() ? "" : ", ") + std::to_string(d);
+  if (!ropes.empty()) s += "; mla rope_dim in {" + ropes + "}";
   limit("heads <=", k.max_num_heads);
   limit("block_size <=", k.max_block_size);
   if (k.block_size_pow2_only) s += "; block sizes powers of two";

@@ -178,6 +178,46 @@ TEST(Capabilities, aKernelDeclaringNoSlotsPastCapacityNeverGetsOne) {
   EXPECT_TRUE(capabilities_from_json(nlohmann::json::object(), "caps").slots_past_capacity);
 }
 
+TEST(Capabilities, anMlaKernelGetsOnlyItsRopeDims) {
+  Profile p = default_profile();
+  p.families = {{Family::kv, Family::mla}, {1, 3}};
+  p.rope_dims = {{16, 32, 64}, {1, 1, 1}};
+  Capabilities k;
+  k.rope_dims = {64};
+  const Profile r = restrict_profile(p, k);
+  ASSERT_EQ(r.rope_dims.values, std::vector<int32_t>{64});
+  const CaseSource source(p, k);
+  int64_t mla = 0, other_rope_as_drawn = 0;
+  for (int64_t i = 0; i < 300; ++i) {
+    const Case as_drawn = materialize(generate_case(p, 9, i));
+    other_rope_as_drawn += as_drawn.family == Family::mla && as_drawn.rope_dim != 64;
+    const DrawnCase d = source.draw(9, i);
+    if (d.skipped || d.kase.family != Family::mla) continue;
+    ++mla;
+    EXPECT_EQ(d.kase.rope_dim, 64) << "case " << i;
+  }
+  EXPECT_GT(mla, 50);
+  EXPECT_GT(other_rope_as_drawn, 0);  // the control: the profile draws the others
+  // A rope-dim set the profile never draws leaves no MLA case: MLA alone is refused, naming it.
+  p.families = {{Family::mla}, {1}};
+  k.rope_dims = {128};
+  try {
+    restrict_profile(p, k);
+    FAIL() << "expected InputError";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("mla only with rope dims {128}"), std::string::npos) << e.what();
+  }
+  const Capabilities j = capabilities_from_json(nlohmann::json::parse(R"({"rope_dims": [64, 32, 64]})"), "caps");
+  EXPECT_EQ(j.rope_dims, (std::vector<int32_t>{32, 64}));
+  EXPECT_EQ(capabilities_from_json(capabilities_to_json(j), "caps").rope_dims, j.rope_dims);
+  try {
+    capabilities_from_json(nlohmann::json::parse(R"({"rope_dims": [0]})"), "caps");
+    FAIL() << "expected InputError";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("/rope_dims/0"), std::string::npos) << e.what();
+  }
+}
+
 // A writer of quantised formats only (a ds_mla or indexer writer: no classic cache, no NONE bit).
 Capabilities formats_only() {
   Capabilities k;
