@@ -482,13 +482,7 @@ ReplayResult replay_cases(const ReplayOptions& o, Progress& progress) {
   for (const auto& f : files) cases.push_back(read_case_file(f, o.limits));
 
   // Every target the cases need, opened before the first case runs (one that cannot be: exit 3).
-  std::map<std::string, OpenTarget> targets;
-  for (size_t i = 0; i < files.size(); ++i) {
-    const std::string name = target_for(o, cases[i]);
-    if (targets.count(name)) continue;
-    targets.emplace(name, open_for_case(o, cases[i], files[i]));
-    result.target += (result.target.empty() ? "" : ", ") + name;
-  }
+  std::map<std::string, OpenTarget> targets = open_targets_for(o, cases, files, result.target);
   result.expect_saved = o.expect_saved;
   const auto start = Clock::now();
   for (size_t i = 0; i < files.size(); ++i) {

@@ -54,6 +54,18 @@ OpenTarget open_for_case(const RunOptions& o, const Case& c, const std::filesyst
   return t;
 }
 
+std::map<std::string, OpenTarget> open_targets_for(const RunOptions& o, const std::vector<Case>& cases,
+                                                   const std::vector<std::filesystem::path>& files, std::string& names) {
+  std::map<std::string, OpenTarget> targets;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const std::string name = target_for(o, cases[i]);
+    if (targets.count(name)) continue;
+    targets.emplace(name, open_for_case(o, cases[i], files[i]));
+    names += (names.empty() ? "" : ", ") + name;
+  }
+  return targets;
+}
+
 CaseOutcome check_case(Target& target, const Case& c, const CheckOptions& options) {
   Isolator isolator(target, options.isolation);
   return check_case(isolator, c, options.tolerance);

@@ -6,7 +6,9 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <string>
+#include <vector>
 
 #include "arena/arena.h"
 #include "arena/diff.h"
@@ -57,6 +59,11 @@ struct OpenTarget {
   std::optional<Capabilities> caps;
 };
 OpenTarget open_for_case(const RunOptions& o, const Case& c, const std::filesystem::path& file);
+
+// Every target `cases` (read from `files`) run on, each opened once (open_for_case), before any case
+// runs; `names` gets them ", "-separated in order of first use.
+std::map<std::string, OpenTarget> open_targets_for(const RunOptions& o, const std::vector<Case>& cases,
+                                                   const std::vector<std::filesystem::path>& files, std::string& names);
 
 // One run of a case with its three arenas kept (same layout): what check_case() judges and what a
 // report (campaign/report_case.h) draws.

@@ -27,27 +27,20 @@ MergeResult merge_cases(const MergeOptions& o) {
   // What became of each file; every one ends as exactly one of these.
   enum class Fate { unchecked, in_out, copied, not_copied, no_new_coverage };
   std::vector<Fate> fate(files.size(), Fate::unchecked);
-  const auto in_out = [&](const std::filesystem::path& f) { return std::filesystem::equivalent(f.parent_path(), o.out, ec); };
 
-  std::map<std::string, OpenTarget> targets;  // every target the cases record, opened before the first runs
-  for (size_t i = 0; i < files.size(); ++i) {
-    const std::string name = target_for(o, cases[i]);
-    if (targets.count(name)) continue;
-    targets.emplace(name, open_for_case(o, cases[i], files[i]));
-  }
-  FindingsIndex index(o.out);
   MergeResult r;
+  std::map<std::string, OpenTarget> targets = open_targets_for(o, cases, files, r.targets);  // before the first runs
+  FindingsIndex index(o.out);
   r.read = static_cast<int64_t>(files.size());
   std::map<std::string, size_t> signatures;  // failing: signature id -> case index of the smallest
   std::map<std::string, size_t> passing;     // passing: case hash -> case index (the first)
   std::vector<Signature> signature(cases.size());
   for (size_t i = 0; i < cases.size(); ++i) {
     if (stop_requested()) break;
-    const std::string name = target_for(o, cases[i]);
-    if (r.targets.find(name) == std::string::npos) r.targets += (r.targets.empty() ? "" : ", ") + name;
-    OpenTarget& t = targets.at(name);
+    OpenTarget& t = targets.at(target_for(o, cases[i]));
     const CaseOutcome outcome = check_case(*t.isolator, cases[i], t.check.tolerance);
-    fate[i] = in_out(files[i]) ? Fate::in_out : Fate::not_copied;  // until it is copied below
+    const bool in_out = std::filesystem::equivalent(files[i].parent_path(), o.out, ec);
+    fate[i] = in_out ? Fate::in_out : Fate::not_copied;  // until it is copied below
     if (outcome.pass()) {
       passing.emplace(case_hash(cases[i]), i);
       continue;
@@ -62,8 +55,9 @@ MergeResult merge_cases(const MergeOptions& o) {
   for (const auto& [id, i] : signatures) {
     const std::optional<FindingsIndex::Entry> e = index.find(id);
     if (e && !(size_of(cases[i]) < e->size)) continue;  // OUT has one as small: not copied
-    const std::filesystem::path saved = in_out(files[i]) ? files[i] : save_case(cases[i], o.out);
-    if (!in_out(files[i])) fate[i] = Fate::copied;
+    const bool there = fate[i] == Fate::in_out;
+    const std::filesystem::path saved = there ? files[i] : save_case(cases[i], o.out);
+    if (!there) fate[i] = Fate::copied;
     index.offer(signature[i], std::filesystem::relative(saved, o.out).string(), size_of(cases[i]));
   }
   // With coverage, the buckets covered so far: every case that stays in OUT (its own files and
@@ -76,7 +70,7 @@ MergeResult merge_cases(const MergeOptions& o) {
   };
   std::vector<std::pair<size_t, const std::string*>> candidates;  // (case, its hash): passing inputs, smallest first
   for (const auto& [hash, i] : passing) {
-    if (!in_out(files[i])) {
+    if (fate[i] != Fate::in_out) {
       candidates.emplace_back(i, &hash);
     } else if (o.coverage) {
       cover(cases[i]);

@@ -382,9 +382,10 @@ std::string amount_unit(FindingKind k) {
   }
 }
 
-std::string amount(int64_t n, const std::string& unit) {
+// "1 cell", "2 entries"; with `words`, "16 differing cells".
+std::string amount(int64_t n, const std::string& unit, const std::string& words = "") {
   const std::string plural = unit == "entry" ? "entries" : unit + "s";
-  return std::to_string(n) + " " + (n == 1 ? unit : plural);
+  return std::to_string(n) + " " + words + (n == 1 ? unit : plural);
 }
 
 }  // namespace
@@ -405,8 +406,7 @@ std::string differing_total(const Verdict& v) {
   for (const auto& [unit, words] : order) {
     const auto it = by_unit.find(unit);
     if (it == by_unit.end() || it->second == 0) continue;
-    const std::string a = amount(it->second, unit);
-    s += (s.empty() ? "" : ", ") + a.substr(0, a.find(' ') + 1) + words + a.substr(a.find(' ') + 1);
+    s += (s.empty() ? "" : ", ") + amount(it->second, unit, words);
   }
   return s.empty() ? "nothing differs" : s;
 }

@@ -29,11 +29,17 @@ std::string reproduce_command(const std::string& program, const std::vector<std:
   return s;
 }
 
+std::vector<std::string> Invocation::words(const std::string& verb, const std::filesystem::path& file,
+                                           const std::string& target) const {
+  std::vector<std::string> w{program.empty() ? std::string("kvfuzz") : program, verb, file.string(), "--target", target};
+  w.insert(w.end(), options.begin(), options.end());
+  return w;
+}
+
 std::string Invocation::command(const std::string& verb, const std::filesystem::path& file,
                                 const std::string& target) const {
-  std::vector<std::string> args{verb, file.string(), "--target", target};
-  args.insert(args.end(), options.begin(), options.end());
-  return reproduce_command(program, args);
+  const std::vector<std::string> w = words(verb, file, target);
+  return reproduce_command(w.front(), {w.begin() + 1, w.end()});
 }
 
 std::vector<std::string> sanitizer_words(const std::string& sanitizer) {
@@ -45,20 +51,18 @@ std::string Invocation::locate(const Verdict& verdict, const std::filesystem::pa
   if (verdict.pass()) return "";
   const FindingKind kind = verdict.findings.front().kind;
   if (kind != FindingKind::crash && !(needs_gpu && kind == FindingKind::launch_error)) return "";
-  std::vector<std::string> args{"replay", file.string(), "--target", target};
-  args.insert(args.end(), options.begin(), options.end());
-  args.push_back("--no-fork");  // the launch runs in the process the tool watches
+  std::vector<std::string> replay = words("replay", file, target);
+  replay.push_back("--no-fork");  // the launch runs in the process the tool watches
+  std::vector<std::string> w;
   if (needs_gpu) {
-    std::vector<std::string> words = sanitizer_words("compute-sanitizer");
-    words.push_back(program.empty() ? std::string("kvfuzz") : program);
-    words.insert(words.end(), args.begin(), args.end());
-    return reproduce_command(words.front(), {words.begin() + 1, words.end()});
+    w = sanitizer_words("compute-sanitizer");
+  } else if (target.rfind("python", 0) == 0 || target.rfind("triton-interp", 0) == 0) {
+    return "PYTHONFAULTHANDLER=1 " + reproduce_command(replay.front(), {replay.begin() + 1, replay.end()});
+  } else {
+    w = {"gdb", "-batch", "-ex", "run", "-ex", "bt", "--args"};
   }
-  const bool python = target.rfind("python", 0) == 0 || target.rfind("triton-interp", 0) == 0;
-  if (python) return "PYTHONFAULTHANDLER=1 " + reproduce_command(program, args);
-  std::vector<std::string> words{"-batch", "-ex", "run", "-ex", "bt", "--args", program.empty() ? std::string("kvfuzz") : program};
-  words.insert(words.end(), args.begin(), args.end());
-  return reproduce_command("gdb", words);
+  w.insert(w.end(), replay.begin(), replay.end());
+  return reproduce_command(w.front(), {w.begin() + 1, w.end()});
 }
 
 }  // namespace kvf

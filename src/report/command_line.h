@@ -31,6 +31,8 @@ struct Invocation {
 
   // PROGRAM VERB FILE --target TARGET OPTIONS..., every word shell-quoted.
   std::string command(const std::string& verb, const std::filesystem::path& file, const std::string& target) const;
+  // The words of command() without the shell quoting: PROGRAM VERB FILE --target TARGET OPTIONS...
+  std::vector<std::string> words(const std::string& verb, const std::filesystem::path& file, const std::string& target) const;
 
   // How to see where a run that died (a crash; on a GPU also a refused launch, which an illegal
   // address can cause) went wrong: `replay FILE --target TARGET --no-fork` under the tool that shows

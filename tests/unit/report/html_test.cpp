@@ -18,8 +18,9 @@ size_t count(const std::string& s, const std::string& what) {
   return n;
 }
 
-// A report of the paged case with request 0's token 3 written over request 1's context.
-CaseReport cross_request_report() {
+// A report of the paged case with request 0's token 3 written over request 1's context, and, with
+// `guard_bytes`, the two bytes before the cache overwritten too.
+CaseReport cross_request_report(bool guard_bytes = false) {
   CaseReport r;
   r.kase = test::paged_nhd_case();
   const Case& c = r.kase;
@@ -31,6 +32,10 @@ CaseReport cross_request_report() {
     for (int64_t d = 0; d < 8; ++d)
       store_elem(actual.cache(), c.cache_k_offset + cache_elem_offset(c.cache, 0, 2, h, d), 2,
                  load_elem(expected.cache(), c.cache_k_offset + cache_elem_offset(c.cache, 5, 3, h, d), 2));
+  if (guard_bytes) {
+    actual.cache()[-1] = std::byte{0x06};
+    actual.cache()[-2] = std::byte{0x07};
+  }
   r.case_file = "found/abc.json";
   r.target = "cuda-emu";
   r.verdict = compare_arenas(c, initial, expected, actual);
@@ -58,21 +63,8 @@ TEST(ReportHtml, isSelfContainedAndCarriesTheDecodedWriters) {
 }
 
 TEST(ReportHtml, countsEachCellOnceAndGuardBytesAsBytes) {
-  CaseReport r = cross_request_report();
   // Two bytes of the guard band before the cache, besides the 16 cross-request cells.
-  const Case& c = r.kase;
-  const Arena initial = make_initial_arena(c);
-  Arena expected = initial;
-  golden::golden_append(c, expected);
-  Arena actual = expected;
-  for (int64_t h = 0; h < 2; ++h)
-    for (int64_t d = 0; d < 8; ++d)
-      store_elem(actual.cache(), c.cache_k_offset + cache_elem_offset(c.cache, 0, 2, h, d), 2,
-                 load_elem(expected.cache(), c.cache_k_offset + cache_elem_offset(c.cache, 5, 3, h, d), 2));
-  actual.cache()[-1] = std::byte{0x06};
-  actual.cache()[-2] = std::byte{0x07};
-  r.verdict = compare_arenas(c, initial, expected, actual);
-  r.map = build_cell_map(c, r.verdict, initial, expected, actual);
+  const CaseReport r = cross_request_report(/*guard_bytes=*/true);
   ASSERT_EQ(r.verdict.findings.size(), 2u);
   EXPECT_EQ(finding_amount(r.verdict.findings[0]), "2 bytes");
   EXPECT_EQ(finding_amount(r.verdict.findings[1]), "16 cells");
