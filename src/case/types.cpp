@@ -43,11 +43,12 @@ constexpr NameTable<Layout, 7> kLayoutNames{{
     {Layout::vllm_legacy, "vllm_legacy"},
 }};
 
-constexpr NameTable<ValueDist, 4> kValueDistNames{{
+constexpr NameTable<ValueDist, 5> kValueDistNames{{
     {ValueDist::finite, "finite"},
     {ValueDist::special, "special"},
     {ValueDist::constant, "constant"},
     {ValueDist::ties, "ties"},
+    {ValueDist::edges, "edges"},
 }};
 
 constexpr NameTable<ScaleKind, 5> kScaleKindNames{{

@@ -74,6 +74,9 @@ enum class ValueDist : uint8_t {
   ties,      // values whose conversion to the cache format is an exact rounding tie (for quantised
              // caches: x / scale lands exactly halfway between two stored values), plus values
              // beyond the saturation limit
+  edges,     // the ties' values and their neighbours in the input dtype: quotients on, one fp32 ulp
+             // below and one above each rounding midpoint and saturation edge, of the codes and of
+             // the computed block scales (NVFP4 e4m3 scales, MX shared exponents, dynamic scales)
 };
 
 // How static scales (per_tensor / per_head / per_block) are chosen (golden/payload.h).

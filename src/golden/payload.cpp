@@ -109,6 +109,7 @@ constexpr uint64_t kSaltTies = 0x71e5a11ce0ffull;
 constexpr uint64_t kSaltScale = 0x5ca1e5ca1e5ull;
 constexpr uint64_t kSaltContextScale = 0xc0275ca1eull;
 constexpr uint64_t kSaltUnique = 0xd15717c7f1e1dull;
+constexpr uint64_t kSaltEdges = 0xed6e5ed6e5ull;
 
 // A bijection on [0, 2^bits): multiply by odd constants and xorshift, all invertible mod 2^bits.
 uint32_t permute_bits(uint64_t x, int bits) {
@@ -396,6 +397,33 @@ std::optional<uint32_t> float_tie_bits(DType in, DType cache, uint64_t h) {
   return exact_in(x, in);
 }
 
+// dist edges: a group's amax placed where the block scale's own rounding is decided, so that its
+// quotient sits on a rounding edge of the scale's encoding (then nudged like every element,
+// edge_bits()); nullopt where the format's scale has no such edge beyond the ties' amax.
+//   nvfp4          amax = T * RN(6 g), T a midpoint of two adjacent e4m3 codes in [2^k, 2^(k+1)),
+//                  or 1/8 the saturation edges 448 and 464 (e4m3's largest code, the satfinite tie):
+//                  amax / (6 g) and amax * RN(1 / (6 g)) fall on either side of T for some amax,
+//                  which is where the two Nvfp4Rule conventions differ.
+//   MX, ocp_floor  amax = 2^(k + emax + 1), the power of two above the ties' amax qmax * 2^k: the
+//                  floor of its log2 is the shared exponent's edge.
+// Every other element of the group stays below amax (its magnitude is at most qmax * 2^k * g).
+std::optional<float> scale_edge_amax(const Case& c, float global, int k, uint64_t h) {
+  const QuantFormat f = c.quant_format;
+  if (f == QuantFormat::nvfp4) {
+    const double six_g = static_cast<double>(6.0f * global);
+    double target = std::ldexp(1.0 + static_cast<double>(2 * (h % 8) + 1) / 16.0, k);
+    if ((h >> 3) % 8 == 0) target = (h >> 6) % 2 == 0 ? 448.0 : 464.0;
+    return static_cast<float>(target * six_g);  // the nearest f32: the edge itself or beside it
+  }
+  const bool mx = f == QuantFormat::mxfp8_e4m3 || f == QuantFormat::mxfp8_e5m2 || f == QuantFormat::mxfp4;
+  if (mx && c.quant_rules.mx == MxScaleRule::ocp_floor) {
+    const DType code = format_code_dtype(f);
+    const float qmax = code == DType::fp4_e2m1 ? 6.0f : quant_max(code);
+    return std::ldexp(1.0f, k + std::ilogb(qmax) + 1);
+  }
+  return std::nullopt;
+}
+
 // Ties of a quantised format (dist ties): each group of a (row, head) gets a power of two 2^k that
 // its scale comes out as (exactly, when a static global scale is a power of two too), one element at
 // the group's amax that makes it so, and the others at values whose scaled quotient is a rounding
@@ -405,7 +433,7 @@ std::optional<uint32_t> float_tie_bits(DType in, DType cache, uint64_t h) {
 // scale is 2^k and every other element's (x - min) / scale + 0.5 a whole number plus one half; the
 // min is 0, or a row lies wholly above or below zero.
 // Values the input dtype cannot hold are rounded to it (then only near a tie).
-uint32_t format_tie_bits(const Case& c, Tensor t, int64_t row, int64_t head, int64_t dim) {
+uint32_t format_tie_bits(const Case& c, Tensor t, int64_t row, int64_t head, int64_t dim, bool edges) {
   const QuantFormat f = c.quant_format;
   const DType in = c.input_dtype;
   const int64_t latent = c.head_dim - c.rope_dim;
@@ -443,6 +471,9 @@ uint32_t format_tie_bits(const Case& c, Tensor t, int64_t row, int64_t head, int
     v *= unit;
   } else if (j == amax_j) {
     v = sign * qmax * unit;
+    if (edges && (hg >> 32) % 4 == 0) {
+      if (const auto e = scale_edge_amax(c, global, k, hg >> 34)) v = sign * *e;
+    }
   } else {
     const uint64_t which = h % 8;
     if (fp4) {
@@ -460,6 +491,44 @@ uint32_t format_tie_bits(const Case& c, Tensor t, int64_t row, int64_t head, int
   }
   if (const auto b = exact_in(v, in)) return *b;
   return rounded_in(v, in);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Near edges (dist edges)
+
+// `bits` of float dtype t moved one step of t's encoding towards zero (dir 1) or away from it
+// (dir 2); dir 0, zeros, non-finite values and a step that would leave the finite range keep it.
+uint32_t nudge(uint32_t bits, DType t, int dir) {
+  const int width = t == DType::f32 ? 32 : 16;
+  const uint32_t sign = uint32_t{1} << (width - 1);
+  const uint32_t inf = t == DType::f32 ? 0x7F800000u : t == DType::f16 ? 0x7C00u : 0x7F80u;
+  const uint32_t mag = bits & (sign - 1);
+  if (dir == 0 || mag == 0 || mag >= inf) return bits;
+  if (dir == 1) return (bits & sign) | (mag - 1);
+  return mag + 1 == inf ? bits : (bits & sign) | (mag + 1);
+}
+
+// Input bits of an edges element: its ties value (a rounding midpoint, a saturation edge or an
+// exact stored value of the code conversion, for formats also a block scale's edge), left as it is
+// (1/3), or the input dtype's neighbour towards zero (1/3) or away from it (1/3). For an f32 input
+// the neighbours' quotients are the edge's fp32 neighbours (one ulp below and above); a 16-bit
+// input holds no value nearer. Elements with no edge (a copy, an f32 cache) are finite values.
+bool is_byte_dtype(DType t);
+
+uint32_t edge_bits(const Case& c, Tensor t, int64_t row, int64_t head, int64_t dim) {
+  const uint64_t tensor = t == Tensor::key ? 0 : 1;
+  const uint64_t h = coord_hash(c.payload_seed, kSaltEdges, tensor, static_cast<uint64_t>(row),
+                                static_cast<uint64_t>(head), static_cast<uint64_t>(dim), 0);
+  const int dir = static_cast<int>(h % 3);
+  if (c.has_format()) {
+    if (dim >= c.head_dim - c.rope_dim) return format_tie_bits(c, t, row, head, dim, true);  // copied rope dims
+    return nudge(format_tie_bits(c, t, row, head, dim, true), c.input_dtype, dir);
+  }
+  if (is_byte_dtype(c.cache_dtype)) return nudge(quant_tie_bits(c, t, row, head, dim), c.input_dtype, dir);
+  const uint64_t ht = coord_hash(c.payload_seed, kSaltTies, tensor, static_cast<uint64_t>(row),
+                                 static_cast<uint64_t>(head), static_cast<uint64_t>(dim), 2);
+  if (const auto b = float_tie_bits(c.input_dtype, c.cache_dtype, ht)) return nudge(*b, c.input_dtype, dir);
+  return finite_bits(c.input_dtype, c.cache_dtype, mix64(h), static_cast<uint64_t>(dim) + mix64(h >> 8));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -503,7 +572,8 @@ uint32_t input_bits(const Case& c, Tensor t, int64_t row, int64_t head, int64_t 
   // The range values must fit: the cache dtype's, or any finite input value for a quantised format,
   // whose scales follow each group.
   const DType dst = c.has_format() ? dt : c.cache_dtype;
-  if (c.dist == ValueDist::ties && c.has_format()) return format_tie_bits(c, t, row, head, dim);
+  if (c.dist == ValueDist::edges) return edge_bits(c, t, row, head, dim);
+  if (c.dist == ValueDist::ties && c.has_format()) return format_tie_bits(c, t, row, head, dim, false);
   if (c.dist == ValueDist::ties && !c.has_format()) {
     if (is_byte_dtype(c.cache_dtype)) return quant_tie_bits(c, t, row, head, dim);
     const uint64_t h = coord_hash(c.payload_seed, kSaltTies, tensor, static_cast<uint64_t>(row),
@@ -544,7 +614,7 @@ void input_row_bits(const Case& c, Tensor t, int64_t row, int64_t head, int64_t 
   const int64_t slot = c.slot_mapping[static_cast<size_t>(row)];
   if (c.is_padding(slot)) return fill(canary_bits(dt, Canary::padding_row));
   if (slot >= c.capacity()) return fill(canary_bits(dt, Canary::invalid_row));
-  if (c.dist == ValueDist::ties) {
+  if (c.dist == ValueDist::ties || c.dist == ValueDist::edges) {
     for (int64_t i = 0; i < count; ++i) out[i] = input_bits(c, t, row, head, first + i);
     return;
   }

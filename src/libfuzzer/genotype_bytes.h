@@ -63,7 +63,8 @@ inline Genotype genotype_from_bytes(const uint8_t* data, size_t size) {
   g.gapped_strides = in.ConsumeBool();
   g.misaligned_bases = in.ConsumeBool();
   g.kv_views = pick(in, {KvViews::alike, KvViews::value_rows, KvViews::value_heads, KvViews::value_head_major});
-  g.dist = pick(in, {ValueDist::finite, ValueDist::special, ValueDist::constant, ValueDist::ties});
+  g.dist = pick(in, {ValueDist::finite, ValueDist::special, ValueDist::constant, ValueDist::ties,
+                             ValueDist::edges});
   g.layout_seed = in.ConsumeIntegral<uint64_t>();
   // Last, so inputs from before these genes decode as they did (an exhausted input gives false, 0).
   g.scattered_positions = in.ConsumeBool();

@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <set>
@@ -15,6 +17,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "golden/block_quant.h"
 #include "golden/convert.h"
 #include "golden/payload.h"
 
@@ -529,6 +532,129 @@ TEST(Payload, floatTiesAreExactMidpointsOfTheCacheFormat) {
     });
     EXPECT_GT(ties, total * 3 / 4) << to_string(cache);
     EXPECT_GT(exact, 0);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Near edges (dist edges)
+
+// bits of float dtype `in` one encoding step from `tie` (same sign), or equal: -1 towards zero, +1
+// away, 0 equal, 2 neither.
+int step_from(uint32_t bits, uint32_t tie, DType in) {
+  const uint32_t sign = in == DType::f32 ? 0x80000000u : 0x8000u;
+  if ((bits & sign) != (tie & sign)) return 2;
+  const int64_t d = static_cast<int64_t>(bits & (sign - 1)) - static_cast<int64_t>(tie & (sign - 1));
+  return d >= -1 && d <= 1 ? static_cast<int>(d) : 2;
+}
+
+// Every edges element of a quantised cache is its ties value or that value's neighbour in the
+// input dtype, and all three occur; for an f32 input under unit and pow2 scales the quotient x /
+// scale is then a midpoint, a stored value or a value past saturation, or one fp32 ulp beside one.
+TEST(Payload, edgesAreTheTiesAndTheirNeighboursInTheInputDtype) {
+  for (DType q : {DType::fp8_e4m3, DType::fp8_e5m2, DType::int8}) {
+    const std::vector<float> g = grid(q);
+    for (DType in : {DType::f32, DType::bf16, DType::f16}) {
+      for (ScaleKind kind : {ScaleKind::per_tensor, ScaleKind::per_block, ScaleKind::per_token_head}) {
+        Case c = make_case(in, q, ValueDist::edges, 11, 300);
+        c.scale_kind = kind;
+        c.scale_dist = ScaleDist::pow2;
+        Case ties = c;
+        ties.dist = ValueDist::ties;
+        int64_t steps[3] = {0, 0, 0}, beside = 0;
+        for_each_input(c, [&](Tensor t, int64_t row, int64_t h, int64_t d, uint32_t bits) {
+          if (kind_of(c, row) != RowKind::written) return;
+          const int step = step_from(bits, input_bits(ties, t, row, h, d), in);
+          ASSERT_NE(step, 2) << to_string(q) << " " << to_string(in) << " row " << row << " dim " << d;
+          ++steps[step + 1];
+          if (in != DType::f32 || kind == ScaleKind::per_token_head) {
+            return;
+          }
+          const int64_t slot = c.slot_mapping[static_cast<size_t>(row)];
+          const int64_t index = kind == ScaleKind::per_tensor ? 0 : slot / c.cache.block_size * c.num_heads + h;
+          const float v = as_f32(bits) / as_f32(scale_bits(c, t, index));
+          if (classify(v, q, g) != TieClass::other) return;
+          // Not on an edge: then one fp32 ulp from one.
+          const TieClass below = classify(std::nextafter(v, -INFINITY), q, g);
+          const TieClass above = classify(std::nextafter(v, INFINITY), q, g);
+          ASSERT_TRUE(below != TieClass::other || above != TieClass::other) << v;
+          ++beside;
+        });
+        SCOPED_TRACE(std::string(to_string(q)) + " " + std::string(to_string(in)));
+        EXPECT_GT(steps[0], 0);
+        EXPECT_GT(steps[1], 0);
+        EXPECT_GT(steps[2], 0);
+        if (in == DType::f32 && kind != ScaleKind::per_token_head) {
+          EXPECT_GT(beside, 0);
+        }
+      }
+    }
+  }
+}
+
+// NVFP4 cases of f32 inputs: the block scale amax / (6 g) (flashinfer) and amax * RN(1 / (6 g))
+// (flashinfer_precise) round to different e4m3 codes for some groups of an edges case, and for
+// none of a ties case (its scales are powers of two times g, far from every e4m3 midpoint). A
+// random g is one per tensor and case, and the rules need not differ for every g: 8 cases.
+TEST(Payload, edgesSeparateTheTwoNvfp4ScaleRules) {
+  for (ScaleDist sd : {ScaleDist::unit, ScaleDist::pow2, ScaleDist::random}) {
+    for (ValueDist dist : {ValueDist::edges, ValueDist::ties}) {
+      int64_t differ = 0, groups = 0;
+      for (uint64_t seed = 13; seed < 21; ++seed) {
+        Case c = make_case(DType::f32, DType::fp4_e2m1, dist, seed, 300);
+        c.quant_format = QuantFormat::nvfp4;
+        c.head_dim = 64;
+        c.scale_kind = ScaleKind::per_tensor;
+        c.scale_dist = sd;
+        for (int64_t row = 0; row < c.num_slots(); ++row) {
+          if (kind_of(c, row) != RowKind::written) continue;
+          for (Tensor t : {Tensor::key, Tensor::value}) {
+            const float global = as_f32(scale_bits(c, t, 0));
+            for (int64_t h = 0; h < c.num_heads; ++h)
+              for (int64_t first = 0; first < c.head_dim; first += kNvfp4Group) {
+                std::array<float, kNvfp4Group> x{};
+                for (int i = 0; i < kNvfp4Group; ++i) x[static_cast<size_t>(i)] = as_f32(input_bits(c, t, row, h, first + i));
+                const auto a = quantize_nvfp4(x, global, Nvfp4Rule::flashinfer);
+                const auto b = quantize_nvfp4(x, global, Nvfp4Rule::flashinfer_precise);
+                differ += a.scale != b.scale;
+                ++groups;
+              }
+          }
+        }
+      }
+      SCOPED_TRACE(std::string(to_string(dist)) + " scales " + std::string(to_string(sd)));
+      if (dist == ValueDist::edges) {
+        EXPECT_GT(differ, 0) << "of " << groups << " groups";
+      }
+      if (dist == ValueDist::ties && sd != ScaleDist::random) {
+        EXPECT_EQ(differ, 0);
+      }
+    }
+  }
+}
+
+// MX under ocp_floor (E = floor(log2 amax) - emax): some groups of an edges case have their amax
+// on a power of two and some one input step below one, the two sides of the shared exponent's edge.
+TEST(Payload, edgesPutMxGroupMaximaOnBothSidesOfAPowerOfTwo) {
+  for (DType in : {DType::f32, DType::bf16}) {
+    Case c = make_case(in, DType::fp8_e4m3, ValueDist::edges, 17, 300);
+    c.quant_format = QuantFormat::mxfp8_e4m3;
+    c.head_dim = 64;
+    c.quant_rules.mx = MxScaleRule::ocp_floor;
+    int64_t on = 0, below = 0;
+    for (int64_t row = 0; row < c.num_slots(); ++row) {
+      if (kind_of(c, row) != RowKind::written) continue;
+      for (int64_t h = 0; h < c.num_heads; ++h)
+        for (int64_t first = 0; first < c.head_dim; first += kMxGroup) {
+          float amax = 0.0f;
+          for (int i = 0; i < kMxGroup; ++i) amax = std::fmax(amax, std::fabs(bits_to_f32(input_bits(c, Tensor::key, row, h, first + i), in)));
+          const float pow2 = std::ldexp(1.0f, std::ilogb(amax) + 1);  // the power of two above
+          on += amax == std::ldexp(1.0f, std::ilogb(amax));
+          const uint32_t next = convert_bits(std::bit_cast<uint32_t>(amax), DType::f32, in) + 1;  // one step up
+          below += bits_to_f32(next, in) == pow2;
+        }
+    }
+    EXPECT_GT(on, 0) << to_string(in);
+    EXPECT_GT(below, 0) << to_string(in);
   }
 }
 
