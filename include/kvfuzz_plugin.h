@@ -459,6 +459,12 @@ typedef struct kvfz_capabilities {
    * MLA, head_dims (and min/max_head_dim) are the entry's whole width, kv_c's dims plus the rope
    * dims (576 for DeepSeek's 512 + 64); for the other families, one head's dims. */
   int32_t rope_dims[KVFZ_MAX_ROPE_DIMS];
+  /* Appended in v2 (write only if KVFZ_HAS_FIELD(caps, kvfz_capabilities, stride_granularity)): 0
+   * (any) or a power of two of bytes, e.g. 16, that every stride of the input views (key, value,
+   * rope) and of the K/V caches is a multiple of, as a vectorised kernel assumes and real allocators
+   * give: kvfuzz then pads strides in whole units only, draws only head dims whose rows are whole
+   * units, and never sends another stride. Scale caches are not held to it. */
+  int32_t stride_granularity;
 } kvfz_capabilities;
 
 /* Exported by every plugin (visibility default, C linkage). The declarations carry

@@ -95,6 +95,18 @@ std::string outside_reason(const Case& c, const Capabilities& k) {
     if (std::any_of(c.slot_mapping.begin(), c.slot_mapping.end(), [&](int64_t s) { return s >= capacity; }))
       return "slots past the cache's capacity";
   }
+  if (k.stride_granularity > 1) {
+    const int64_t G = k.stride_granularity;
+    const int64_t in = dtype_size(c.input_dtype), cache = c.has_format() ? 1 : dtype_size(c.cache_dtype);
+    std::vector<int64_t> input = {c.key.stride_token, c.key.stride_head};
+    if (c.has_value()) input.insert(input.end(), {c.value.stride_token, c.value.stride_head});
+    if (c.family == Family::mla) input.insert(input.end(), {c.rope.stride_token, c.rope.stride_head});
+    for (int64_t s : input)
+      if (s * in % G != 0) return "input stride not a multiple of " + std::to_string(G) + " bytes";
+    for (const CacheGeometry* geo : {&c.cache, &c.value_geometry()})
+      for (int64_t s : {geo->stride_block, geo->stride_pos, geo->stride_head})
+        if (s * cache % G != 0) return "cache stride not a multiple of " + std::to_string(G) + " bytes";
+  }
   if (!k.unaligned) {
     const int in = dtype_size(c.input_dtype), cache = dtype_size(c.cache_dtype);
     bool ok = aligned16(c.key.offset, in) && aligned16(c.value.offset, in) && aligned16(c.cache_k_offset, cache) &&
@@ -203,6 +215,16 @@ int32_t limit(const nlohmann::json& j, const char* key, const std::string& where
   return static_cast<int32_t>(v.get<int64_t>());
 }
 
+// A byte count of 0 (any) or a power of two up to 4096.
+int32_t granularity(const nlohmann::json& j, const char* key, const std::string& where) {
+  if (!j.contains(key)) return 0;
+  const nlohmann::json& v = j.at(key);
+  const int64_t n = v.is_number_integer() ? v.get<int64_t>() : -1;
+  if (n < 0 || n > 4096 || (n & (n - 1)) != 0)
+    throw InputError(where, std::string("/") + key, v.dump() + " is not 0 (any) or a power of two of bytes up to 4096, e.g. 16");
+  return static_cast<int32_t>(n);
+}
+
 bool flag(const nlohmann::json& j, const char* key, bool missing, const std::string& where) {
   if (!j.contains(key)) return missing;
   if (!j.at(key).is_boolean()) throw InputError(where, std::string("/") + key, j.at(key).dump() + " is not true or false");
@@ -235,7 +257,8 @@ constexpr const char* kFeatureNames[] = {"fused_qkv", "strided_input", "padded_c
 Capabilities capabilities_from_json(const nlohmann::json& j, const std::string& where) {
   static const char* const keys[] = {"layouts", "input_dtypes", "cache_dtypes", "scale_kinds", "slot_dtypes", "families", "padding_modes", "addressings", "windows", "cp_inputs", "quant_formats", "quant_rules", "features",
                                      "head_dims", "min_head_dim", "max_head_dim", "head_dim_multiple", "max_num_heads",
-                                     "max_block_size", "block_size_pow2_only", "same_input_cache_dtype", "slots_past_capacity", "rope_dims"};
+                                     "max_block_size", "block_size_pow2_only", "same_input_cache_dtype", "slots_past_capacity", "rope_dims",
+                                     "stride_granularity"};
   std::string known;
   for (const char* k : keys) known += (known.empty() ? "" : ", ") + std::string(k);
   if (!j.is_object()) throw InputError(where, "", "expected a dict of capabilities with the keys " + known);
@@ -288,6 +311,7 @@ Capabilities capabilities_from_json(const nlohmann::json& j, const std::string& 
   c.block_size_pow2_only = flag(j, "block_size_pow2_only", false, where);
   c.same_input_cache_dtype = flag(j, "same_input_cache_dtype", false, where);
   c.slots_past_capacity = flag(j, "slots_past_capacity", true, where);
+  c.stride_granularity = granularity(j, "stride_granularity", where);
   return c;
 }
 
@@ -331,6 +355,7 @@ nlohmann::json capabilities_to_json(const Capabilities& c) {
   j["block_size_pow2_only"] = c.block_size_pow2_only;
   j["same_input_cache_dtype"] = c.same_input_cache_dtype;
   j["slots_past_capacity"] = c.slots_past_capacity;
+  j["stride_granularity"] = c.stride_granularity;
   return j;
 }
 
@@ -427,18 +452,20 @@ Profile restrict_profile(const Profile& p, const Capabilities& k) {
   r.head_dims = only(p.head_dims, [&](int32_t d) {
     return (k.min_head_dim <= 0 || d >= k.min_head_dim) && (k.max_head_dim <= 0 || d <= k.max_head_dim) &&
            (k.head_dim_multiple <= 1 || d % k.head_dim_multiple == 0) && in_set(k.head_dims, d) &&
-           (k.unaligned || (d * smallest) % 16 == 0);
+           (k.unaligned || (d * smallest) % 16 == 0) && (k.stride_granularity <= 1 || (d * smallest) % k.stride_granularity == 0);
   });
   const std::string limits = limits_text(k.min_head_dim, k.max_head_dim, k.head_dim_multiple);
   require(p, p.head_dims, r.head_dims, "head_dim",
           limits + (k.head_dims.empty() ? "" : (limits.empty() ? "" : ", ") + ("one of " + set_text(k.head_dims))) +
-              (k.unaligned ? "" : " (without unaligned pointers: rows of whole 16-byte units)"));
+              (k.unaligned ? "" : " (without unaligned pointers: rows of whole 16-byte units)") +
+              (k.stride_granularity > 1 ? " (strides in " + std::to_string(k.stride_granularity) + "-byte units: rows of whole units)" : ""));
 
   if (!k.fused_qkv) r.fused_qkv_percent = 0;
   // Gaps stretch input and cache strides alike; distinct K/V views are strided inputs; odd bases are
   // unaligned pointers. Odd slot values (irregular) are part of every kernel's contract.
   if (!(k.strided_input && k.padded_cache)) r.gapped_strides_percent = 0;
   if (!k.unaligned) r.misaligned_bases_percent = 0;
+  if (k.stride_granularity > 1) r.stride_gap_bytes = std::max(r.stride_gap_bytes, k.stride_granularity);
   if (!k.strided_input) r.kv_views = {{KvViews::alike}, {1}};
   // MLA entries: only the rope dims the kernel takes; none left, no MLA case (ds_mla's 64 is fit_format's).
   r.rope_dims = only(p.rope_dims, [&](int32_t d) { return in_set(k.rope_dims, d); });

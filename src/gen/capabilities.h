@@ -60,6 +60,8 @@ struct Capabilities {
   int32_t max_num_heads = 0;
   int32_t max_block_size = 0;
   bool block_size_pow2_only = false;
+  int32_t stride_granularity = 0;   // bytes (a power of two; 0 or 1: any): every stride of the input views and
+                                    // of the K/V caches is a multiple of it (scale caches are not held to it)
 
   bool operator==(const Capabilities&) const = default;
 };
@@ -115,6 +117,7 @@ inline uint32_t python_cp_inputs() { return ~(1u << static_cast<unsigned>(CpInpu
 //   min_head_dim, max_head_dim, head_dim_multiple, max_num_heads, max_block_size   integers >= 0 (0: no limit)
 //   block_size_pow2_only, same_input_cache_dtype   booleans (default false)
 //   slots_past_capacity   boolean (default true): false, no slot >= capacity is ever sent
+//   stride_granularity    integer, 0 or a power of two up to 4096: bytes every input and cache stride is a multiple of
 // Throws InputError(where, "/KEY", what was expected) for an unknown key or a value of the wrong form.
 Capabilities capabilities_from_json(const nlohmann::json& j, const std::string& where);
 

@@ -340,6 +340,7 @@ rc::Gen<Genotype> gen_batch(const ProfilePtr& pp, const Shape& s) {
           g.dist = s.dist;
           g.irregular = s.irregular;
           g.gapped_strides = s.gapped_strides;
+          g.stride_gap_bytes = pp->stride_gap_bytes;
           g.misaligned_bases = s.misaligned_bases;
           g.kv_views = s.kv_views;
           g.requests = std::move(std::get<0>(t));
@@ -408,8 +409,10 @@ void fit_format(Genotype& g) {
   g.cache_dtype = format_code_dtype(f);
   g.scale_kind = f == QuantFormat::nvfp4 ? ScaleKind::per_tensor : ScaleKind::none;
   if (g.scale_kind == ScaleKind::none) g.scale_dist = ScaleDist::unit;
-  // A constant or non-finite group has no defined asymmetric code (block_quant.h): finite values or ties.
-  if ((f == QuantFormat::asym_int8 || f == QuantFormat::asym_int4) && g.dist != ValueDist::ties) g.dist = ValueDist::finite;
+  // A constant or non-finite group has no defined asymmetric code (block_quant.h): finite values, ties or edges.
+  if ((f == QuantFormat::asym_int8 || f == QuantFormat::asym_int4) && g.dist != ValueDist::ties &&
+      g.dist != ValueDist::edges)
+    g.dist = ValueDist::finite;
 }
 
 rc::Gen<Genotype> gen_genotype(const Profile& profile) {

@@ -38,6 +38,8 @@ struct Genotype {
   bool irregular = false;           // odd padding and invalid slot values; the cache's last block in use
   bool gapped_strides = false;      // gaps between dims of every strided tensor, slack between and after tensors
   bool misaligned_bases = false;    // odd element offsets of every tensor's base (not 16-byte aligned)
+  int32_t stride_gap_bytes = 0;     // the gaps' unit in input views and caches: 0 one element, else
+                                    // the smallest multiple of this many bytes (Profile::stride_gap_bytes)
   KvViews kv_views = KvViews::alike;  // how the value input view differs from the key view
   Family family = Family::kv;       // which fields the cache stores (types.h)
   int32_t value_head_dim = 0;       // kv_split: V's head dim; 0 otherwise

@@ -146,7 +146,14 @@ void place_tokens(const Genotype& g, Case& c) {
   }
 }
 
-// Cache strides, K/V offsets and the cache buffer size. Gaps (0..3 elements) between dims and
+// The unit of a stride gap between elements `elem_bytes` wide: one element, or with
+// stride_gap_bytes the elements of that many bytes (a power of two, as element sizes are).
+int64_t gap_unit(const Genotype& g, int64_t elem_bytes) {
+  elem_bytes = std::max<int64_t>(elem_bytes, 1);
+  return g.stride_gap_bytes > elem_bytes ? g.stride_gap_bytes / elem_bytes : 1;
+}
+
+// Cache strides, K/V offsets and the cache buffer size. Gaps (0..3 gap units) between dims and
 // tensors and a buffer tail only with gapped_strides; an odd K base only with misaligned_bases.
 // (With both set, the draws are those of the former single `irregular` flag.)
 // The strides of a [.., H, D] field in one of the layouts that hold one field per tensor.
@@ -169,7 +176,8 @@ CacheGeometry field_strides(Layout layout, int64_t H, int64_t D, int64_t bs, int
 // The cache of a family other than kv (validate.cpp check_field_caches): K (or the latent entry),
 // then for kv_split V with its own head dim and strides after a gap.
 void lay_out_field_caches(const Genotype& g, SplitMix64& rng, Case& c) {
-  const std::function<int64_t()> gap = [&]() -> int64_t { return g.gapped_strides ? static_cast<int64_t>(rng.below(4)) : 0; };
+  const int64_t unit = gap_unit(g, dtype_size(g.cache_dtype));
+  const std::function<int64_t()> gap = [&]() -> int64_t { return g.gapped_strides ? unit * static_cast<int64_t>(rng.below(4)) : 0; };
   const int64_t H = g.num_heads, bs = c.cache.block_size, nb = c.cache.num_blocks;
   c.cache = field_strides(g.layout, H, g.head_dim, bs, nb, gap);
   c.cache_k_offset = g.misaligned_bases ? 1 + 2 * static_cast<int64_t>(rng.below(4)) : 0;  // odd: misaligned base
@@ -187,7 +195,8 @@ void lay_out_field_caches(const Genotype& g, SplitMix64& rng, Case& c) {
 void lay_out_cache(const Genotype& g, Case& c) {
   SplitMix64 rng = stream(g.layout_seed, kCacheSalt);
   if (g.family != Family::kv) return lay_out_field_caches(g, rng, c);
-  auto gap = [&]() -> int64_t { return g.gapped_strides ? static_cast<int64_t>(rng.below(4)) : 0; };
+  const int64_t unit = gap_unit(g, dtype_size(g.cache_dtype));
+  auto gap = [&]() -> int64_t { return g.gapped_strides ? unit * static_cast<int64_t>(rng.below(4)) : 0; };
   const int64_t H = g.num_heads, D = g.head_dim, bs = c.cache.block_size, nb = c.cache.num_blocks;
   CacheGeometry& geo = c.cache;
   switch (g.layout) {
@@ -248,7 +257,7 @@ void lay_out_format(const Genotype& g, Case& c) {
   c.quant_format = f;
   c.quant_rules = g.quant_rules;
   const int64_t H = g.num_heads, D = g.head_dim, bs = c.cache.block_size, nb = c.cache.num_blocks;
-  const int64_t unit = format_scales_in_cache(f) ? 4 : 1;
+  const int64_t unit = std::max<int64_t>(format_scales_in_cache(f) ? 4 : 1, g.stride_gap_bytes);
   const auto gap = [&]() -> int64_t { return g.gapped_strides ? unit * static_cast<int64_t>(rng.below(4)) : 0; };
   int64_t row = D * dtype_bits(format_code_dtype(f)) / 8;
   if (f == QuantFormat::fp8_inline || f == QuantFormat::int8_inline) row = rng.percent(50) ? D + 4 : (D + 4 + 15) / 16 * 16;
@@ -368,7 +377,8 @@ void lay_out_scales(const Genotype& g, Case& c) {
 //   value_heads       heads padded by 1..4 elements, rows by 0..3;
 //   value_head_major  rows of D + 0..3 elements, heads T_in rows (+ 0..3) apart, so that the head
 //                     stride is the larger one, as in a [H, T_in, D] tensor transposed.
-// The token stride always differs from K's (nudged by one element where the draws coincide), so a
+// Paddings are in gap_unit()s (one element unless stride_gap_bytes says more).
+// The token stride always differs from K's (nudged by one unit where the draws coincide), so a
 // kernel that reads V with K's token stride reads the wrong row from t = 1 on. Returns V's end.
 int64_t place_value(const Genotype& g, int64_t rows, int64_t end, Case& c) {
   SplitMix64 rng = stream(g.layout_seed, kViewsSalt);
@@ -380,24 +390,25 @@ int64_t place_value(const Genotype& g, int64_t rows, int64_t end, Case& c) {
   InputView v;
   // V's base: 1..8 elements past `end` with misaligned_bases, else the next 16-byte boundary 0..8
   // elements past it (the input buffer itself is 16-byte aligned in every arena).
-  const int64_t unit = 16 / dtype_size(g.input_dtype);
-  v.offset = g.misaligned_bases ? end + draw(1, 8) : (end + draw(0, 8) + unit - 1) / unit * unit;
+  const int64_t align = 16 / dtype_size(g.input_dtype);
+  v.offset = g.misaligned_bases ? end + draw(1, 8) : (end + draw(0, 8) + align - 1) / align * align;
+  const int64_t u = gap_unit(g, dtype_size(g.input_dtype));  // every padding in these units
   switch (g.kv_views) {
     case KvViews::alike:  // not called
     case KvViews::value_rows:
       v.stride_head = key_head;
-      v.stride_token = H * key_head + draw(1, D + 3);
-      if (v.stride_token == c.key.stride_token) ++v.stride_token;
+      v.stride_token = H * key_head + u * draw(1, D + 3);
+      if (v.stride_token == c.key.stride_token) v.stride_token += u;
       break;
     case KvViews::value_heads:
-      v.stride_head = key_head + draw(1, 4);
-      v.stride_token = H * v.stride_head + draw(0, 3);
-      if (v.stride_token == c.key.stride_token) ++v.stride_token;
+      v.stride_head = key_head + u * draw(1, 4);
+      v.stride_token = H * v.stride_head + u * draw(0, 3);
+      if (v.stride_token == c.key.stride_token) v.stride_token += u;
       break;
     case KvViews::value_head_major:
-      v.stride_token = D + draw(0, 3);
-      if (v.stride_token == c.key.stride_token) ++v.stride_token;
-      v.stride_head = std::max<int64_t>(rows, 1) * v.stride_token + draw(0, 3);
+      v.stride_token = D + u * draw(0, 3);
+      if (v.stride_token == c.key.stride_token) v.stride_token += u;
+      v.stride_head = std::max<int64_t>(rows, 1) * v.stride_token + u * draw(0, 3);
       break;
   }
   c.value = v;
@@ -417,7 +428,8 @@ int64_t place_value(const Genotype& g, int64_t rows, int64_t end, Case& c) {
 //   mla       one projection row [kv_c (D - rope_dim) | k_pe (rope_dim) | gap] (DeepSeek's kv_a_proj
 //             output split in two), or kv_c [T_in, D - rope_dim] then k_pe [T_in, rope_dim].
 void lay_out_field_inputs(const Genotype& g, int64_t rows, SplitMix64& rng, Case& c) {
-  auto gap = [&]() -> int64_t { return g.gapped_strides ? static_cast<int64_t>(rng.below(4)) : 0; };
+  const int64_t unit = gap_unit(g, dtype_size(g.input_dtype));
+  auto gap = [&]() -> int64_t { return g.gapped_strides ? unit * static_cast<int64_t>(rng.below(4)) : 0; };
   const int64_t H = g.num_heads, D = g.head_dim, Dv = g.family == Family::kv_split ? g.value_head_dim : 0;
   const int64_t base = g.misaligned_bases ? 1 + 2 * static_cast<int64_t>(rng.below(4)) : 0;
   c.value = {};
@@ -465,7 +477,8 @@ void lay_out_inputs(const Genotype& g, int64_t num_slots, Case& c) {
     c.num_input_rows = num_slots + g.extra_input_rows;
     return lay_out_field_inputs(g, c.num_input_rows, rng, c);
   }
-  auto gap = [&]() -> int64_t { return g.gapped_strides ? static_cast<int64_t>(rng.below(4)) : 0; };
+  const int64_t unit = gap_unit(g, dtype_size(g.input_dtype));
+  auto gap = [&]() -> int64_t { return g.gapped_strides ? unit * static_cast<int64_t>(rng.below(4)) : 0; };
   const int64_t H = g.num_heads, D = g.head_dim;
   const int64_t rows = num_slots + g.extra_input_rows;
   c.num_input_rows = rows;

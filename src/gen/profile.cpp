@@ -152,7 +152,7 @@ const std::set<std::string>& profile_keys() {
 
 // Keys a profile may leave out (profile.h says their defaults).
 const std::set<std::string>& optional_profile_keys() {
-  static const std::set<std::string> keys = {"gapped_strides_percent", "misaligned_bases_percent", "kv_views",
+  static const std::set<std::string> keys = {"gapped_strides_percent", "misaligned_bases_percent", "stride_gap_bytes", "kv_views",
                                              "families", "value_head_dims", "rope_dims", "padding_modes", "addressings", "ring_percent", "window_inputs",
                                              "cp_percent", "cp_inputs", "cp_world_sizes", "cp_interleaves",
                                              "format_percent", "quant_formats", "nvfp4_rules", "scale_layouts", "mx_rules",
@@ -249,7 +249,7 @@ Profile profile_from_json(const json& j, const ProfileReader& r) {
                                              "unit, pow2, random, extreme");
   p.slot_dtypes = r.weighted_enum<IndexType>(j.at("slot_dtypes"), "/slot_dtypes", index_type_from_string, "i32, i64");
   p.value_dists = r.weighted_enum<ValueDist>(j.at("value_dists"), "/value_dists", value_dist_from_string,
-                                              "finite, special, constant, ties");
+                                              "finite, special, constant, ties, edges");
   p.max_requests = static_cast<int32_t>(r.integer(j.at("max_requests"), "/max_requests", 1, 4096));
   p.max_context_len = static_cast<int32_t>(r.integer(j.at("max_context_len"), "/max_context_len", 0, 1 << 20));
   p.max_new_len = static_cast<int32_t>(r.integer(j.at("max_new_len"), "/max_new_len", 1, 1 << 20));
@@ -271,6 +271,11 @@ Profile profile_from_json(const json& j, const ProfileReader& r) {
       j.contains("misaligned_bases_percent")
           ? static_cast<int>(r.integer(j.at("misaligned_bases_percent"), "/misaligned_bases_percent", 0, 100))
           : p.irregular_percent;
+  if (j.contains("stride_gap_bytes")) {
+    p.stride_gap_bytes = static_cast<int32_t>(r.integer(j.at("stride_gap_bytes"), "/stride_gap_bytes", 0, 4096));
+    if ((p.stride_gap_bytes & (p.stride_gap_bytes - 1)) != 0)
+      r.fail("/stride_gap_bytes", "expected 0 (one element) or a power of two of bytes up to 4096, got " + std::to_string(p.stride_gap_bytes));
+  }
   p.kv_views = j.contains("kv_views") ? r.weighted_enum<KvViews>(j.at("kv_views"), "/kv_views", kv_views_from_string,
                                                                   "alike, value_rows, value_heads, value_head_major")
                                       : default_profile().kv_views;
@@ -524,6 +529,7 @@ json profile_to_json(const Profile& p) {
             {"max_shared_prefix_blocks", p.max_shared_prefix_blocks},
             {"max_elements_per_case", p.max_elements_per_case},
             {"min_tensor_elements", p.min_tensor_elements}};
+  if (p.stride_gap_bytes != 0) j["stride_gap_bytes"] = p.stride_gap_bytes;  // optional, and then written
   return j;
 }
 

@@ -100,6 +100,9 @@ struct Profile {
                                        // and input tensors, between K and V and after the buffers
   int misaligned_bases_percent = 50;   // odd element offsets of the K cache, scale cache and input
                                        // bases (not 16-byte aligned)
+  int32_t stride_gap_bytes = 0;        // the unit of those gaps in input views and caches (not scale
+                                       // caches), in bytes: 0 one element; N (a power of two) the
+                                       // smallest multiple of N bytes (a kernel's stride granularity)
   Weighted<KvViews> kv_views;          // how the value input view differs from the key view: alike,
                                        // value_rows (V's rows padded), value_heads (V's heads padded
                                        // too), value_head_major (V head-major); shrink target: alike,

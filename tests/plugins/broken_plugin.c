@@ -28,6 +28,9 @@
  *                         refuses every case with 2 or more heads (so that campaigns shrink)
  *   NO_SLOTS_PAST_CAPACITY  declares KVFZ_FEATURE_NO_SLOTS_PAST_CAPACITY and refuses any call with a
  *                         slot >= capacity (kvfuzz must never make one, shrinking included)
+ *   STRIDE_GRANULARITY_16  declares kvfz_capabilities.stride_granularity 16 and refuses any call
+ *                         with an input or cache stride that is not a whole number of 16 bytes
+ *                         (kvfuzz must never make one, shrinking included)
  *   SKIPS_SMALL_HEAD_DIM  returns KVFZ_APPEND_SKIP ("head_dim below 8 is not implemented") for head
  *                         dims below 8; with $KVFUZZ_TEST_WRONG set, writes nothing for the others
  *                         (missing_write), so that shrinking meets skipped candidates
@@ -69,6 +72,9 @@ int kvfuzz_plugin_query(kvfz_capabilities* caps, int device, char* error, size_t
 #endif
 #if defined(NO_SLOTS_PAST_CAPACITY)
   caps->features |= KVFZ_FEATURE_NO_SLOTS_PAST_CAPACITY;
+#endif
+#if defined(STRIDE_GRANULARITY_16)
+  if (KVFZ_HAS_FIELD(caps, kvfz_capabilities, stride_granularity)) caps->stride_granularity = 16;
 #endif
 #if defined(HEAD_DIMS_64_128)
   if (KVFZ_HAS_FIELD(caps, kvfz_capabilities, head_dims)) {
@@ -171,6 +177,19 @@ int kvfuzz_plugin_append(const kvfz_append_args* args, char* error, size_t error
         return 1;
       }
     }
+  }
+#endif
+#if defined(STRIDE_GRANULARITY_16)
+  {
+    const int64_t in = args->input_dtype == KVFZ_F32 ? 4 : 2, cache = args->cache_dtype == KVFZ_F32 ? 4 : 2;
+    const int64_t strides[] = {args->key_stride_token * in,    args->key_stride_head * in,     args->value_stride_token * in,
+                               args->value_stride_head * in,   args->cache.stride_block * cache, args->cache.stride_pos * cache,
+                               args->cache.stride_head * cache};
+    for (size_t i = 0; i < sizeof strides / sizeof strides[0]; ++i)
+      if (strides[i] % 16 != 0) {
+        snprintf(error, error_size, "stride %zu is %lld bytes, not a whole number of 16-byte units", i, (long long)strides[i]);
+        return 1;
+      }
   }
 #endif
 #if defined(SKIPS_SMALL_HEAD_DIM)

@@ -227,6 +227,30 @@ class NoSlotsPastCapacity(unittest.TestCase):
                                stats)
 
 
+class StrideGranularity(unittest.TestCase):
+    def test_a_plugin_declaring_a_stride_granularity_gets_only_whole_units(self):
+        # broken-stride-granularity-16.so declares 16-byte strides and refuses (launch_error) any call
+        # with an input or cache stride of another length: kvfuzz must pad in whole units only.
+        with tempfile.TemporaryDirectory() as d:
+            summary = pathlib.Path(d) / "s.json"
+            p = kvfuzz("run", "--target", plugin("broken-stride-granularity-16.so"), "--cases", 400, "--seed", 4,
+                       "--stats", "--json", summary, "--corpus-out", pathlib.Path(d) / "found")
+            self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+            result = json.loads(summary.read_text())
+            self.assertEqual(result["passed"], 400)
+            # Gapped strides are still drawn (in 16-byte units), so the kernel's padded paths run.
+            self.assertGreater(result["stats"].get("cache_strides=gapped", 0), 50, result["stats"])
+            # The control: without the declaration the same profile sends strides it refuses.
+            n = kvfuzz("run", "--target", plugin("naive.so"), "--cases", 400, "--seed", 4, "--json", summary,
+                       "--corpus-out", pathlib.Path(d) / "found2")
+            self.assertEqual(n.returncode, 0, n.stdout + n.stderr)
+            r = kvfuzz("replay", pathlib.Path(__file__).resolve().parents[2] / "corpus", "--target",
+                       plugin("broken-stride-granularity-16.so"), "--json", summary)
+            self.assertIn(r.returncode, (0, 1), r.stdout + r.stderr)
+            reasons = json.loads(summary.read_text())["skipped"]["reasons"]
+            self.assertGreater(sum(v for k, v in reasons.items() if "not a multiple of 16 bytes" in k), 0, reasons)
+
+
 class FormatsOnlyPlugin(unittest.TestCase):
     def test_a_plugin_writing_quantised_formats_only_gets_no_classic_case(self):
         # kvfuzz_cuda_plugin_formats_only.so declares the formats without the NONE bit and no classic

@@ -149,6 +149,9 @@ std::string query(const Entry& e, int device, kvfz_capabilities& caps) {
     if (caps.rope_dims[i] < 0 || caps.rope_dims[i] > 4096)
       return "kvfuzz_plugin_query set rope_dims[" + std::to_string(i) + "] to " + std::to_string(caps.rope_dims[i]) +
              "; expected rope dims 1..4096, 0 for unused entries";
+  if (const int32_t g = caps.stride_granularity; g < 0 || g > 4096 || (g & (g - 1)) != 0)
+    return "kvfuzz_plugin_query set stride_granularity to " + std::to_string(g) +
+           "; expected 0 (any) or a power of two of bytes up to 4096, e.g. 16";
   return "";
 }
 
@@ -305,6 +308,7 @@ Capabilities to_capabilities(const kvfz_capabilities& k) {
   c.max_num_heads = k.max_num_heads;
   c.max_block_size = k.max_block_size;
   c.block_size_pow2_only = k.block_size_pow2_only != 0;
+  c.stride_granularity = k.stride_granularity > 1 ? k.stride_granularity : 0;
   return c;
 }
 
@@ -376,6 +380,7 @@ std::string supports_text(const kvfz_capabilities& k) {
     if (k.features & bit) features += (features.empty() ? "" : ", ") + std::string(name);
   s += "; features: " + (features.empty() ? std::string("none") : features);
   if (k.features & KVFZ_FEATURE_NO_SLOTS_PAST_CAPACITY) s += "; no slots past capacity";
+  if (k.stride_granularity > 1) s += "; strides in " + std::to_string(k.stride_granularity) + "-byte units";
   return s;
 }
 

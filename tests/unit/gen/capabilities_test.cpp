@@ -178,6 +178,65 @@ TEST(Capabilities, aKernelDeclaringNoSlotsPastCapacityNeverGetsOne) {
   EXPECT_TRUE(capabilities_from_json(nlohmann::json::object(), "caps").slots_past_capacity);
 }
 
+// Every stride of the input views and K/V caches, in bytes.
+std::vector<int64_t> stride_bytes(const Case& c) {
+  const int64_t in = dtype_size(c.input_dtype), cache = c.has_format() ? 1 : dtype_size(c.cache_dtype);
+  std::vector<int64_t> out = {c.key.stride_token * in, c.key.stride_head * in};
+  if (c.has_value()) out.insert(out.end(), {c.value.stride_token * in, c.value.stride_head * in});
+  if (c.family == Family::mla) out.insert(out.end(), {c.rope.stride_token * in, c.rope.stride_head * in});
+  for (const CacheGeometry* g : {&c.cache, &c.value_geometry()})
+    out.insert(out.end(), {g->stride_block * cache, g->stride_pos * cache, g->stride_head * cache});
+  return out;
+}
+
+// A vectorised kernel (16-byte loads and stores) with every feature but element-wise strides: it
+// gets gapped strides and distinct K/V views, all in whole 16-byte units, and no other stride.
+TEST(Capabilities, aKernelDeclaringAStrideGranularityGetsOnlyWholeUnits) {
+  Capabilities k;
+  k.stride_granularity = 16;
+  const Profile r = restrict_profile(default_profile(), k);
+  EXPECT_EQ(r.stride_gap_bytes, 16);
+  for (const auto& d : r.head_dims.values) EXPECT_EQ(d % 16, 0) << d;  // fp8/int8 rows of whole units
+  const CaseSource source(default_profile(), k);
+  int64_t run = 0, gapped = 0, odd_in_profile = 0;
+  for (int64_t i = 0; i < 400; ++i) {
+    const Case as_drawn = materialize(generate_case(default_profile(), 9, i));  // the control
+    for (int64_t s : stride_bytes(as_drawn)) odd_in_profile += s % 16 != 0;
+    const DrawnCase d = source.draw(9, i);
+    if (d.skipped) continue;
+    ++run;
+    for (int64_t s : stride_bytes(d.kase)) ASSERT_EQ(s % 16, 0) << "case " << i << ": " << case_to_json(d.kase).dump();
+    gapped += d.genotype.gapped_strides;
+  }
+  EXPECT_GT(odd_in_profile, 0);
+  EXPECT_GT(run, 350);
+  EXPECT_GT(gapped, 50);
+  // A case with a one-element gap is outside, with the reason.
+  Genotype g;
+  g.requests = {{2, 1}};
+  g.head_dim = 64;
+  g.gapped_strides = true;
+  g.layout_seed = 3;
+  bool found = false;
+  for (uint64_t seed = 1; seed < 50 && !found; ++seed) {
+    g.layout_seed = seed;
+    const std::string why = outside_reason(materialize(g), k);
+    found = why.find("stride not a multiple of 16 bytes") != std::string::npos;
+  }
+  EXPECT_TRUE(found);
+  // The Python key, and its bad forms.
+  EXPECT_EQ(capabilities_from_json(nlohmann::json::parse(R"({"stride_granularity": 16})"), "caps").stride_granularity, 16);
+  EXPECT_EQ(capabilities_from_json(capabilities_to_json(k), "caps").stride_granularity, 16);
+  for (const char* bad : {R"({"stride_granularity": 12})", R"({"stride_granularity": -16})", R"({"stride_granularity": "16"})"}) {
+    try {
+      capabilities_from_json(nlohmann::json::parse(bad), "caps");
+      ADD_FAILURE() << bad;
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("at /stride_granularity: "), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(Capabilities, anMlaKernelGetsOnlyItsRopeDims) {
   Profile p = default_profile();
   p.families = {{Family::kv, Family::mla}, {1, 3}};
