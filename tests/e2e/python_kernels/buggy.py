@@ -33,8 +33,9 @@ def fill_kv_cache_contiguous_rows(key, value, key_cache, value_cache, slot_mappi
                                   context_lens, block_tables, **unused):
     """examples/python/fill_kv_cache.py as LMDeploy's kernel indexes: request b's rows taken to be rows
     q_start_loc[b] .. + q_seq_len[b] (the running sum of its new tokens) at positions context_len + i,
-    ignoring batch_indices and positions. Padding or invalid rows between a request's rows shift every
-    later row onto the wrong request's block table and position."""
+    ignoring batch_indices and positions. Scattered positions put a row at the wrong position, and
+    padding or invalid rows between a request's rows shift every later row onto the wrong request's
+    block table."""
     block_size = key_cache.shape[1] if layout == "nhd" else key_cache.shape[2]
     row = 0
     for b in range(seq_lens.shape[0]):
