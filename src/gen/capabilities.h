@@ -85,25 +85,21 @@ inline uint32_t undeclared_python_families() { return 1u << static_cast<unsigned
 // "padding_modes": negative alone (a function written for it may check that no slot is 0).
 inline uint32_t undeclared_python_padding_modes() { return 1u << static_cast<unsigned>(PaddingMode::negative); }
 
-// The addressings a Python function target receives: slot_mapping alone, whatever it declares (the
-// Python calling convention has no CSR arrays yet).
-inline uint32_t python_addressings() { return 1u << static_cast<unsigned>(Addressing::slot_mapping); }
+// The addressings a Python function target receives unless its declaration lists "addressings":
+// slot_mapping alone (CSR calls pass slot_mapping=None and the CSR arrays as keywords, docs/targets.md).
+inline uint32_t undeclared_python_addressings() { return 1u << static_cast<unsigned>(Addressing::slot_mapping); }
 
-// The quantised formats a Python function target receives: none of them (the Python calling
-// convention has no typed fields yet): the classic caches only.
-inline uint32_t python_quant_formats() { return 1u << static_cast<unsigned>(QuantFormat::none); }
+// The quantised formats a Python function target receives unless its declaration lists
+// "quant_formats": none of them, the classic caches only (a format call passes key_cache=None and the
+// format's buffers and fields as keywords).
+inline uint32_t undeclared_python_quant_formats() { return 1u << static_cast<unsigned>(QuantFormat::none); }
 
-// The ring caches a Python function target receives: none with positions input (the Python
-// calling convention has no window arguments yet); rings whose slot_mapping applies the window only
-// if its declaration's "windows" lists "slot_mapping".
+// The ring caches a Python function target receives unless its declaration lists "windows": none.
 inline uint32_t undeclared_python_windows() { return 1u << static_cast<unsigned>(WindowInput::none); }
-inline uint32_t python_windows() { return ~(1u << static_cast<unsigned>(WindowInput::positions)); }
 
-// The context-parallel shards a Python function target receives: none with positions input (the
-// Python calling convention has no rank arguments yet); shards whose slot_mapping is the rank's own
-// (one call per rank, each a plain append) only if its declaration's "cp_inputs" lists "slot_mapping".
+// The context-parallel shards a Python function target receives unless its declaration lists
+// "cp_inputs": none (one call per rank, docs/targets.md).
 inline uint32_t undeclared_python_cp_inputs() { return 1u << static_cast<unsigned>(CpInput::none); }
-inline uint32_t python_cp_inputs() { return ~(1u << static_cast<unsigned>(CpInput::positions)); }
 
 // Capabilities from a Python target's declaration, a JSON object whose keys are all optional (a
 // missing key: no restriction) and mirror kvfz_capabilities:

@@ -48,9 +48,9 @@ class PythonTarget final : public Target {
   }
 
   // The triton-interp targets: own_kernel_capabilities() (info_). A function: what it declares
-  // (FUNCTION.kvfuzz_capabilities or FUNCTION_capabilities()), from the same probe, with vllm_legacy
-  // and the families other than kv only if its declaration lists them (undeclared_python_layouts(),
-  // undeclared_python_families()).
+  // (FUNCTION.kvfuzz_capabilities or FUNCTION_capabilities()), from the same probe, with vllm_legacy,
+  // the families other than kv, sink padding, CSR, rings, shards and quantised formats only if its
+  // declaration lists them (undeclared_python_layouts(), ..., gen/capabilities.h).
   std::optional<Capabilities> capabilities() const override {
     if (spec_.config.value("mode", "") == "launch") return info_.capabilities;
     const PythonHello hello = probe_python_worker(spec_);
@@ -59,12 +59,10 @@ class PythonTarget final : public Target {
     if (!declared || !hello.declares_layouts) caps.layouts &= undeclared_python_layouts();
     if (!declared || !hello.declares_families) caps.families &= undeclared_python_families();
     if (!declared || !hello.declares_padding_modes) caps.padding_modes &= undeclared_python_padding_modes();
-    caps.addressings &= python_addressings();
+    if (!declared || !hello.declares_addressings) caps.addressings &= undeclared_python_addressings();
     if (!declared || !hello.declares_windows) caps.windows &= undeclared_python_windows();
-    caps.windows &= python_windows();
     if (!declared || !hello.declares_cp_inputs) caps.cp_inputs &= undeclared_python_cp_inputs();
-    caps.cp_inputs &= python_cp_inputs();
-    caps.quant_formats &= python_quant_formats();
+    if (!declared || !hello.declares_quant_formats) caps.quant_formats &= undeclared_python_quant_formats();
     return caps;
   }
 
@@ -166,9 +164,14 @@ std::unique_ptr<Target> make_python_call(const std::string& argument, const Targ
       "\"vllm_legacy\": K [nb, H, D/x, bs, x], V [nb, H, D, bs]) only if its declared layouts list it, the "
       "families kv_split (value [T, H, Dv], value_cache with its own strides), k_only (value, value_cache None) and "
       "mla (key = kv_c [T, D_c], key_cache [nb, bs, D], rope=k_pe [T, rope_dim], value, value_cache None) only if "
-      "its declared families list them, context-parallel shards (one call per rank on the rank's shard, with the "
-      "rank's slot_mapping from kvfuzz's formula) only if its declared cp_inputs list slot_mapping (positions input: "
-      "never)";
+      "its declared families list them, context-parallel shards (one call per rank on the rank's shard) only if its "
+      "declared cp_inputs list them (slot_mapping: the rank's own, from kvfuzz's formula; positions: cp_positions, "
+      "cp_rank, cp_world_size, cp_interleave), CSR addressing (slot_mapping None; batch_indices, positions, kv_indices, "
+      "kv_indptr, kv_last_page_len) only if its declared addressings list csr, rings only if its declared windows list "
+      "them (positions: window_positions, window_seq_lens, window_size, window_sinks), quantised formats (key_cache, "
+      "value_cache None; quant_format, quant_rules, format_cache, format_scales, format_fields) only if its declared "
+      "quant_formats list them, and the request structure (batch_indices, positions, seq_lens, context_lens, "
+      "block_tables) if its declared inputs list requests (docs/targets.md)";
   info.tolerance = "exact (--tolerance for a kernel with another rounding or scale convention)";
   info.needs_gpu = convention == Convention::torch_cuda;
   info.capabilities = std::nullopt;  // the function's declaration, read by capabilities()

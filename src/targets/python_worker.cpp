@@ -25,7 +25,11 @@
 #include <utility>
 #include <vector>
 
+#include "case/context_parallel.h"
+#include "case/csr.h"
 #include "case/errors.h"
+#include "case/placement.h"
+#include "gen/capabilities.h"
 #include "cp_slot_mapping.cuh"
 #include "kv_append.cuh"
 #include "python_worker_source.h"  // kPythonWorkerSource: python_worker.py, embedded by CMake
@@ -221,12 +225,15 @@ const PythonHello& PythonWorker::start(double timeout_s) {
     hello_ = {PythonHello::Kind::ready, "", hello.value("versions", nlohmann::json::object()), std::nullopt};
     if (hello.contains("capabilities")) {
       try {
-        hello_.capabilities = capabilities_from_json(hello["capabilities"], hello.value("capabilities_from", std::string("capabilities")));
+        hello_.capabilities = python_capabilities(hello["capabilities"], hello.value("capabilities_from", std::string("capabilities")),
+                                                  hello_.request_inputs);
         hello_.declares_layouts = hello["capabilities"].contains("layouts");
         hello_.declares_families = hello["capabilities"].contains("families");
         hello_.declares_padding_modes = hello["capabilities"].contains("padding_modes");
         hello_.declares_windows = hello["capabilities"].contains("windows");
         hello_.declares_cp_inputs = hello["capabilities"].contains("cp_inputs");
+        hello_.declares_addressings = hello["capabilities"].contains("addressings");
+        hello_.declares_quant_formats = hello["capabilities"].contains("quant_formats");
       } catch (const InputError& e) {
         hello_ = {PythonHello::Kind::bad_target, e.what(), {}, std::nullopt};
         stop();
@@ -261,16 +268,33 @@ RunResult PythonWorker::run(const Case& c, std::byte* image, const ArenaLayout& 
     if (hello.kind != PythonHello::Kind::ready) return {RunStatus::launch_error, "the Python worker cannot run: " + hello.message};
   }
   const int64_t bytes = layout.total_bytes;
-  grow(bytes);
+  // The request structure (a function declaring "inputs": ["requests"]) after the arena image: the
+  // arena ends with a guard band, so an overrun of its last section does not reach it.
+  std::vector<int32_t> requests;
+  RequestArrays request_arrays_of_case;
+  if (hello_.request_inputs) {
+    request_arrays_of_case = request_arrays(c);
+    requests = request_arrays_of_case.packed();
+  }
+  const int64_t requests_at = (bytes + 255) / 256 * 256;
+  const int64_t shared_bytes = requests.empty() ? bytes : requests_at + static_cast<int64_t>(requests.size()) * 4;
+  grow(shared_bytes);
   // kvfuzz_triton runs its slot-mapping producer per rank; a function gets kvfuzz's slot mappings.
   const bool produce = spec_.config.value("mode", "") == "launch";
   if (!produce) write_reference_slot_mappings(c, image, layout);
   std::memcpy(shared_, image, static_cast<size_t>(bytes));
+  auto* shared = static_cast<std::byte*>(shared_);
+  if (!requests.empty()) {
+    std::memset(shared + bytes, 0xFF, static_cast<size_t>(requests_at - bytes));
+    std::memcpy(shared + requests_at, requests.data(), requests.size() * 4);
+  }
   const bool counter = !hello_.capabilities || hello_.capabilities->invalid_slot_counter;
   nlohmann::json calls = nlohmann::json::array();
-  for (int64_t rank = 0; rank < c.num_ranks(); ++rank)
-    calls.push_back(call_json(c, layout, static_cast<std::byte*>(shared_), counter, rank, produce));
-  const nlohmann::json request = {{"op", "run"}, {"map_bytes", capacity_}, {"image_bytes", bytes}, {"calls", calls}};
+  for (int64_t rank = 0; rank < c.num_ranks(); ++rank) {
+    calls.push_back(call_json(c, layout, shared, counter, rank, produce));
+    calls.back()["requests"] = hello_.request_inputs ? request_arrays_of_case.offsets(requests_at) : nlohmann::json(nullptr);
+  }
+  const nlohmann::json request = {{"op", "run"}, {"map_bytes", capacity_}, {"image_bytes", shared_bytes}, {"calls", calls}};
   nlohmann::json reply;
   const bool answered = send_frame(sock_, request) && recv_frame(sock_, reply) == 1;
   std::memcpy(image, shared_, static_cast<size_t>(bytes));  // also what it wrote before dying
@@ -278,6 +302,14 @@ RunResult PythonWorker::run(const Case& c, std::byte* image, const ArenaLayout& 
   const std::string status = reply.value("status", "");
   const std::string message = reply.value("message", "");
   if (status == "ok") {
+    for (size_t i = 0; i < requests.size(); ++i) {
+      int32_t now = 0;
+      std::memcpy(&now, shared + requests_at + static_cast<int64_t>(i) * 4, 4);
+      if (now != requests[i])
+        return {RunStatus::launch_error, "the function wrote its read-only input " +
+                                             request_arrays_of_case.element_name(static_cast<int64_t>(i)) + " (was " +
+                                             std::to_string(requests[i]) + ", now " + std::to_string(now) + ")"};
+    }
     if (!counter) add_invalid_slot_count(c, image, layout);
     return {};
   }
@@ -333,14 +365,28 @@ nlohmann::json call_json(const Case& c, const ArenaLayout& layout, std::byte* im
               {"head", f.head}, {"dim_x", f.dim_x}, {"dim0", f.dim0}, {"dim1", f.dim1}};
     };
     const QuantRules& r = c.quant_rules;
+    // Each stored field by the name the launch takes it under: its dtype and [blocks, block_size,
+    // heads, n] extents (n: dims, or groups for scales and zero points); absent fields are left out.
+    nlohmann::json stored = nlohmann::json::object();
+    for (const CacheField& f : c.fields()) {
+      const char* side = f.index == 0 ? "k_" : "v_";
+      const std::string name = f.role == FieldRole::data && f.group == 0 ? "rope"
+                               : std::string(side) + (f.role == FieldRole::data ? "codes" : f.role == FieldRole::scale ? "scales" : "zeros");
+      stored[name] = {{"dtype", std::string(to_string(f.dtype))},
+                      {"shape", {c.shard_blocks(), c.cache.block_size, f.num_heads, f.head_dim}}};
+    }
     format = {{"name", std::string(to_string(c.quant_format))},
+              {"stored", stored},
               {"rules",
                {{"nvfp4", std::string(to_string(r.nvfp4))}, {"mx", std::string(to_string(r.mx))},
                 {"ds_mla", std::string(to_string(r.ds_mla))}, {"indexer", std::string(to_string(r.indexer))},
                 {"asym_arith", std::string(to_string(r.asym_arith))}, {"asym_lanes", std::string(to_string(r.asym_lanes))},
                 {"int4_pairing", std::string(to_string(r.int4_pairing))}}},
+              {"group", p.format_group},
               {"cache", offset(p.format_cache)},
+              {"cache_bytes", layout.cache_bytes},
               {"scales", offset(p.format_scales)},
+              {"scales_bytes", p.format_scales == p.format_cache ? layout.cache_bytes : layout.scale_cache_bytes},
               {"k_codes", layout_json(p.code_layout[0])},
               {"v_codes", layout_json(p.code_layout[1])},
               {"k_scales", layout_json(p.scale_layout[0])},
@@ -387,7 +433,8 @@ nlohmann::json call_json(const Case& c, const ArenaLayout& layout, std::byte* im
            ? nlohmann::json(nullptr)
            : nlohmann::json{{"batch_indices", offset(p.csr_batch_indices)}, {"positions", offset(p.csr_positions)},
                             {"kv_indices", offset(p.csr_kv_indices)}, {"kv_indptr", offset(p.csr_kv_indptr)},
-                            {"kv_last_page_len", offset(p.csr_kv_last_page_len)}, {"batch_size", p.csr_batch_size}}},
+                            {"kv_last_page_len", offset(p.csr_kv_last_page_len)}, {"batch_size", p.csr_batch_size},
+                            {"num_kv_indices", static_cast<int64_t>(csr_arrays(c).kv_indices.size())}}},
       {"window",
        p.window_positions == nullptr
            ? nlohmann::json(nullptr)
@@ -400,6 +447,11 @@ nlohmann::json call_json(const Case& c, const ArenaLayout& layout, std::byte* im
            ? nlohmann::json(nullptr)
            : nlohmann::json{{"positions", offset(p.cp_positions)}, {"rank", p.cp_rank},
                             {"world_size", p.cp_world_size}, {"interleave", p.cp_interleave}}},
+      // A ring (any window input): its size and sinks, for a function that wants them; else null.
+      {"ring", c.has_window() ? nlohmann::json{{"size", c.window_size}, {"sinks", c.window_sinks}} : nlohmann::json(nullptr)},
+      // A context-parallel rank (either input): rank, world_size, interleave; else null.
+      {"shard", c.has_cp() ? nlohmann::json{{"rank", rank}, {"world_size", c.cp_world_size}, {"interleave", c.cp_interleave}}
+                           : nlohmann::json(nullptr)},
       {"cp_producer", cp_producer},
       // A quantised format (null: none): {name, rules {nvfp4, mx, ds_mla, indexer, asym_arith,
       // asym_lanes, int4_pairing}, cache, scales (byte offsets of the two buffers), k_codes, v_codes,
@@ -418,6 +470,84 @@ nlohmann::json call_json(const Case& c, const ArenaLayout& layout, std::byte* im
        {{"stride_block", p.scale_cache.stride_block}, {"stride_pos", p.scale_cache.stride_pos},
         {"stride_head", p.scale_cache.stride_head}}},
   };
+}
+
+RequestArrays request_arrays(const Case& c) {
+  RequestArrays r;
+  const CsrArrays rows = csr_arrays(c);  // per row: the owner of its slot's block and the slot's position
+  r.batch_indices = rows.batch_indices;
+  r.positions = rows.positions;
+  for (const Request& q : c.requests) {
+    r.seq_lens.push_back(static_cast<int32_t>(std::max(q.context_len, written_extent(q))));
+    r.context_lens.push_back(static_cast<int32_t>(q.context_len));
+  }
+  const CpTables tables = cp_tables(c);
+  r.block_tables = tables.blocks;
+  r.table_width = tables.width;
+  return r;
+}
+
+std::vector<int32_t> RequestArrays::packed() const {
+  std::vector<int32_t> out;
+  for (const std::vector<int32_t>* a : {&batch_indices, &positions, &seq_lens, &context_lens, &block_tables})
+    out.insert(out.end(), a->begin(), a->end());
+  return out;
+}
+
+nlohmann::json RequestArrays::offsets(int64_t at) const {
+  nlohmann::json j;
+  int64_t next = at;
+  const std::pair<const char*, const std::vector<int32_t>*> arrays[] = {
+      {"batch_indices", &batch_indices}, {"positions", &positions}, {"seq_lens", &seq_lens},
+      {"context_lens", &context_lens}, {"block_tables", &block_tables}};
+  for (const auto& [name, a] : arrays) {
+    j[name] = next;
+    next += static_cast<int64_t>(a->size()) * 4;
+  }
+  j["batch_size"] = static_cast<int64_t>(seq_lens.size());
+  j["table_width"] = table_width;
+  return j;
+}
+
+std::string RequestArrays::element_name(int64_t i) const {
+  const std::pair<const char*, const std::vector<int32_t>*> arrays[] = {
+      {"batch_indices", &batch_indices}, {"positions", &positions}, {"seq_lens", &seq_lens},
+      {"context_lens", &context_lens}, {"block_tables", &block_tables}};
+  for (const auto& [name, a] : arrays) {
+    const auto n = static_cast<int64_t>(a->size());
+    if (i < n) {
+      if (a == &block_tables) return std::string(name) + "[" + std::to_string(i / table_width) + ", " + std::to_string(i % table_width) + "]";
+      return std::string(name) + "[" + std::to_string(i) + "]";
+    }
+    i -= n;
+  }
+  return "?";
+}
+
+Capabilities python_capabilities(const nlohmann::json& declared, const std::string& where, bool& request_inputs) {
+  request_inputs = false;
+  // capabilities_from_json knows the keys plugins share; an unknown key's message names this one too.
+  const auto parse = [&](const nlohmann::json& j) {
+    try {
+      return capabilities_from_json(j, where);
+    } catch (const InputError& e) {
+      if (e.message().rfind("unknown key", 0) != 0) throw;
+      throw InputError(e.file(), e.json_path(), e.message() + ", and (Python functions only) inputs");
+    }
+  };
+  if (!declared.is_object() || !declared.contains("inputs")) return parse(declared);
+  const nlohmann::json& v = declared.at("inputs");
+  const std::string expected = "a list of the optional inputs a Python function takes: \"requests\" (batch_indices, "
+                               "positions, seq_lens, context_lens, block_tables)";
+  if (!v.is_array()) throw InputError(where, "/inputs", "expected " + expected);
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (!v[i].is_string() || v[i].get<std::string>() != "requests")
+      throw InputError(where, "/inputs/" + std::to_string(i), v[i].dump() + " is not one of " + expected);
+    request_inputs = true;
+  }
+  nlohmann::json rest = declared;
+  rest.erase("inputs");
+  return parse(rest);
 }
 
 }  // namespace kvf

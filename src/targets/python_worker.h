@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -50,6 +51,11 @@ struct PythonHello {
   bool declares_padding_modes = false; // the declaration has the key "padding_modes" (sink only if listed)
   bool declares_windows = false;       // the declaration has the key "windows" (ring caches only if listed)
   bool declares_cp_inputs = false;     // the declaration has the key "cp_inputs" (shards only if listed)
+  bool declares_addressings = false;   // the declaration has the key "addressings" (csr only if listed)
+  bool declares_quant_formats = false; // the declaration has the key "quant_formats" (formats only if listed)
+  // The declaration's "inputs" lists "requests" (a Python-only key, read here, not by
+  // capabilities_from_json): every call also gets the request structure (request_arrays()).
+  bool request_inputs = false;
 };
 
 // The interpreter of the Python targets: `option` (--python) if given, else $KVFUZZ_PYTHON, else
@@ -108,5 +114,32 @@ PythonHello probe_python_worker(const PythonWorkerSpec& spec);
 // slot mappings instead, write_reference_slot_mappings).
 nlohmann::json call_json(const Case& c, const ArenaLayout& layout, std::byte* image, bool counter = true,
                          int64_t rank = 0, bool producer = false);
+
+// The request structure of a case as the int32 arrays a function declaring "inputs": ["requests"]
+// gets (docs/targets.md, "Python targets"). They are not part of the arena: the worker places them
+// after the arena image in the memory it shares with Python (read-only inputs: a write to them is a
+// launch_error naming the element).
+struct RequestArrays {
+  std::vector<int32_t> batch_indices;  // [T] request whose block holds row t's slot; -1: padding, invalid, skipped
+  std::vector<int32_t> positions;      // [T] that slot's position in the request (logical block * bs + offset); -1 as above
+  std::vector<int32_t> seq_lens;       // [B] each request's length after the call (context and new tokens)
+  std::vector<int32_t> context_lens;   // [B] each request's tokens before the call
+  std::vector<int32_t> block_tables;   // [B, table_width] row-major, -1 past a table's end
+  int64_t table_width = 1;             // the longest table, at least 1
+
+  // The arrays in one int32 buffer, in the order above.
+  std::vector<int32_t> packed() const;
+  // {"batch_indices": OFFSET, ..., "batch_size": B, "table_width": W}: byte offsets of the arrays of
+  // packed() placed at byte `at` of the shared image.
+  nlohmann::json offsets(int64_t at) const;
+  // Which array element int32 element i of packed() is ("block_tables[1, 3]").
+  std::string element_name(int64_t i) const;
+};
+RequestArrays request_arrays(const Case& c);
+
+// The capabilities of a Python declaration (the hello's dict, `where` naming it): "inputs" (which
+// only Python functions have) read into `request_inputs`, every other key by capabilities_from_json.
+// Throws InputError(where, "/inputs", ...) for a bad "inputs".
+Capabilities python_capabilities(const nlohmann::json& declared, const std::string& where, bool& request_inputs);
 
 }  // namespace kvf

@@ -45,20 +45,25 @@ image (python_worker.cpp, call_json()):
   value_head_dim (V's head dim, head_dim but for kv_split), value_cache (V's geometry, like cache; its
   own for kv_split), rope ({offset, stride_token, stride_head} of mla's k_pe, else null), rope_dim
   (K's last rope_dim dims come from rope), csr ({batch_indices, positions, kv_indices, kv_indptr,
-  kv_last_page_len, batch_size}: offsets of FlashInfer's int32 CSR arrays, slot_mapping then null;
-  null for slot_mapping addressing; launch mode only), window ({positions, seq_lens, size, sinks}: a
-  ring whose kernel applies the window, int32 offsets; else null; launch mode only), cp ({positions,
-  rank, world_size, interleave}: a context-parallel rank that skips the tokens other ranks hold,
-  int32 positions; else null; launch mode only), cp_producer ({positions, requests, block_tables,
+  kv_last_page_len, batch_size, num_kv_indices}: offsets of FlashInfer's int32 CSR arrays, slot_mapping
+  then null; null for slot_mapping addressing), window ({positions, seq_lens, size, sinks}: a ring
+  whose kernel applies the window, int32 offsets; else null), ring ({size, sinks} of any ring; else
+  null), cp ({positions, rank, world_size, interleave}: a context-parallel rank that skips the tokens
+  other ranks hold, int32 positions; else null), shard ({rank, world_size, interleave} of any
+  context-parallel rank; else null), requests ({batch_indices, positions, seq_lens, context_lens,
+  block_tables, batch_size, table_width}: int32 offsets of the request structure, placed after the
+  arena, for a function declaring "inputs": ["requests"]; else null), cp_producer ({positions, requests, block_tables,
   table_width, num_rows, block_size, rank, world_size, interleave, slot_mapping}: int32 offsets of the
   slot-mapping producer's call that writes this rank's slot_mapping before the append, as
   kvfuzz_triton.CpSlotMappingParams; else null; launch mode only: a function's rank gets its
   slot_mapping from kvfuzz, written before the case), invalid_slots (null when the
   function's capabilities leave out "invalid_slot_counter": it then gets invalid_slots=None), scale_kind,
   num_scales, k_scale, v_scale, k_scale_cache, v_scale_cache (offsets or null),
-  scale_cache {stride_block, stride_pos, stride_head}, format (a quantised format: {name, rules, cache,
-  scales, k_codes, v_codes, k_scales, v_scales, k_zeros, v_zeros, rope}, the fields as
-  kvfuzz_triton.FormatField; else null; launch mode only). Strides are in elements.
+  scale_cache {stride_block, stride_pos, stride_head}, format (a quantised format: {name, rules, group,
+  cache, cache_bytes, scales, scales_bytes, stored, k_codes, v_codes, k_scales, v_scales, k_zeros,
+  v_zeros, rope}, the fields as kvfuzz_triton.FormatField, stored {FIELD: {dtype, shape}} of the fields
+  the format has; k_cache, v_cache null; else null). Strides are in elements. Call mode passes the
+  serving conventions and formats as keyword groups (Caller.kwargs; docs/targets.md).
 """
 import ctypes
 import importlib
@@ -246,11 +251,13 @@ def views(call):
             if v["offset"] is not None:
                 out.append((name, v["offset"], call["input_dtype"], (rows, H, dims[name]),
                             (v["stride_token"], v["stride_head"], 1)))
-    key_view, value_view = cache_views(call)
-    out.append(("key_cache", call["k_cache"], call["cache_dtype"]) + key_view)
-    if value_view is not None:
-        out.append(("value_cache", call["v_cache"], call["cache_dtype"]) + value_view)
-    out.append(("slot_mapping", call["slot_mapping"], call["slot_dtype"], (call["num_slots"],), (1,)))
+    if call["k_cache"] is not None:  # a quantised format has no classic caches (format_views())
+        key_view, value_view = cache_views(call)
+        out.append(("key_cache", call["k_cache"], call["cache_dtype"]) + key_view)
+        if value_view is not None:
+            out.append(("value_cache", call["v_cache"], call["cache_dtype"]) + value_view)
+    if call["slot_mapping"] is not None:  # CSR addressing has none (serving_views())
+        out.append(("slot_mapping", call["slot_mapping"], call["slot_dtype"], (call["num_slots"],), (1,)))
     kind = call["scale_kind"]
     scale_shape = {"per_tensor": (1,), "per_head": (H,), "per_block": (nb, H)}.get(kind)
     for name in ("k_scale", "v_scale"):
@@ -262,6 +269,64 @@ def views(call):
             out.append((name, call[name], "f32", sc_shape, sc_strides))
     if call["invalid_slots"] is not None:
         out.append(("invalid_slots", call["invalid_slots"], "i64", (1,), (1,)))
+    return out
+
+
+def serving_views(call):
+    """(name, offset, dtype name, shape, element strides) of the int32 arrays of the serving
+    conventions a call has: FlashInfer's CSR arrays (csr_*), a ring's window_positions and
+    window_seq_lens, a context-parallel rank's cp_positions, and the request structure (req_*,
+    present when the function declares "inputs": ["requests"])."""
+    T = call["num_slots"]
+    out = []
+    csr = call.get("csr")
+    if csr:
+        B = csr["batch_size"]
+        for name, n in (("batch_indices", T), ("positions", T), ("kv_indices", csr["num_kv_indices"]),
+                        ("kv_indptr", B + 1), ("kv_last_page_len", B)):
+            out.append(("csr_" + name, csr[name], "i32", (n,), (1,)))
+    window = call.get("window")
+    if window:
+        out.append(("window_positions", window["positions"], "i32", (T,), (1,)))
+        out.append(("window_seq_lens", window["seq_lens"], "i32", (T,), (1,)))
+    cp = call.get("cp")
+    if cp:
+        out.append(("cp_positions", cp["positions"], "i32", (T,), (1,)))
+    req = call.get("requests")
+    if req:
+        B, W = req["batch_size"], req["table_width"]
+        for name, shape in (("batch_indices", (T,)), ("positions", (T,)), ("seq_lens", (B,)), ("context_lens", (B,))):
+            out.append(("req_" + name, req[name], "i32", shape, (1,)))
+        out.append(("req_block_tables", req["block_tables"], "i32", (B, W), (W, 1)))
+    return out
+
+
+# Bytes per element of a quantised format's field dtypes (4-bit codes: two per byte).
+FIELD_BITS = {"fp4_e2m1": 4, "uint4": 4, "fp8_e4m3": 8, "fp8_e5m2": 8, "fp8_e8m0": 8, "int8": 8, "uint8": 8,
+              "f16": 16, "bf16": 16, "f32": 32}
+
+
+def format_views(fmt):
+    """(name, byte offset, dtype name, shape, element strides) of the typed 4-D view [blocks, block_size,
+    heads, n] of each stored field of a quantised format whose layout is one stride per axis (4-bit
+    codes: bytes of two codes, n/2, with the dims contiguous); fields without such a view (vLLM's
+    swizzled NVFP4 scales) are left out: format_fields describes every field."""
+    out = []
+    for name, info in fmt["stored"].items():
+        f = fmt[name]
+        if isinstance(f, str) or f["pos_x"] != 1 or f["dim_x"] != 1:
+            continue
+        bits = FIELD_BITS[info["dtype"]]
+        nb, bs, H, n = info["shape"]
+        strides = [f["block"], f["pos1"], f["head"], f["dim1"]]
+        offset = f["offset"]
+        dtype = info["dtype"]
+        if bits == 4:  # nibbles: whole bytes of two adjacent dims
+            if f["dim1"] != 1 or n % 2 or offset % 2 or any(st % 2 for st in strides[:3]):
+                continue
+            offset, strides, n, dtype = offset // 2, [st // 2 for st in strides[:3]] + [1], n // 2, "uint8"
+        buffer = fmt["scales"] if name.endswith(("scales", "zeros")) else fmt["cache"]
+        out.append((name, buffer + offset * bits // 8 if bits >= 8 else buffer + offset, dtype, (nb, bs, H, n), tuple(strides)))
     return out
 
 
@@ -382,9 +447,20 @@ def import_numpy_triton():
 # call mode: a user's function on torch tensors or numpy arrays
 
 NUMPY_DTYPE = {"f16": "float16", "bf16": "uint16", "f32": "float32", "fp8_e4m3": "uint8", "fp8_e5m2": "uint8",
-               "int8": "int8", "i32": "int32", "i64": "int64"}
+               "int8": "int8", "i32": "int32", "i64": "int64", "uint8": "uint8", "fp8_e8m0": "uint8"}
 TORCH_DTYPE = {"f16": "float16", "bf16": "bfloat16", "f32": "float32", "fp8_e4m3": "float8_e4m3fn",
-               "fp8_e5m2": "float8_e5m2", "int8": "int8", "i32": "int32", "i64": "int64"}
+               "fp8_e5m2": "float8_e5m2", "int8": "int8", "i32": "int32", "i64": "int64", "uint8": "uint8",
+               "fp8_e8m0": "uint8"}
+# The keyword groups of the serving conventions and quantised formats (docs/targets.md, "Python
+# targets"): a function gets a group's keywords in every call (None where a call has no such input)
+# when its declaration lists the group's value under the key, and none of them otherwise.
+CSR_KEYWORDS = ("batch_indices", "positions", "kv_indices", "kv_indptr", "kv_last_page_len")
+REQUEST_KEYWORDS = ("batch_indices", "positions", "seq_lens", "context_lens", "block_tables")
+WINDOW_KEYWORDS = ("window_positions", "window_seq_lens", "window_size", "window_sinks")
+CP_KEYWORDS = ("cp_positions", "cp_rank", "cp_world_size", "cp_interleave")
+FORMAT_KEYWORDS = ("quant_format", "quant_rules", "quant_group", "format_cache", "format_scales", "format_fields",
+                   "format_views")
+FORMAT_FIELDS = ("k_codes", "v_codes", "k_scales", "v_scales", "k_zeros", "v_zeros", "rope")
 
 
 class Caller:
@@ -441,17 +517,59 @@ class Caller:
         if self.convention == "numpy":  # numpy has no bf16 or fp8: the arrays hold their bits
             kw["input_dtype"] = call["input_dtype"]
             kw["cache_dtype"] = call["cache_dtype"]
+        caps = self.capabilities or {}
+
+        def declares(key, value):
+            listed = caps.get(key)
+            return isinstance(listed, list) and value in listed
+
+        if declares("addressings", "csr"):  # FlashInfer's append_paged_kv_cache arrays; slot_mapping None
+            kw.update({n: tensors.get("csr_" + n) for n in CSR_KEYWORDS})
+        if declares("inputs", "requests"):  # batch_indices and positions: the CSR call's own, the same values
+            kw.update({n: tensors.get("req_" + n) if kw.get(n) is None else kw[n] for n in REQUEST_KEYWORDS})
+        if declares("windows", "positions"):
+            ring = call.get("ring") or {}
+            kw.update(window_positions=tensors.get("window_positions"), window_seq_lens=tensors.get("window_seq_lens"),
+                      window_size=ring.get("size", 0), window_sinks=ring.get("sinks", 0))
+        if declares("cp_inputs", "positions"):
+            shard = call.get("shard") or {}
+            kw.update(cp_positions=tensors.get("cp_positions"), cp_rank=shard.get("rank", 0),
+                      cp_world_size=shard.get("world_size", 1), cp_interleave=shard.get("interleave", 1))
+        if any(f != "none" for f in caps.get("quant_formats") or []):
+            fmt = call.get("format")
+            if fmt is None:
+                kw.update({n: None for n in FORMAT_KEYWORDS})
+            else:
+                fields = {}
+                for name in FORMAT_FIELDS:
+                    f = fmt[name]
+                    if name not in fmt["stored"]:
+                        fields[name] = None
+                    elif isinstance(f, str):
+                        raise ValueError(f"{fmt['name']} {name}: {f}")
+                    else:
+                        fields[name] = dict(f, **fmt["stored"][name])
+                kw.update(quant_format=fmt["name"], quant_rules=dict(fmt["rules"]), quant_group=fmt["group"],
+                          format_cache=tensors.get("format_cache"), format_scales=tensors.get("format_scales"),
+                          format_fields=fields,
+                          format_views={n: tensors.get("view_" + n) for n in FORMAT_FIELDS if n in fmt["stored"]})
         return kw
 
     def run(self, image, call):
-        if call.get("cp") or call.get("cp_producer"):
-            raise ValueError("a context-parallel call with positions or a producer: the Python calling convention "
-                             "takes a rank's own slot_mapping only (capabilities \"cp_inputs\": [\"slot_mapping\"])")
+        if call.get("cp_producer"):
+            raise ValueError("a context-parallel call with a slot-mapping producer: a Python function gets kvfuzz's "
+                             "slot mappings (launch mode only)")
+        every = views(call) + serving_views(call)
+        fmt = call.get("format")
+        if fmt:  # the format's two byte buffers (the same one when the scales live in the cache) and typed views
+            every.append(("format_cache", fmt["cache"], "uint8", (fmt["cache_bytes"],), (1,)))
+            every.append(("format_scales", fmt["scales"], "uint8", (fmt["scales_bytes"],), (1,)))
+            every += [("view_" + v[0],) + tuple(v[1:]) for v in format_views(fmt)]
         if self.convention == "numpy":
             np = self.np
             buf = image.buffer()
             tensors = {}
-            for name, offset, dtype, shape, strides in views(call):
+            for name, offset, dtype, shape, strides in every:
                 t = np.dtype(NUMPY_DTYPE[dtype])
                 tensors[name] = np.ndarray(shape, t, buffer=buf, offset=offset,
                                            strides=tuple(st * t.itemsize for st in strides))
@@ -467,7 +585,7 @@ class Caller:
                 whole = self.device_buffer[:image.image_bytes]
                 whole.copy_(host)
             tensors = {}
-            for name, offset, dtype, shape, strides in views(call):
+            for name, offset, dtype, shape, strides in every:
                 t = getattr(torch, TORCH_DTYPE[dtype])
                 size = t.itemsize if hasattr(t, "itemsize") else torch.empty(0, dtype=t).element_size()
                 span = span_elements(shape, strides) * size

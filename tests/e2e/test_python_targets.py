@@ -22,6 +22,9 @@ FAULTY = os.path.join(KERNELS, "faulty.py")
 DECLARED = os.path.join(KERNELS, "declared.py")
 COPY_PROFILE = os.path.join(KERNELS, "copy.json")
 NUMPY_EXAMPLE = os.path.join(SRC, "examples", "python", "kv_append_numpy.py")
+EXAMPLES = os.path.join(SRC, "examples", "python")
+BUGGY = os.path.join(KERNELS, "buggy.py")
+SERVING_PROFILE = os.path.join(KERNELS, "serving.json")
 
 
 def python_has(module):
@@ -204,7 +207,7 @@ class PythonTargets(unittest.TestCase):
     def test_context_parallel_shards_reach_only_functions_whose_declaration_lists_slot_mapping(self):
         """configs/interp-cp.json shards every case, half with input positions. kv_append_numpy.py declares
         cp_inputs none and slot_mapping: it is called once per rank with kvfuzz's slot mappings, bit-exact,
-        and the positions cases (no calling convention for them) are skipped, counted and replaced; a
+        and the positions cases (which it does not declare) are skipped, counted and replaced; a
         function that declares no cp_inputs gets no shards at all."""
         profile = os.path.join(SRC, "configs", "interp-cp.json")
         summary_file = os.path.join(self.tmp, "s.json")
@@ -226,6 +229,70 @@ class PythonTargets(unittest.TestCase):
         self.assertEqual(skipped["cases"], 30, skipped)  # every case drawn sharded, every one replaced unsharded
         self.assertGreater(skipped["reasons"].get("context-parallel input slot_mapping", 0), 0, skipped)
         self.assertGreater(skipped["reasons"].get("context-parallel input positions", 0), 0, skipped)
+
+    # --- the serving conventions and quantised formats ----------------------------------------------
+
+    def serving_campaign(self, target, cases, *args, profile=SERVING_PROFILE):
+        summary_file = os.path.join(self.tmp, "s.json")
+        r = self.campaign(target, "--config", profile, "--cases", str(cases), "--json", summary_file,
+                          "--max-shrink-tries", "20", *args)
+        with open(summary_file) as f:
+            return r, json.load(f)
+
+    def assert_caught(self, target, kind, text=""):
+        r, _ = self.serving_campaign(target, 60)
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        self.assertRegex(r.stdout, rf"(?m)^kvfuzz: FAIL case #\d+ on \S+ -> {kind}$")
+        self.assertIn(text, r.stdout)
+
+    def test_csr_convention_reaches_a_flashinfer_style_append_and_catches_its_off_by_one(self):
+        """csr_append.py declares addressings ["csr"]: it gets CSR cases only, slot_mapping None and the
+        five int32 arrays as keywords; the variant that misreads kv_last_page_len drops each request's
+        last token."""
+        r, s = self.serving_campaign(f"python-numpy:{EXAMPLES}/csr_append.py:append_paged_kv_cache", 100)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertEqual(summary(r.stdout), (100, 0))
+        self.assertEqual(set(s["skipped"]["reasons"]), {"addressing slot_mapping"}, s["skipped"])
+        self.assert_caught(f"python-numpy:{BUGGY}:csr_last_page_len_off_by_one", "missing_write")
+
+    def test_request_structure_reaches_an_lmdeploy_style_fill_and_catches_contiguous_rows(self):
+        """fill_kv_cache.py declares inputs ["requests"] and writes from batch_indices, positions and
+        block_tables alone; the variant that takes a request's rows to be contiguous and at consecutive
+        positions (LMDeploy's q_start_loc) is caught (scattered positions put a row at the wrong
+        position, padding between rows onto the wrong request's table), and one that writes its
+        block_tables is told so."""
+        r, s = self.serving_campaign(f"python-numpy:{EXAMPLES}/fill_kv_cache.py:fill_kv_cache", 100)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertEqual(summary(r.stdout), (100, 0))
+        self.assert_caught(f"python-numpy:{BUGGY}:fill_kv_cache_contiguous_rows", r"\w+_write")
+        self.assert_caught(f"python-numpy:{BUGGY}:writes_its_block_tables", "launch_error",
+                           "the function wrote its read-only input block_tables[")
+
+    def test_ring_and_context_parallel_positions_reach_a_function_that_declares_them(self):
+        """ring_cp_append.py declares windows and cp_inputs ["none", "positions"]: no positions case is
+        skipped, and the variants that ignore window_positions or cp_positions are caught."""
+        r, s = self.serving_campaign(f"python-numpy:{EXAMPLES}/ring_cp_append.py:kv_append", 100, "--stats")
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertEqual(summary(r.stdout), (100, 0))
+        reasons = s["skipped"]["reasons"]
+        self.assertNotIn("window input positions", reasons)
+        self.assertNotIn("context-parallel input positions", reasons)
+        self.assertGreater(reasons.get("window input slot_mapping", 0), 0, reasons)
+        self.assertGreater(reasons.get("context-parallel input slot_mapping", 0), 0, reasons)
+        self.assert_caught(f"python-numpy:{BUGGY}:ring_ignores_window", "wrong_value")
+        self.assert_caught(f"python-numpy:{BUGGY}:cp_ignores_rank", "stray_write")
+
+    def test_quantised_formats_reach_a_function_that_declares_them(self):
+        """quant_formats_numpy.py declares the ten formats (and no classic cache) and runs kvfuzz_triton's
+        format kernel on format_cache, format_scales and format_fields, bit-exact;
+        python_kernels/format_views.py checks that every typed view in format_views is where its field
+        says."""
+        r, s = self.serving_campaign(f"python-numpy:{KERNELS}/format_views.py:kv_append", 40, "--stats",
+                                     profile=os.path.join(SRC, "configs", "interp-quant-formats.json"))
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertEqual(summary(r.stdout), (40, 0))
+        formats = {k.split("=")[1] for k in s["stats"] if k.startswith("quant_format=")}
+        self.assertGreaterEqual(len(formats), 8, s["stats"])
 
     def test_a_companion_function_declares_a_head_dim_set_honoured_while_shrinking_and_replaying(self):
         violations = os.path.join(self.tmp, "violations.txt")
@@ -262,6 +329,13 @@ class PythonTargets(unittest.TestCase):
                             "raises_in_capabilities_capabilities() raised RuntimeError: no capabilities today")
         self.assert_refused(self.kvfuzz(*run, "--target", f"python-numpy:{DECLARED}:declared_twice"), 2,
                             "both declared_twice.kvfuzz_capabilities and declared_twice_capabilities() declare capabilities")
+        self.assert_refused(self.kvfuzz(*run, "--target", f"python-numpy:{DECLARED}:bad_inputs"), 2,
+                            'bad_inputs.kvfuzz_capabilities: at /inputs/0: "request" is not one of a list of the optional '
+                            'inputs a Python function takes: "requests"')
+        self.assert_refused(self.kvfuzz(*run, "--target", f"python-numpy:{DECLARED}:misspelt_key"), 2,
+                            'at /input: unknown key "input"; the keys are layouts,')
+        self.assert_refused(self.kvfuzz(*run, "--target", f"python-numpy:{DECLARED}:misspelt_key"), 2,
+                            ", and (Python functions only) inputs")
 
     # --- refusals ---------------------------------------------------------------------------------
 

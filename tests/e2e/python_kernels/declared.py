@@ -9,7 +9,7 @@
                          context-parallel case; runs kvfuzz_triton
                          (examples/python/kv_append_numpy.py) and appends to $KVFUZZ_TEST_VIOLATIONS for
                          a vllm_legacy call or a kv_split / k_only / mla one
-  bad_layout, bad_head_dims, not_a_dict, raises_in_capabilities, declared_twice
+  bad_layout, bad_head_dims, not_a_dict, raises_in_capabilities, declared_twice, bad_inputs, misspelt_key
                          declarations kvfuzz must refuse (exit 2) naming the key and the expected form
 """
 import os
@@ -90,3 +90,17 @@ declared_twice.kvfuzz_capabilities = {}
 
 def declared_twice_capabilities():
     return {}
+
+
+def bad_inputs(*args, **kw):
+    raise AssertionError("never called: the declaration is refused")
+
+
+bad_inputs.kvfuzz_capabilities = {"inputs": ["request"]}
+
+
+def misspelt_key(*args, **kw):
+    raise AssertionError("never called: the declaration is refused")
+
+
+misspelt_key.kvfuzz_capabilities = {"input": ["requests"]}

@@ -125,6 +125,58 @@ TEST(PythonWorker, sendsEachRanksShardFilterAndProducer) {
   EXPECT_EQ(seen.size(), 2u);
 }
 
+TEST(PythonWorker, givesEveryWrittenRowItsSlotThroughTheRequestStructure) {
+  Profile profile = default_profile();
+  profile.addressings = {{Addressing::slot_mapping, Addressing::csr}, {1, 1}};
+  profile.ring_percent = 20;
+  profile.cp_percent = 20;
+  int64_t rows = 0;
+  for (int64_t i = 0; i < 120; ++i) {
+    const Case c = materialize(generate_case(profile, 5, i));
+    const RequestArrays r = request_arrays(c);
+    ASSERT_EQ(r.batch_indices.size(), c.slot_mapping.size());
+    ASSERT_EQ(r.seq_lens.size(), c.requests.size());
+    ASSERT_EQ(r.block_tables.size(), c.requests.size() * static_cast<size_t>(r.table_width));
+    const int64_t bs = c.cache.block_size;
+    for (size_t t = 0; t < c.slot_mapping.size(); ++t) {
+      const int64_t slot = c.slot_mapping[t];
+      if (slot < 0 || slot >= c.capacity()) {
+        EXPECT_EQ(r.batch_indices[t], -1) << "case " << i << " row " << t;
+        continue;
+      }
+      if (r.batch_indices[t] < 0) continue;  // a slot no request's table holds (the sink)
+      const int64_t b = r.batch_indices[t], p = r.positions[t];
+      const int32_t block = r.block_tables[static_cast<size_t>(b * r.table_width + p / bs)];
+      EXPECT_EQ(block * bs + p % bs, slot) << "case " << i << " row " << t;
+      EXPECT_LT(p, r.seq_lens[static_cast<size_t>(b)]) << "case " << i << " row " << t;
+      ++rows;
+    }
+  }
+  EXPECT_GT(rows, 100);
+}
+
+TEST(PythonWorker, readsInputsAsAPythonOnlyKeyAndRefusesBadValuesNamingIt) {
+  bool requests = false;
+  const Capabilities caps = python_capabilities(nlohmann::json{{"inputs", {"requests"}}, {"layouts", {"paged_nhd"}}}, "f", requests);
+  EXPECT_TRUE(requests);
+  EXPECT_EQ(caps.layouts, 1u << static_cast<unsigned>(Layout::paged_nhd));
+  python_capabilities(nlohmann::json{{"layouts", {"paged_nhd"}}}, "f", requests);
+  EXPECT_FALSE(requests);
+  try {
+    python_capabilities(nlohmann::json{{"inputs", "requests"}}, "f", requests);
+    ADD_FAILURE() << "a string accepted";
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.json_path(), "/inputs");
+  }
+  try {
+    python_capabilities(nlohmann::json{{"input", {"requests"}}}, "f", requests);
+    ADD_FAILURE() << "a misspelt key accepted";
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.json_path(), "/input");
+    EXPECT_NE(e.message().find("(Python functions only) inputs"), std::string::npos) << e.message();
+  }
+}
+
 TEST(PythonWorker, picksTheOptionThenTheEnvironment) {
   EXPECT_EQ(resolve_python("/opt/py/bin/python"), "/opt/py/bin/python");
   setenv("KVFUZZ_PYTHON", "/env/python", 1);
