@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <functional>
 #include <chrono>
 #include <csignal>
 #include <mutex>
@@ -20,6 +21,7 @@
 #include "gen/generate.h"
 #include "gen/materialize.h"
 #include "gen/shrink.h"
+#include "golden/payload.h"
 #include "campaign/signature.h"
 #include "campaign/stats.h"
 
@@ -71,15 +73,17 @@ bool confirm(Isolator& isolator, const Case& c, const std::string& identity, int
 // Shrinks a failing genotype to a minimal one failing with the same identity (signature.h: the same
 // bug, not only the same kind), taking only candidates inside the target's capabilities. A candidate
 // the kernel skips (KVFZ_APPEND_SKIP) shows nothing about the bug: it is not taken, and counted in
-// `skips` by reason.
+// `skips` by reason. `make` turns a candidate into its case (materialize, and for a case with explicit
+// inputs those carried over).
 Genotype shrink_failure(Isolator& isolator, const Genotype& g, const CaseSource& source, const std::string& identity,
                         const TolerancePolicy& tolerance, int64_t max_tries, ShrinkStats& stats,
-                        std::map<std::string, int64_t>& skips, Progress& progress) {
+                        std::map<std::string, int64_t>& skips, Progress& progress,
+                        const std::function<Case(const Genotype&)>& make = materialize) {
   return shrink_to_minimal(
       g, source.profile(),
       [&](const Genotype& candidate) {
         if (stop_requested()) return false;
-        const Case c = materialize(candidate);
+        const Case c = make(candidate);
         if (!validate(c).empty() || !source.outside_reason(c).empty()) return false;  // e.g. a head_dim x-packing cannot take
         const CaseOutcome o = check_case(isolator, c, tolerance);
         if (!o.skipped.empty()) {
@@ -541,6 +545,7 @@ std::vector<std::filesystem::path> generate_cases(const GenerateOptions& o) {
   std::vector<std::filesystem::path> files;
   for (int64_t i = o.shard.index; i < o.cases; i += o.shard.count) {
     Case c = materialize(generate_case(profile, o.seed, i));
+    if (o.explicit_values) c.explicit_inputs = golden::explicit_inputs_of_payload(c);
     c.provenance = Provenance{std::to_string(o.seed), i, KVFUZZ_VERSION, o.command_line, "", ""};
     files.push_back(save_case(c, o.out_dir));
   }
@@ -554,11 +559,17 @@ ShrinkResult shrink_case(const ShrinkOptions& o, Progress& progress) {
                      "the case has no genotype, so kvfuzz cannot derive simpler variants of it; "
                      "only cases written by `kvfuzz run` can be shrunk");
   }
-  const Case rebuilt = materialize(*input.genotype);
+  // Explicit input values ride along: each candidate's rows take the values of the same tokens.
+  const std::function<Case(const Genotype&)> make = [&input](const Genotype& g) {
+    Case c = materialize(g);
+    c.explicit_inputs = golden::explicit_inputs_carried(input, c);
+    return c;
+  };
+  const Case rebuilt = make(*input.genotype);
   if (case_hash(rebuilt) != case_hash(input)) {
     throw InputError(o.file.string(), "",
                      "the batch differs from what its genotype materialises to (was the file edited?); "
-                     "shrinking works on the genotype and would lose the edit");
+                     "shrinking works on the genotype and would lose the edit (input values belong in \"explicit_inputs\")");
   }
   std::unique_ptr<Target> target = open_target(o.target, o.target_options);
   const CaseSource source(profile_for(o.config), target->capabilities());
@@ -576,8 +587,8 @@ ShrinkResult shrink_case(const ShrinkOptions& o, Progress& progress) {
   ShrinkStats stats;
   FailureRecord& rec = result.record;
   const Genotype g_min = shrink_failure(isolator, *input.genotype, source, identity_of(first.verdict), o.check.tolerance,
-                                        o.max_shrink_tries, stats, rec.shrink_skips, progress);
-  Case minimal = materialize(g_min);
+                                        o.max_shrink_tries, stats, rec.shrink_skips, progress, make);
+  Case minimal = make(g_min);
   rec.verdict = check_case(isolator, minimal, o.check.tolerance).verdict;
   if (rec.verdict.pass()) {  // cannot happen for a deterministic target; keep the input then
     minimal = input;

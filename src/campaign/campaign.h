@@ -75,6 +75,7 @@ struct GenerateOptions {
   std::filesystem::path out_dir;           // where the cases go (<hash>.json, expect pass)
   std::string command_line;
   Shard shard;                             // --shard: only cases k with k mod count == index
+  bool explicit_values = false;            // --explicit: each case's written rows as explicit inputs
 };
 
 // Materialises cases 0..cases-1 of a campaign without running them and saves each (a seed corpus

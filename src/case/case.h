@@ -26,6 +26,7 @@
 #include "../../kernels/cuda/kv_append.cuh"  // DType, IndexType, CacheGeometry
 #include "../../kernels/cuda/kv_format.cuh"  // FieldLayout
 #include "../gen/genotype.h"
+#include "explicit_inputs.h"
 #include "quant_format.h"
 #include "types.h"
 
@@ -209,6 +210,8 @@ struct Case {
   // payload
   ValueDist dist = ValueDist::finite;
   uint64_t payload_seed = 0;  // salt of the payload function (golden/payload.h)
+  // Input rows given as data (a hand-written or traced case), in place of the seeded payload.
+  std::optional<ExplicitInputs> explicit_inputs;
 
   // bookkeeping
   Expectation expect;

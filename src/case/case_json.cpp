@@ -243,6 +243,7 @@ std::string syntax_message(std::string_view text, size_t position, const std::st
 class Reader {
  public:
   explicit Reader(const std::string& file) : file_(file) {}
+  const std::string& file() const { return file_; }
 
   [[noreturn]] void fail(const std::string& path, const std::string& message) const {
     throw InputError(file_, path, message);
@@ -731,7 +732,7 @@ Case read_case(const Reader& rd, const json& j) {
   read_schema(rd, j);
   rd.expect_keys(j, "", {"schema", "version", "shape", "cache", "quant", "input", "slot_mapping", "requests",
                          "payload", "expect", "provenance"},
-                 {"genotype", "format", "serving"});
+                 {"genotype", "format", "serving", "explicit_inputs"});
   Case c;
   read_shape(rd, j, c);
   read_cache(rd, j, c);
@@ -745,6 +746,8 @@ Case read_case(const Reader& rd, const json& j) {
   read_expect(rd, j, c);
   read_provenance(rd, j, c);
   if (j.contains("genotype")) c.genotype = read_genotype(rd, j);
+  // Last: the rows and sizes it is checked against are read.
+  if (j.contains("explicit_inputs")) c.explicit_inputs = explicit_inputs_from_json(Reader::at(j, "explicit_inputs"), c, rd.file());
   return c;
 }
 
@@ -789,7 +792,7 @@ json parse_json_strict(std::string_view text, const std::string& file) {
 
 int case_schema_version(const Case& c) {
   if (c.family != Family::kv || c.padding != PaddingMode::negative || c.addressing != Addressing::slot_mapping || c.has_window() ||
-      c.has_cp() || c.has_format())
+      c.has_cp() || c.has_format() || c.explicit_inputs)
     return 2;
   std::set<int64_t> seen;  // a block in two tables: a shared prefix block
   for (const Request& r : c.requests) {
@@ -873,6 +876,7 @@ json case_to_json(const Case& c) {
   }
   j["requests"] = std::move(requests);
   j["payload"] = {{"dist", to_string(c.dist)}, {"seed", std::to_string(c.payload_seed)}};
+  if (c.explicit_inputs) j["explicit_inputs"] = explicit_inputs_to_json(c);
   if (c.expect.outcome == Expect::pass) {
     j["expect"] = {{"outcome", "pass"}};
   } else {

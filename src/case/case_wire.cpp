@@ -198,6 +198,12 @@ std::string encode_case_wire(const Case& c) {
   // payload
   w.put_enum(c.dist);
   w.put(c.payload_seed);
+  w.put(static_cast<uint8_t>(c.explicit_inputs.has_value()));
+  if (c.explicit_inputs) {
+    w.put_ints(c.explicit_inputs->rows);
+    for (const std::vector<uint32_t>* bits : {&c.explicit_inputs->key, &c.explicit_inputs->value})
+      w.put_ints(std::vector<int64_t>(bits->begin(), bits->end()));
+  }
   // bookkeeping
   w.put_enum(c.expect.outcome);
   w.put_text(c.expect.finding_kind);
@@ -268,6 +274,15 @@ Case decode_case_wire(std::string_view bytes, const std::string& source) {
   c.scale_cache_elems = r.get<int64_t>("scale_cache_elems");
   c.dist = r.get_enum<ValueDist>("dist");
   c.payload_seed = r.get<uint64_t>("payload_seed");
+  if (r.get_flag("the explicit_inputs flag")) {
+    ExplicitInputs x;
+    x.rows = r.get_ints("explicit_inputs.rows");
+    for (std::vector<uint32_t>* bits : {&x.key, &x.value}) {
+      const std::vector<int64_t> v = r.get_ints("explicit_inputs bits");
+      bits->assign(v.begin(), v.end());
+    }
+    c.explicit_inputs = std::move(x);
+  }
   c.expect.outcome = r.get_enum<Expect>("expect.outcome");
   c.expect.finding_kind = r.get_text("expect.finding_kind");
   c.provenance.seed = r.get_text("provenance.seed");

@@ -874,6 +874,8 @@ int main(int argc, char** argv) {
   generate->add_option("--seed", gen_opts.seed, "Campaign seed")->required()->check(seed_number());
   generate->add_option("--cases", gen_opts.cases, "Number of cases")->check(whole_number(1, kNoUpperBound));
   generate->add_option("-o,--out-dir", gen_opts.out_dir, "Directory for the case files")->required();
+  generate->add_flag("--explicit", gen_opts.explicit_values,
+                     "Write each case's input rows as explicit values (explicit_inputs), to edit by hand");
   std::string generate_shard;
   add_shard(generate, generate_shard);
 

@@ -66,6 +66,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <map>
 #include <numeric>
 #include <vector>
 
@@ -567,6 +568,7 @@ uint32_t input_bits(const Case& c, Tensor t, int64_t row, int64_t head, int64_t 
   const int64_t slot = c.slot_mapping[static_cast<size_t>(row)];
   if (c.is_padding(slot)) return canary_bits(dt, Canary::padding_row);
   if (slot >= c.capacity()) return canary_bits(dt, Canary::invalid_row);
+  if (const auto given = explicit_bits(c, t == Tensor::value, row, head, dim)) return *given;
 
   const uint64_t tensor = t == Tensor::key ? 0 : 1;
   // The range values must fit: the cache dtype's, or any finite input value for a quantised format,
@@ -614,6 +616,10 @@ void input_row_bits(const Case& c, Tensor t, int64_t row, int64_t head, int64_t 
   const int64_t slot = c.slot_mapping[static_cast<size_t>(row)];
   if (c.is_padding(slot)) return fill(canary_bits(dt, Canary::padding_row));
   if (slot >= c.capacity()) return fill(canary_bits(dt, Canary::invalid_row));
+  if (c.explicit_inputs && c.explicit_inputs->index_of(row) >= 0) {  // given as data
+    for (int64_t i = 0; i < count; ++i) out[i] = input_bits(c, t, row, head, first + i);
+    return;
+  }
   if (c.dist == ValueDist::ties || c.dist == ValueDist::edges) {
     for (int64_t i = 0; i < count; ++i) out[i] = input_bits(c, t, row, head, first + i);
     return;
@@ -792,6 +798,81 @@ std::optional<Canary> canary_of(uint32_t bits, DType t) {
     if (canary_bits(t, tag) == bits) return tag;
   }
   return std::nullopt;
+}
+
+}  // namespace kvf::golden
+
+namespace kvf::golden {
+
+namespace {
+
+// The token (request, cache position) of each written row of c, -1/-1 for the others: the slot's
+// block's first owner in the block tables and its logical block's position.
+std::vector<std::pair<int64_t, int64_t>> row_tokens(const Case& c) {
+  std::map<int64_t, std::pair<int64_t, int64_t>> owner;  // physical block -> (request, logical block)
+  for (size_t r = 0; r < c.requests.size(); ++r)
+    for (size_t i = 0; i < c.requests[r].blocks.size(); ++i)
+      owner.emplace(c.requests[r].blocks[i], std::pair<int64_t, int64_t>{static_cast<int64_t>(r), static_cast<int64_t>(i)});
+  const int64_t bs = c.cache.block_size;
+  std::vector<std::pair<int64_t, int64_t>> out(static_cast<size_t>(c.num_slots()), {-1, -1});
+  for (int64_t row = 0; row < c.num_slots(); ++row) {
+    const int64_t slot = c.slot_mapping[static_cast<size_t>(row)];
+    if (c.is_padding(slot) || slot >= c.capacity()) continue;
+    const auto it = owner.find(slot / bs);
+    if (it != owner.end()) out[static_cast<size_t>(row)] = {it->second.first, it->second.second * bs + slot % bs};
+  }
+  return out;
+}
+
+}  // namespace
+
+ExplicitInputs explicit_inputs_of_payload(const Case& c) {
+  Case seeded = c;
+  seeded.explicit_inputs.reset();
+  ExplicitInputs x;
+  const int64_t vd = c.has_value() ? c.value_dim() : 0;
+  for (int64_t row = 0; row < c.num_slots(); ++row) {
+    const int64_t slot = c.slot_mapping[static_cast<size_t>(row)];
+    if (c.is_padding(slot) || slot >= c.capacity()) continue;
+    x.rows.push_back(row);
+    for (int64_t h = 0; h < c.num_heads; ++h) {
+      for (int64_t d = 0; d < c.head_dim; ++d) x.key.push_back(input_bits(seeded, Tensor::key, row, h, d));
+    }
+    for (int64_t h = 0; h < c.num_heads; ++h) {
+      for (int64_t d = 0; d < vd; ++d) x.value.push_back(input_bits(seeded, Tensor::value, row, h, d));
+    }
+  }
+  return x;
+}
+
+std::optional<ExplicitInputs> explicit_inputs_carried(const Case& from, const Case& c) {
+  if (!from.explicit_inputs || from.input_dtype != c.input_dtype) return std::nullopt;
+  std::map<std::pair<int64_t, int64_t>, int64_t> given;  // token -> row of `from` with explicit values
+  const auto from_tokens = row_tokens(from);
+  for (int64_t row : from.explicit_inputs->rows)
+    if (from_tokens[static_cast<size_t>(row)].first >= 0) given.emplace(from_tokens[static_cast<size_t>(row)], row);
+  Case seeded = c;
+  seeded.explicit_inputs.reset();
+  ExplicitInputs x;
+  const auto tokens = row_tokens(c);
+  const int64_t vd = c.has_value() ? c.value_dim() : 0;
+  for (int64_t row = 0; row < c.num_slots(); ++row) {
+    const auto it = given.find(tokens[static_cast<size_t>(row)]);
+    if (tokens[static_cast<size_t>(row)].first < 0 || it == given.end()) continue;
+    x.rows.push_back(row);
+    // The given value where both cases have the (head, dim), else c's seeded one.
+    const auto value = [&](bool is_value, int64_t h, int64_t d) {
+      const int64_t from_dims = is_value ? (from.has_value() ? from.value_dim() : 0) : from.head_dim;
+      if (h < from.num_heads && d < from_dims)
+        if (const auto b = explicit_bits(from, is_value, it->second, h, d)) return *b;
+      return input_bits(seeded, is_value ? Tensor::value : Tensor::key, row, h, d);
+    };
+    for (int64_t h = 0; h < c.num_heads; ++h)
+      for (int64_t d = 0; d < c.head_dim; ++d) x.key.push_back(value(false, h, d));
+    for (int64_t h = 0; h < c.num_heads; ++h)
+      for (int64_t d = 0; d < vd; ++d) x.value.push_back(value(true, h, d));
+  }
+  return x;
 }
 
 }  // namespace kvf::golden

@@ -47,6 +47,14 @@ uint32_t input_bits(const Case& c, Tensor t, int64_t row, int64_t head, int64_t 
 // The same for dims [first, first + count) of one (row, head): out[i] = input_bits(.., first + i),
 // with what does not depend on the dim computed once (the arena fill's inner loop).
 void input_row_bits(const Case& c, Tensor t, int64_t row, int64_t head, int64_t first, int64_t count, uint32_t* out);
+
+// Every written row of c (slot >= 0 and < capacity) with the values input_bits() gives it, as
+// explicit inputs (`kvfuzz generate --explicit`: the same batch, its values editable in the file).
+// With `from` (a shrink candidate of the case `from` came with): the rows of c whose token (request,
+// cache position) is a row of `from` listed in its explicit inputs, each with that row's values for
+// the heads and dims both have; nullopt when `from` has none or another input dtype.
+ExplicitInputs explicit_inputs_of_payload(const Case& c);
+std::optional<ExplicitInputs> explicit_inputs_carried(const Case& from, const Case& c);
 uint32_t context_bits(const Case& c, Tensor t, int64_t request, int64_t pos, int64_t head, int64_t dim);
 // The bits an earlier context token holds in field `f` at (head, dim) (dim: the group of a scale or
 // zero field), in the field's dtype: context_bits() for the classic caches' fields; for a quantised

@@ -31,6 +31,8 @@
  *   STRIDE_GRANULARITY_16  declares kvfz_capabilities.stride_granularity 16 and refuses any call
  *                         with an input or cache stride that is not a whole number of 16 bytes
  *                         (kvfuzz must never make one, shrinking included)
+ *   FLUSH_SUBNORMALS      stores a subnormal key element as a zero of its sign (flush to zero), which
+ *                         seeded payloads rarely reach and an explicit input value reaches at once
  *   SKIPS_SMALL_HEAD_DIM  returns KVFZ_APPEND_SKIP ("head_dim below 8 is not implemented") for head
  *                         dims below 8; with $KVFUZZ_TEST_WRONG set, writes nothing for the others
  *                         (missing_write), so that shrinking meets skipped candidates
@@ -190,6 +192,33 @@ int kvfuzz_plugin_append(const kvfz_append_args* args, char* error, size_t error
         snprintf(error, error_size, "stride %zu is %lld bytes, not a whole number of 16-byte units", i, (long long)strides[i]);
         return 1;
       }
+  }
+#endif
+#if defined(FLUSH_SUBNORMALS)
+  {
+    const int rc = naive_append(args, error, error_size);
+    const int wide = args->input_dtype == KVFZ_F32;
+    const int64_t capacity = args->cache.num_blocks * args->cache.block_size, size = wide ? 4 : 2;
+    const uint32_t exp_mask = wide ? 0x7F800000u : args->input_dtype == KVFZ_F16 ? 0x7C00u : 0x7F80u;
+    const uint32_t sign = wide ? 0x80000000u : 0x8000u;
+    for (int64_t t = 0; rc == 0 && t < args->num_slots; ++t) {
+      const int64_t slot = args->slot_type == KVFZ_I32 ? (int64_t)((const int32_t*)args->slot_mapping)[t]
+                                                       : ((const int64_t*)args->slot_mapping)[t];
+      if (slot < 0 || slot >= capacity) continue;
+      const int64_t block = slot / args->cache.block_size, pos = slot % args->cache.block_size;
+      for (int64_t h = 0; h < args->num_heads; ++h)
+        for (int64_t d = 0; d < args->head_dim; ++d) {
+          const unsigned char* in = (const unsigned char*)args->key + (t * args->key_stride_token + h * args->key_stride_head + d) * size;
+          uint32_t bits = 0;
+          memcpy(&bits, in, (size_t)size);
+          if ((bits & exp_mask) != 0 || (bits & ~sign) == 0) continue;
+          bits &= sign;
+          memcpy((unsigned char*)args->k_cache +
+                     (block * args->cache.stride_block + pos * args->cache.stride_pos + h * args->cache.stride_head + d) * size,
+                 &bits, (size_t)size);
+        }
+    }
+    return rc;
   }
 #endif
 #if defined(SKIPS_SMALL_HEAD_DIM)

@@ -177,7 +177,7 @@ TEST(CaseJsonHostile, refusesAMissingKey) {
 TEST(CaseJsonHostile, refusesAnUnknownKey) {
   EXPECT_REFUSED(edited([](json& j) { j["shape"]["foo"] = 1; }), "/shape/foo",
                  "unknown key \"foo\"; expected one of \"num_heads\", \"head_dim\"");
-  EXPECT_REFUSED(edited([](json& j) { j["extra"] = 1; }), "/extra", "(optional: \"genotype\", \"format\", \"serving\")");
+  EXPECT_REFUSED(edited([](json& j) { j["extra"] = 1; }), "/extra", "(optional: \"genotype\", \"format\", \"serving\", \"explicit_inputs\")");
   EXPECT_REFUSED(edited([](json& j) { j["input"]["key"]["a/b~c"] = 1; }), "/input/key/a~1b~0c", "unknown key");
 }
 

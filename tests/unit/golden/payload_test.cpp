@@ -658,5 +658,30 @@ TEST(Payload, edgesPutMxGroupMaximaOnBothSidesOfAPowerOfTwo) {
   }
 }
 
+// The case reader's canary check (case/explicit_inputs.cpp) has its own copy of the input canary
+// patterns: it must refuse every pattern canary_bits() makes for an input dtype, and the seeded
+// finite values pass it.
+TEST(Payload, explicitInputsRefuseEveryInputCanaryPattern) {
+  for (DType t : kDTypes) {
+    for (Canary tag : kTags) EXPECT_TRUE(is_input_canary_pattern(canary_bits(t, tag), t)) << to_string(t) << " tag " << static_cast<int>(tag);
+    const Case c = make_case(t, t, ValueDist::special, 5, 200);
+    for_each_input(c, [&](Tensor, int64_t row, int64_t, int64_t, uint32_t bits) {
+      if (kind_of(c, row) == RowKind::written) ASSERT_FALSE(is_input_canary_pattern(bits, t)) << std::hex << bits;
+    });
+  }
+}
+
+// generate --explicit: the same batch with its values as data reads the same bits.
+TEST(Payload, explicitInputsOfThePayloadGiveTheSameBits) {
+  Case c = make_case(DType::bf16, DType::bf16, ValueDist::finite, 8, 100);
+  Case x = c;
+  x.explicit_inputs = explicit_inputs_of_payload(c);
+  EXPECT_FALSE(x.explicit_inputs->rows.empty());
+  for_each_input(c, [&](Tensor t, int64_t row, int64_t h, int64_t d, uint32_t bits) { ASSERT_EQ(input_bits(x, t, row, h, d), bits); });
+  x.explicit_inputs->key[0] ^= 1;  // and a given value is the one read
+  const int64_t row0 = x.explicit_inputs->rows[0];
+  EXPECT_EQ(input_bits(x, Tensor::key, row0, 0, 0), input_bits(c, Tensor::key, row0, 0, 0) ^ 1);
+}
+
 }  // namespace
 }  // namespace kvf::golden
