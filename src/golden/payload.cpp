@@ -70,6 +70,7 @@
 #include <numeric>
 #include <vector>
 
+#include "../case/placement.h"
 #include "../gen/rng.h"
 #include "convert.h"
 #include "remainder.h"
@@ -809,17 +810,14 @@ namespace {
 // The token (request, cache position) of each written row of c, -1/-1 for the others: the slot's
 // block's first owner in the block tables and its logical block's position.
 std::vector<std::pair<int64_t, int64_t>> row_tokens(const Case& c) {
-  std::map<int64_t, std::pair<int64_t, int64_t>> owner;  // physical block -> (request, logical block)
-  for (size_t r = 0; r < c.requests.size(); ++r)
-    for (size_t i = 0; i < c.requests[r].blocks.size(); ++i)
-      owner.emplace(c.requests[r].blocks[i], std::pair<int64_t, int64_t>{static_cast<int64_t>(r), static_cast<int64_t>(i)});
+  const std::map<int64_t, BlockOwner> owner = block_owners(c);
   const int64_t bs = c.cache.block_size;
   std::vector<std::pair<int64_t, int64_t>> out(static_cast<size_t>(c.num_slots()), {-1, -1});
   for (int64_t row = 0; row < c.num_slots(); ++row) {
     const int64_t slot = c.slot_mapping[static_cast<size_t>(row)];
     if (c.is_padding(slot) || slot >= c.capacity()) continue;
     const auto it = owner.find(slot / bs);
-    if (it != owner.end()) out[static_cast<size_t>(row)] = {it->second.first, it->second.second * bs + slot % bs};
+    if (it != owner.end()) out[static_cast<size_t>(row)] = {static_cast<int64_t>(it->second.request), it->second.logical * bs + slot % bs};
   }
   return out;
 }

@@ -332,10 +332,9 @@ class PythonTargets(unittest.TestCase):
         self.assert_refused(self.kvfuzz(*run, "--target", f"python-numpy:{DECLARED}:bad_inputs"), 2,
                             'bad_inputs.kvfuzz_capabilities: at /inputs/0: "request" is not one of a list of the optional '
                             'inputs a Python function takes: "requests"')
-        self.assert_refused(self.kvfuzz(*run, "--target", f"python-numpy:{DECLARED}:misspelt_key"), 2,
-                            'at /input: unknown key "input"; the keys are layouts,')
-        self.assert_refused(self.kvfuzz(*run, "--target", f"python-numpy:{DECLARED}:misspelt_key"), 2,
-                            ", and (Python functions only) inputs")
+        misspelt = self.kvfuzz(*run, "--target", f"python-numpy:{DECLARED}:misspelt_key")  # one run, two parts of its message
+        self.assert_refused(misspelt, 2, 'at /input: unknown key "input"; the keys are layouts,')
+        self.assert_refused(misspelt, 2, ", and (Python functions only) inputs")
 
     # --- refusals ---------------------------------------------------------------------------------
 
