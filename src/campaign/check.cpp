@@ -110,7 +110,7 @@ CaseRun run_case(Isolator& isolator, const Case& c, const TolerancePolicy& toler
       r.verdict = single_finding(FindingKind::timeout, "the kernel hung: " + run.message);
       break;
     case IsolatedStatus::skip:  // no verdict: the kernel does not support the case
-      r.skipped = "skipped by the kernel: " + (run.message.empty() ? std::string("(no reason given)") : run.message);
+      r.skipped = std::string(kKernelSkipPrefix) + (run.message.empty() ? std::string("(no reason given)") : run.message);
       break;
   }
   stages.diff = seconds(ran, Clock::now());

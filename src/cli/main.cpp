@@ -426,9 +426,6 @@ std::vector<int> devices_from(const std::string& text) {
   return devices;
 }
 
-// `kvfuzz targets`: every target with what it supports; --json: the same as one JSON document, each
-// own target's capabilities in the keys of a Python declaration (gen/capabilities.h), null for a
-// kernel that declares its own when loaded.
 // Why `name` cannot run on this machine (no GPU, no interpreter, a module missing); empty when it can.
 std::string unavailable_here(const std::string& name) {
   try {
@@ -438,45 +435,91 @@ std::string unavailable_here(const std::string& name) {
   }
 }
 
-int cmd_targets(bool json) {
+// One target of `kvfuzz targets`: its info, whether it runs here, what it supports (own targets:
+// their capabilities; a named plugin or Python function: what it declared when loaded) and, for a
+// Python function, the optional inputs it declared.
+struct TargetEntry {
+  kvf::TargetInfo info;
+  std::string unavailable;  // empty: available here
+  std::optional<kvf::Capabilities> capabilities;
+  std::vector<std::string> inputs;
+};
+
+nlohmann::json target_entry_json(const TargetEntry& t) {
+  nlohmann::json j{{"name", t.info.name},
+                   {"available", t.unavailable.empty()},
+                   {"unavailable_reason", t.unavailable},
+                   {"summary", t.info.summary},
+                   {"supports", t.info.supports},
+                   {"values_checked", t.info.tolerance},
+                   {"default_tolerance", t.info.default_tolerance},
+                   {"default_timeout_s", t.info.default_timeout_s},
+                   {"needs_gpu", t.info.needs_gpu},
+                   {"capabilities", t.capabilities ? kvf::capabilities_to_json(*t.capabilities) : nlohmann::json()}};
+  if (!t.inputs.empty()) j["inputs"] = t.inputs;
+  return j;
+}
+
+std::string target_entry_text(const TargetEntry& t) {
+  const kvf::TargetInfo& i = t.info;
+  std::ostringstream o;
+  o << i.name << (t.unavailable.empty() ? "" : "  (not available here)") << "\n"
+    << "  " << i.summary << "\n"
+    << "  supports: " << i.supports << "\n"
+    << (t.capabilities ? "  formats: " + kvf::formats_text(*t.capabilities) + "\n" : "");
+  if (!t.inputs.empty()) {
+    o << "  inputs:";
+    for (const std::string& n : t.inputs) o << " " << n;
+    o << "\n";
+  }
+  o << "  values checked: " << i.tolerance << "\n"
+    << (i.default_tolerance == "exact" ? "" : "  default --tolerance: " + i.default_tolerance + "\n")
+    << (i.default_timeout_s == 30 ? "" : "  default --timeout: " + std::to_string(static_cast<int>(i.default_timeout_s)) + " s\n")
+    << "  needs a GPU: " << (i.needs_gpu ? "yes" : "no") << "\n"
+    << "  available here: " << (t.unavailable.empty() ? std::string("yes") : "no: " + t.unavailable) << "\n";
+  return o.str();
+}
+
+// A named target as loaded: a plugin is queried and a Python function's module imported, so the
+// entry shows what the kernel declares. An unknown name or a module that does not exist is exit 2
+// (InputError); a kernel that cannot load here (no GPU) is listed as not available.
+TargetEntry named_target_entry(const std::string& name) {
+  const std::unique_ptr<kvf::Target> t = kvf::make_target(name);
+  TargetEntry e{t->info(), t->unavailable_reason(), std::nullopt, {}};
+  if (e.unavailable.empty()) {
+    e.capabilities = t->capabilities();
+    e.inputs = t->declared_inputs();
+  }
+  return e;
+}
+
+// `kvfuzz targets [TARGET...]`: every target with what it supports, or only the named ones as loaded
+// (a user's kernel with its declaration); --json: the same as one JSON document, each capabilities
+// object in the keys of a Python declaration (gen/capabilities.h), null where nothing is declared.
+int cmd_targets(bool json, const std::vector<std::string>& names) {
+  std::vector<TargetEntry> entries;
+  for (const std::string& name : names) entries.push_back(named_target_entry(name));
+  if (names.empty())
+    for (const kvf::TargetInfo& t : kvf::list_targets()) entries.push_back({t, unavailable_here(t.name), t.capabilities, {}});
   if (json) {
     nlohmann::json out = nlohmann::json::array();
-    for (const kvf::TargetInfo& t : kvf::list_targets()) {
-      const std::string why = unavailable_here(t.name);
-      out.push_back({{"name", t.name},
-                     {"available", why.empty()},
-                     {"unavailable_reason", why},
-                     {"summary", t.summary},
-                     {"supports", t.supports},
-                     {"values_checked", t.tolerance},
-                     {"default_tolerance", t.default_tolerance},
-                     {"default_timeout_s", t.default_timeout_s},
-                     {"needs_gpu", t.needs_gpu},
-                     {"capabilities", t.capabilities ? kvf::capabilities_to_json(*t.capabilities) : nlohmann::json()}});
+    for (const TargetEntry& t : entries) out.push_back(target_entry_json(t));
+    if (names.empty()) {
+      for (const auto& [name, why] : kvf::targets_not_built())
+        out.push_back({{"name", name}, {"available", false}, {"unavailable_reason", why}, {"capabilities", nullptr}});
+      for (const std::string& usage : kvf::prefix_target_usages())
+        out.push_back({{"name", usage}, {"summary", "your kernel (docs/targets.md)"}, {"capabilities", nullptr}});
     }
-    for (const auto& [name, why] : kvf::targets_not_built())
-      out.push_back({{"name", name}, {"available", false}, {"unavailable_reason", why}, {"capabilities", nullptr}});
-    for (const std::string& usage : kvf::prefix_target_usages())
-      out.push_back({{"name", usage}, {"summary", "your kernel (docs/targets.md)"}, {"capabilities", nullptr}});
     std::cout << nlohmann::json{{"schema_version", 1}, {"targets", out}}.dump(2) << "\n";
     return kClean;
   }
-  for (const kvf::TargetInfo& t : kvf::list_targets()) {
-    const std::string why = unavailable_here(t.name);
-    std::cout << t.name << (why.empty() ? "" : "  (not available here)") << "\n"
-              << "  " << t.summary << "\n"
-              << "  supports: " << t.supports << "\n"
-              << (t.capabilities ? "  formats: " + kvf::formats_text(*t.capabilities) + "\n" : "")
-              << "  values checked: " << t.tolerance << "\n"
-              << (t.default_tolerance == "exact" ? "" : "  default --tolerance: " + t.default_tolerance + "\n")
-              << (t.default_timeout_s == 30 ? "" : "  default --timeout: " + std::to_string(static_cast<int>(t.default_timeout_s)) + " s\n")
-              << "  needs a GPU: " << (t.needs_gpu ? "yes" : "no") << "\n"
-              << "  available here: " << (why.empty() ? std::string("yes") : "no: " + why) << "\n";
-  }
+  for (const TargetEntry& t : entries) std::cout << target_entry_text(t);
+  if (!names.empty()) return kClean;
   for (const auto& [name, why] : kvf::targets_not_built())
     std::cout << name << "  (not available here)\n  available here: no: " << why << "\n";
   for (const std::string& usage : kvf::prefix_target_usages())
-    std::cout << usage << "\n  your kernel (docs/targets.md); what it supports comes from the kernel\n";
+    std::cout << usage << "\n  your kernel (docs/targets.md); `kvfuzz targets " << usage
+              << "` shows what it declares\n";
   return kClean;
 }
 
@@ -891,7 +934,10 @@ int main(int argc, char** argv) {
 
   bool targets_json = false;
   CLI::App* targets = app.add_subcommand("targets", "List targets and what each supports");
-  targets->add_flag("--json", targets_json, "Print the list as JSON (each own target's capabilities in the keys of docs/targets.md)");
+  targets->add_flag("--json", targets_json, "Print the list as JSON (each target's capabilities in the keys of docs/targets.md)");
+  std::vector<std::string> targets_named;
+  targets->add_option("target", targets_named,
+                      "Only these targets, loaded: a plugin or Python function with what it declares");
 
   kvf::MergeOptions merge_opts;
   std::string merge_out;
@@ -989,7 +1035,7 @@ int main(int argc, char** argv) {
   if (seconds_opt->count() > 0 && cases_opt->count() == 0 && run_opts.seconds > 0) run_opts.cases = 0;
 
   try {
-    if (*targets) return cmd_targets(targets_json);
+    if (*targets) return cmd_targets(targets_json, targets_named);
     if (*run) run_opts.shard = shard_from(run_shard);
     if (*generate) gen_opts.shard = shard_from(generate_shard);
     if (*compare) compare_opts.shard = shard_from(compare_shard);

@@ -152,7 +152,7 @@ std::string replay_junit(const ReplayResult& r, const std::string& command_line)
   for (const SkippedFile& f : r.skipped_files) {
     o << "    <testcase classname=\"kvfuzz.replay." << xml_escape(r.target) << "\" name=\"" << xml_escape(f.file.string())
       << "\" time=\"0.000\">\n";
-    o << "      <skipped message=\"" << xml_escape("outside the target's capabilities: " + f.reason) << "\"/>\n";
+    o << "      <skipped message=\"" << xml_escape(is_kernel_skip(f.reason) ? f.reason : "outside the target's capabilities: " + f.reason) << "\"/>\n";
     o << "    </testcase>\n";
   }
   o << "  </testsuite>\n</testsuites>\n";

@@ -162,8 +162,13 @@ std::string replay_summary_markdown(const ReplayResult& r) {
   o << "| files | as expected | not as expected | seconds |\n|--:|--:|--:|--:|\n";
   o << "| " << r.items.size() << " | " << r.passed() << " | " << r.failed() << " | " << static_cast<int64_t>(r.seconds + 0.5) << " |\n\n";
   if (r.interrupted) o << "The replay was interrupted.\n\n";
-  if (!r.skipped_files.empty())
-    o << r.skipped_files.size() << " case files outside the target's capabilities were skipped.\n\n";
+  if (!r.skipped_files.empty()) {
+    int64_t kernel = 0;
+    for (const SkippedFile& f : r.skipped_files) kernel += is_kernel_skip(f.reason);
+    const int64_t outside = static_cast<int64_t>(r.skipped_files.size()) - kernel;
+    if (outside) o << outside << " case files outside the target's capabilities were skipped.\n\n";
+    if (kernel) o << kernel << " case files were skipped by the kernel.\n\n";
+  }
   for (const SkippedFile& f : r.not_cases)
     o << code(f.file.string()) << " is not a case file (" << markdown_escape(f.reason) << "), not replayed.\n\n";
   for (const ReplayItem& i : r.items) {

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "arena/finding.h"
@@ -14,6 +15,11 @@
 #include "gen/genotype.h"
 
 namespace kvf {
+
+// The skip reason of a case the kernel declined when run (KVFZ_APPEND_SKIP, a Python target's skip)
+// is this prefix and the kernel's text; every other skip reason is outside the target's capabilities.
+inline constexpr std::string_view kKernelSkipPrefix = "skipped by the kernel: ";
+inline bool is_kernel_skip(std::string_view reason) { return reason.substr(0, kKernelSkipPrefix.size()) == kKernelSkipPrefix; }
 
 // Where the host time of checking cases goes, stage by stage, in seconds of wall time of the thread
 // that checks them (a campaign sums its threads: `run --stats`, the summary's "stages").

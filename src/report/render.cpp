@@ -174,14 +174,57 @@ nlohmann::json workers_json(const WorkerEvents& w) {
           {"recycled_threads", w.recycled_threads}};
 }
 
+namespace {
+
+// "N cases outside the target's capabilities (reason: n, ...)", "N cases by the kernel (reason: n,
+// ...)", or both as "N cases: A outside ... (...), B by the kernel (...)": the skips split by who
+// declined them, each part's reasons by count. `noun` is "case" or "case file".
+std::string skip_parts(int64_t total, const std::map<std::string, int64_t>& skip_reasons, const std::string& noun) {
+  std::vector<std::pair<std::string, int64_t>> outside, kernel;
+  int64_t n_outside = 0, n_kernel = 0;
+  for (const auto& [reason, n] : skip_reasons) {
+    if (is_kernel_skip(reason)) {
+      kernel.emplace_back(reason.substr(kKernelSkipPrefix.size()), n);
+      n_kernel += n;
+    } else {
+      outside.emplace_back(reason, n);
+      n_outside += n;
+    }
+  }
+  const auto list = [](std::vector<std::pair<std::string, int64_t>> reasons) {
+    std::stable_sort(reasons.begin(), reasons.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+    std::ostringstream s;
+    s << "(";
+    for (size_t i = 0; i < reasons.size(); ++i) s << (i ? ", " : "") << reasons[i].first << ": " << reasons[i].second;
+    s << ")";
+    return s.str();
+  };
+  std::ostringstream s;
+  s << total << " " << noun << (total == 1 ? "" : "s");
+  if (kernel.empty()) {
+    s << " outside the target's capabilities " << list(outside);
+  } else if (outside.empty()) {
+    s << " by the kernel " << list(kernel);
+  } else {
+    s << ": " << n_outside << " outside the target's capabilities " << list(outside) << ", " << n_kernel
+      << " by the kernel " << list(kernel);
+  }
+  return s.str();
+}
+
+bool any_kernel_skip(const std::map<std::string, int64_t>& skip_reasons) {
+  for (const auto& [reason, n] : skip_reasons)
+    if (is_kernel_skip(reason)) return true;
+  return false;
+}
+
+}  // namespace
+
 std::string render_skipped(const CampaignResult& r) {
   if (r.skipped == 0) return "";
-  std::vector<std::pair<std::string, int64_t>> reasons(r.skip_reasons.begin(), r.skip_reasons.end());
-  std::stable_sort(reasons.begin(), reasons.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
   std::ostringstream s;
-  s << "kvfuzz: skipped " << r.skipped << (r.skipped == 1 ? " case" : " cases") << " outside the target's capabilities (";
-  for (size_t i = 0; i < reasons.size(); ++i) s << (i ? ", " : "") << reasons[i].first << ": " << reasons[i].second;
-  s << "); " << r.replaced << " replaced by cases drawn inside them";
+  s << "kvfuzz: skipped " << skip_parts(r.skipped, r.skip_reasons, "case") << "; " << r.replaced
+    << (any_kernel_skip(r.skip_reasons) ? " replaced by other draws" : " replaced by cases drawn inside them");
   if (r.skipped > r.replaced) s << ", " << r.skipped - r.replaced << " not run";
   s << "\n";
   return s.str();
@@ -189,16 +232,7 @@ std::string render_skipped(const CampaignResult& r) {
 
 std::string render_skipped(const ReplayResult& r) {
   if (r.skipped == 0) return "";
-  std::ostringstream s;
-  s << "kvfuzz: skipped " << r.skipped << (r.skipped == 1 ? " case file" : " case files")
-    << " outside the target's capabilities (";
-  bool first = true;
-  for (const auto& [reason, n] : r.skip_reasons) {
-    s << (first ? "" : ", ") << reason << ": " << n;
-    first = false;
-  }
-  s << ")\n";
-  return s.str();
+  return "kvfuzz: skipped " + skip_parts(r.skipped, r.skip_reasons, "case file") + "\n";
 }
 
 std::string render_not_cases(const ReplayResult& r) {

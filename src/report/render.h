@@ -23,7 +23,9 @@ std::string render_verdict(const Verdict& v, const std::string& indent = "  ");
 std::string render_failure(const FailureRecord& r);
 
 // "kvfuzz: skipped N cases outside the target's capabilities (reason: n, ...); M replaced by cases
-// drawn inside them[, K not run]\n", or "" when nothing was skipped.
+// drawn inside them[, K not run]\n", or "" when nothing was skipped. Cases the kernel declined
+// (KVFZ_APPEND_SKIP) are counted apart: "N cases by the kernel (reason: n, ...); M replaced by other
+// draws", or with both "N cases: A outside the target's capabilities (...), B by the kernel (...)".
 std::string render_skipped(const CampaignResult& r);
 
 // One line of infrastructure events (worker retries, slow starts, recycling); "" when there were none.
@@ -42,7 +44,8 @@ std::string render_duplicates(const CampaignResult& r);
 nlohmann::json duplicates_json(const CampaignResult& r);
 nlohmann::json workers_json(const WorkerEvents& w);
 
-// "kvfuzz: skipped N case files outside the target's capabilities (reason: n, ...)\n", or "".
+// "kvfuzz: skipped N case files outside the target's capabilities (reason: n, ...)\n", or "";
+// files the kernel declined are counted apart as in the campaign's line.
 std::string render_skipped(const ReplayResult& r);
 
 // "kvfuzz: note: DIR/keep.json is not a case file (schema kvfuzz-summary), not replayed\n" per file

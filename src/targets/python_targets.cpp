@@ -66,6 +66,13 @@ class PythonTarget final : public Target {
     return caps;
   }
 
+  std::vector<std::string> declared_inputs() const override {
+    if (spec_.config.value("mode", "") == "launch") return {};
+    const PythonHello hello = probe_python_worker(spec_);
+    if (hello.kind == PythonHello::Kind::ready && hello.request_inputs) return {"requests"};
+    return {};
+  }
+
  private:
   TargetInfo info_;
   PythonWorkerSpec spec_;

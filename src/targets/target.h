@@ -99,6 +99,9 @@ class Target {
   // functions declare theirs. Campaigns send only cases inside it and count the others
   // (gen/capabilities.h); std::nullopt: every case the generator makes.
   virtual std::optional<Capabilities> capabilities() const { return info().capabilities; }
+  // The optional inputs the kernel declared beyond what Capabilities holds (a Python function's
+  // "inputs": ["requests"]), by name; empty for every other target.
+  virtual std::vector<std::string> declared_inputs() const { return {}; }
 
  private:
   std::optional<TargetSpec> spec_;

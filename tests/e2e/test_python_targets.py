@@ -267,6 +267,15 @@ class PythonTargets(unittest.TestCase):
         self.assert_caught(f"python-numpy:{BUGGY}:fill_kv_cache_contiguous_rows", r"\w+_write")
         self.assert_caught(f"python-numpy:{BUGGY}:writes_its_block_tables", "launch_error",
                            "the function wrote its read-only input block_tables[")
+        # `kvfuzz targets` names the optional inputs the function declared, beside its capabilities.
+        t = self.kvfuzz("targets", f"python-numpy:{EXAMPLES}/fill_kv_cache.py:fill_kv_cache", "--json")
+        self.assertEqual(t.returncode, 0, t.stdout + t.stderr)
+        [entry] = json.loads(t.stdout)["targets"]
+        self.assertEqual(entry["inputs"], ["requests"])
+        self.assertEqual(entry["capabilities"]["layouts"], ["paged_nhd", "paged_hnd"])
+        plain = self.kvfuzz("targets", f"python-numpy:{EXAMPLES}/csr_append.py:append_paged_kv_cache", "--json")
+        self.assertNotIn("inputs", json.loads(plain.stdout)["targets"][0])
+        self.assertEqual(json.loads(plain.stdout)["targets"][0]["capabilities"]["addressings"], ["csr"])
 
     def test_ring_and_context_parallel_positions_reach_a_function_that_declares_them(self):
         """ring_cp_append.py declares windows and cp_inputs ["none", "positions"]: no positions case is

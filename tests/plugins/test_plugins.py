@@ -250,6 +250,24 @@ class StrideGranularity(unittest.TestCase):
             reasons = json.loads(summary.read_text())["skipped"]["reasons"]
             self.assertGreater(sum(v for k, v in reasons.items() if "not a multiple of 16 bytes" in k), 0, reasons)
 
+    def test_kvfuzz_targets_shows_what_a_named_plugin_declares(self):
+        target = plugin("broken-stride-granularity-16.so")
+        p = kvfuzz("targets", target, "--json")
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        [entry] = json.loads(p.stdout)["targets"]
+        self.assertEqual(entry["name"], target)
+        self.assertTrue(entry["available"])
+        self.assertEqual(entry["capabilities"]["stride_granularity"], 16)
+        self.assertEqual(entry["capabilities"]["layouts"], ["paged_nhd", "paged_hnd"])
+        self.assertNotIn("inputs", entry)  # a Python-only declaration
+        text = kvfuzz("targets", target)
+        self.assertEqual(text.returncode, 0, text.stdout + text.stderr)
+        self.assertIn("strides in 16-byte units", text.stdout)
+        self.assertIn("available here: yes", text.stdout)
+        missing = kvfuzz("targets", "plugin:" + str(pathlib.Path(target[len("plugin:"):]).with_name("no-such-plugin.so")))
+        self.assertEqual(missing.returncode, 2, missing.stdout + missing.stderr)
+        self.assertIn("no such file", missing.stderr)
+
 
 class FormatsOnlyPlugin(unittest.TestCase):
     def test_a_plugin_writing_quantised_formats_only_gets_no_classic_case(self):
@@ -289,7 +307,17 @@ class SkippedByThePlugin(unittest.TestCase):
             self.assertEqual(s["skipped"]["replaced"], s["skipped"]["cases"])
             self.assertEqual(s["failed"], 0)
             self.assertEqual(last_line(p.stdout), f"kvfuzz: {s['passed']} passed, 0 failed")
-            self.assertIn(f"{self.REASON}: {skips}", SKIPPED_LINE.search(p.stdout).group(2))
+            # The kernel's skips are counted apart from the capability skips, under their own words.
+            bare = self.REASON.removeprefix("skipped by the kernel: ")
+            outside = s["skipped"]["cases"] - skips
+            line = next(l for l in p.stdout.splitlines() if l.startswith("kvfuzz: skipped "))
+            if outside:
+                self.assertRegex(line, rf"^kvfuzz: skipped {s['skipped']['cases']} cases: {outside} outside the "
+                                       rf"target's capabilities \(.*\), {skips} by the kernel \({re.escape(bare)}: {skips}\); "
+                                       rf"{s['skipped']['replaced']} replaced by other draws$")
+            else:
+                self.assertEqual(line, f"kvfuzz: skipped {skips} cases by the kernel ({bare}: {skips}); "
+                                       f"{skips} replaced by other draws")
 
             cases = pathlib.Path(d) / "cases"
             self.assertEqual(kvfuzz("generate", "--seed", 3, "--cases", 60, "-o", cases).returncode, 0)
@@ -303,7 +331,8 @@ class SkippedByThePlugin(unittest.TestCase):
             s = json.loads(summary.read_text())
             self.assertEqual(s["skipped"]["reasons"].get(self.REASON), len(small), s["skipped"])
             self.assertEqual(s["failed"], 0)
-            self.assertIn(f"{self.REASON}: {len(small)}", r.stdout)
+            self.assertIn(f"{len(small)} by the kernel ({self.REASON.removeprefix('skipped by the kernel: ')}: "
+                          f"{len(small)})", r.stdout)
 
             sh = kvfuzz("shrink", small[0], "--target", target, "-o", pathlib.Path(d) / "shrunk")
             self.assertEqual(sh.returncode, 0, sh.stdout + sh.stderr)

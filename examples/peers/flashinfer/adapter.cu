@@ -146,8 +146,8 @@ int kvfuzz_plugin_query(kvfz_capabilities* caps, int device, char* error, size_t
   // kvfuzz does not skip cases for it. The CSR arrays are int32, FlashInfer's IdType.
   caps->slot_types = (1u << KVFZ_I32) | (1u << KVFZ_I64);
   // Input: any token and head strides (append_k/v_stride_n, _h; K's and V's may differ), so fused QKV
-  // views too. Cache: any strides (stride_page, stride_n, stride_h). Both only at 16-byte multiples:
-  // the others are skipped (skip_reason). Rows >= nnz are never read (the loop runs i < nnz). No
+  // views too. Cache: any strides (stride_page, stride_n, stride_h). Both only at 16-byte multiples
+  // (stride_granularity below). Rows >= nnz are never read (the loop runs i < nnz). No
   // unaligned bases (16-byte vectors) and no invalid-slot counter (CSR has no invalid rows).
   caps->features =
       KVFZ_FEATURE_FUSED_QKV | KVFZ_FEATURE_STRIDED_INPUT | KVFZ_FEATURE_PADDED_CACHE | KVFZ_FEATURE_GRAPH_PADDING_ROWS;
@@ -159,6 +159,9 @@ int kvfuzz_plugin_query(kvfz_capabilities* caps, int device, char* error, size_t
   if (KVFZ_HAS_FIELD(caps, kvfz_capabilities, head_dims))
     for (size_t i = 0; i < sizeof(kHeadDims) / sizeof(kHeadDims[0]); ++i) caps->head_dims[i] = kHeadDims[i];
   if (KVFZ_HAS_FIELD(caps, kvfz_capabilities, families)) caps->families = 1u << KVFZ_FAMILY_KV;
+  // Every copy is a 16-byte vector: strides in whole 16-byte units only (a kvfuzz that predates the
+  // field sends others, and skip_reason skips them).
+  if (KVFZ_HAS_FIELD(caps, kvfz_capabilities, stride_granularity)) caps->stride_granularity = 16;
   caps->addressings = 1u << KVFZ_ADDRESSING_CSR;  // KVFZ_HAS_FIELD checked first thing
   return 0;
 }

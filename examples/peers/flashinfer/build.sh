@@ -2,16 +2,17 @@
 # build.sh — compile adapter.cu (FlashInfer's AppendPagedKVCache behind kvfuzz's plugin ABI) into a
 # kvfuzz plugin, then check that it exports exactly the three kvfuzz_plugin_* functions; or, with
 # -t bench, bench_driver.cu (the same call behind bench/bench.py's --peer flashinfer=PATH) into the
-# driver that exports exactly the three kvfuzz_flashinfer_* functions.
+# driver that exports exactly the three kvfuzz_flashinfer_* functions; with -t mla, mla_adapter.cu
+# (FlashInfer's AppendPagedKVMlaCache) into a second plugin.
 #
-# Usage: examples/peers/flashinfer/build.sh [-t plugin|bench] [-f FLASHINFER] [-o OUT.so] [-a ARCH]
-#   -t TARGET      plugin (default): adapter.cu; bench: bench_driver.cu
+# Usage: examples/peers/flashinfer/build.sh [-t plugin|mla|bench] [-f FLASHINFER] [-o OUT.so] [-a ARCH]
+#   -t TARGET      plugin (default): adapter.cu; mla: mla_adapter.cu; bench: bench_driver.cu
 #   -f FLASHINFER  a header tree of fetch-headers.sh (default: include-<pinned version> next to this
 #                  script) or a FlashInfer source checkout. Its include/ directory is put on the include
 #                  path, and its vendored libcudacxx (cccl/libcudacxx/include or
 #                  3rdparty/cccl/libcudacxx/include) ahead of the CUDA toolkit's, as FlashInfer's JIT does.
-#   -o OUT.so      default: build/plugins/flashinfer_append.so (plugin), build/peers/flashinfer_bench.so
-#                  (bench) of this repository
+#   -o OUT.so      default: build/plugins/flashinfer_append.so (plugin), flashinfer_mla_append.so (mla),
+#                  build/peers/flashinfer_bench.so (bench) of this repository
 #   -a ARCH        nvcc -arch value (default sm_90a, Hopper); e.g. sm_100a for Blackwell
 # Environment: NVCC (default /usr/local/cuda/bin/nvcc), NVCC_FLAGS (extra flags, word-split),
 #   KVFZ_FLASHINFER_VERSION (the version in the plugin's name and the driver's report; default: read
@@ -34,7 +35,7 @@ while getopts "t:f:o:a:h" opt; do
     o) out=$OPTARG ;;
     a) arch=$OPTARG ;;
     h) sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-    *) echo "build.sh: usage: build.sh [-t plugin|bench] [-f FLASHINFER] [-o OUT.so] [-a ARCH] (-h for help)" >&2; exit 2 ;;
+    *) echo "build.sh: usage: build.sh [-t plugin|mla|bench] [-f FLASHINFER] [-o OUT.so] [-a ARCH] (-h for help)" >&2; exit 2 ;;
   esac
 done
 shift $((OPTIND - 1))
@@ -51,11 +52,15 @@ case $target in
     source=$here/adapter.cu
     out=${out:-$repo/build/plugins/flashinfer_append.so}
     exports=(kvfuzz_plugin_abi_version kvfuzz_plugin_append kvfuzz_plugin_query) ;;
+  mla)
+    source=$here/mla_adapter.cu
+    out=${out:-$repo/build/plugins/flashinfer_mla_append.so}
+    exports=(kvfuzz_plugin_abi_version kvfuzz_plugin_append kvfuzz_plugin_query) ;;
   bench)
     source=$here/bench_driver.cu
     out=${out:-$repo/build/peers/flashinfer_bench.so}
     exports=(kvfuzz_flashinfer_append kvfuzz_flashinfer_args_size kvfuzz_flashinfer_version) ;;
-  *) echo "build.sh: -t takes plugin or bench, got '$target'" >&2; exit 2 ;;
+  *) echo "build.sh: -t takes plugin, mla or bench, got '$target'" >&2; exit 2 ;;
 esac
 
 nvcc=${NVCC:-/usr/local/cuda/bin/nvcc}

@@ -84,6 +84,26 @@ TEST(Render, skippedCasesAreCountedByReasonInTextAndJson) {
   EXPECT_EQ(j.at("skipped").at("reasons").at("cache dtype int8"), 2);
 }
 
+TEST(Render, casesTheKernelSkippedAreCountedApartFromCapabilitySkips) {
+  CampaignResult r;
+  r.skipped = 4;
+  r.replaced = 4;
+  r.skip_reasons = {{"skipped by the kernel: head_dim below 8", 4}};
+  EXPECT_EQ(render_skipped(r), "kvfuzz: skipped 4 cases by the kernel (head_dim below 8: 4); 4 replaced by other draws\n");
+  r.skipped = 7;
+  r.replaced = 6;
+  r.skip_reasons = {{"layout packed_kv_nhd", 3}, {"skipped by the kernel: head_dim below 8", 4}};
+  EXPECT_EQ(render_skipped(r),
+            "kvfuzz: skipped 7 cases: 3 outside the target's capabilities (layout packed_kv_nhd: 3), 4 by the kernel "
+            "(head_dim below 8: 4); 6 replaced by other draws, 1 not run\n");
+  ReplayResult files;
+  files.skipped = 2;
+  files.skip_reasons = {{"skipped by the kernel: empty append", 1}, {"family mla", 1}};
+  EXPECT_EQ(render_skipped(files),
+            "kvfuzz: skipped 2 case files: 1 outside the target's capabilities (family mla: 1), 1 by the kernel "
+            "(empty append: 1)\n");
+}
+
 TEST(Render, filesThatAreNotCasesAreNotedAndListedInTheReplayJson) {
   ReplayResult r;
   r.target = "cuda-emu";
