@@ -33,10 +33,10 @@ done
 read -r -a kernel_flags <<<"$flags"
 common=(-std=c++20 -DKVFUZZ_VERSION="\"$version\"" -isystem "$src/src/libfuzzer/cuda_host" -I "$src/src")
 
-# Every source of the case model, the golden model and the arena (globbed: a file added there is
+# Every source of the base floor, the case model, the values, the golden model and the arena (globbed: a file added there is
 # linked here without editing this list), plus what the harness needs from the generator and campaign.
 harness=()
-for f in "$src"/src/{case,golden,arena}/*.cpp; do
+for f in "$src"/src/{base,case,values,golden,arena}/*.cpp; do
   f="${f#"$src/src/"}"
   [ "$f" = arena/outside_scan_cpu.cpp ] || harness+=("${f%.cpp}")  # needs Thrust; only the CLI targets use it
 done

@@ -16,7 +16,7 @@ set(KVFUZZ_TRITON_VENV "${CMAKE_SOURCE_DIR}/build/venv-triton" CACHE PATH "Pytho
 set(KVFUZZ_TRITON_PYTHON "" CACHE FILEPATH "Python with triton==3.6.0 for the triton target's AOT build (empty: the venv's)")
 
 # Manifest parsing, kernel selection and argument packing: plain C++, built (and unit-tested) always.
-target_sources(kvfuzz_core PRIVATE ${CMAKE_SOURCE_DIR}/src/targets/triton/aot_manifest.cpp)
+target_sources(kvfuzz_targets PRIVATE ${CMAKE_SOURCE_DIR}/src/targets/triton/aot_manifest.cpp)
 
 set(_triton_python "${KVFUZZ_TRITON_PYTHON}")
 if(NOT _triton_python)
@@ -60,8 +60,8 @@ else()
   # The cubins, embedded by .incbin: embed.cpp names each with its sha256, so it changes with them.
   add_library(kvfuzz_kernel_triton STATIC ${_aot_dir}/embed.cpp)
   target_include_directories(kvfuzz_kernel_triton PRIVATE ${CMAKE_SOURCE_DIR}/src)
-  target_sources(kvfuzz_core PRIVATE src/targets/triton/triton_target.cpp src/targets/triton/cubin_loader.cpp)
-  target_compile_definitions(kvfuzz_core PUBLIC KVFUZZ_HAVE_TRITON)
-  target_link_libraries(kvfuzz_core PUBLIC kvfuzz_kernel_triton)
+  target_sources(kvfuzz_targets PRIVATE src/targets/triton/triton_target.cpp src/targets/triton/cubin_loader.cpp)
+  target_compile_definitions(kvfuzz_targets PUBLIC KVFUZZ_HAVE_TRITON)
+  target_link_libraries(kvfuzz_targets PUBLIC kvfuzz_kernel_triton)
   message(STATUS "kvfuzz: triton target enabled (${_triton_python}, kernels compiled into ${_aot_dir})")
 endif()

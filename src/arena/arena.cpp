@@ -3,7 +3,7 @@
 // See arena.h for the image layout. Everything here is plain host code; the fill is the only place
 // that decides which pre-run pattern each byte holds, and diff.cpp classifies differences against
 // the same CacheLocator roles, so the two cannot disagree about what a cell is.
-#include "arena/arena.h"
+#include "arena.h"
 
 #include <sys/mman.h>
 
@@ -15,12 +15,12 @@
 #include <stdexcept>
 #include <string>
 
-#include "arena/windows.h"
+#include "windows.h"
 #include "case/context_parallel.h"
 #include "case/csr.h"
 #include "case/placement.h"
 #include "case/window.h"
-#include "golden/payload.h"
+#include "values/payload.h"
 
 namespace kvf {
 

@@ -27,7 +27,7 @@
 #include <memory>
 #include <vector>
 
-#include "../case/case.h"
+#include "case/case.h"
 #include "cache_fill.cuh"
 
 namespace kvf {

@@ -1,9 +1,9 @@
 // decode.cpp — see decode.h.
-#include "arena/decode.h"
+#include "decode.h"
 
 #include <algorithm>
 
-#include "golden/convert.h"
+#include "values/convert.h"
 
 namespace kvf {
 

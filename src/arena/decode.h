@@ -14,9 +14,9 @@
 #include <utility>
 #include <vector>
 
-#include "../case/case.h"
+#include "case/case.h"
 #include "arena.h"
-#include "golden/payload.h"
+#include "values/payload.h"
 
 namespace kvf {
 

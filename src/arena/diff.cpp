@@ -42,7 +42,7 @@
 // except the pre-run one. A per-format rule (TolerancePolicy::per_format) replaces the policy for
 // cells stored in that format: KV cache cells in the cache dtype, scale cache cells in f32. Every
 // other location is exact under every policy. Tolerated cells still count in differing_cells.
-#include "arena/diff.h"
+#include "diff.h"
 
 #include <algorithm>
 #include <charconv>
@@ -59,12 +59,12 @@
 #include <utility>
 #include <vector>
 
-#include "arena/windows.h"
+#include "windows.h"
 #include "case/context_parallel.h"
 #include "case/csr.h"
-#include "gen/rng.h"
-#include "golden/convert.h"
-#include "golden/payload.h"
+#include "base/rng.h"
+#include "values/convert.h"
+#include "values/payload.h"
 
 namespace kvf {
 

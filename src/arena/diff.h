@@ -13,12 +13,12 @@
 #include <string_view>
 #include <vector>
 
-#include "../case/case.h"
+#include "case/case.h"
 #include "arena.h"
 #include "decode.h"
 #include "finding.h"
 #include "outside_diff.h"
-#include "golden/payload.h"
+#include "values/payload.h"
 
 namespace kvf {
 

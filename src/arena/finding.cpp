@@ -1,5 +1,5 @@
 // finding.cpp — names of finding kinds (used in reports, JSON and corpus expectations).
-#include "arena/finding.h"
+#include "finding.h"
 
 namespace kvf {
 

@@ -4,13 +4,13 @@
 #define THRUST_DEVICE_SYSTEM THRUST_DEVICE_SYSTEM_CPP
 #define THRUST_CUB_WRAPPED_NAMESPACE kvf_thrust_cpp
 
-#include "arena/outside_scan_cpu.h"
+#include "outside_scan_cpu.h"
 
 #include <thrust/execution_policy.h>
 
 #include <cstring>
 
-#include "arena/outside_scan.cuh"
+#include "outside_scan.cuh"
 
 namespace kvf {
 

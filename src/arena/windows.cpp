@@ -1,12 +1,12 @@
 // windows.cpp — the windows of a large case and the wire form of what a target found outside them.
-#include "arena/windows.h"
+#include "windows.h"
 
 #include <algorithm>
 #include <cstring>
 #include <stdexcept>
 
-#include "gen/rng.h"
-#include "golden/payload.h"
+#include "base/rng.h"
+#include "values/payload.h"
 
 namespace kvf {
 

@@ -1,6 +1,6 @@
 // campaign.cpp — the run loop (generate, check, confirm, shrink, save), replay and shrink.
-#include "campaign/campaign.h"
-#include "campaign/jobs.h"
+#include "campaign.h"
+#include "jobs.h"
 
 #include <algorithm>
 #include <atomic>
@@ -16,14 +16,14 @@
 #include <unistd.h>
 
 #include "case/case_json.h"
-#include "case/errors.h"
+#include "base/errors.h"
 #include "gen/capabilities.h"
 #include "gen/generate.h"
 #include "gen/materialize.h"
 #include "gen/shrink.h"
-#include "golden/payload.h"
-#include "campaign/signature.h"
-#include "campaign/stats.h"
+#include "values/payload.h"
+#include "signature.h"
+#include "stats.h"
 
 namespace kvf {
 

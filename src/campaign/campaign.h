@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "campaign/check.h"
-#include "campaign/shard.h"
+#include "check.h"
+#include "shard.h"
 #include "case/validate.h"
 #include "report/outcome.h"
 #include "report/progress.h"

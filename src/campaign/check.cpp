@@ -1,5 +1,5 @@
 // check.cpp — see check.h.
-#include "campaign/check.h"
+#include "check.h"
 
 #include <algorithm>
 #include <chrono>
@@ -7,7 +7,7 @@
 
 #include "arena/diff.h"
 #include "arena/windows.h"
-#include "case/errors.h"
+#include "base/errors.h"
 #include "golden/golden.h"
 
 namespace kvf {

@@ -12,7 +12,7 @@
 
 #include "arena/arena.h"
 #include "arena/diff.h"
-#include "campaign/isolation.h"
+#include "isolation.h"
 #include "case/case.h"
 #include "case/validate.h"
 #include "report/command_line.h"

@@ -1,6 +1,6 @@
 // compare.cpp — see compare.h.
-#include "campaign/compare.h"
-#include "campaign/jobs.h"
+#include "compare.h"
+#include "jobs.h"
 
 #include <algorithm>
 #include <chrono>
@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "arena/windows.h"
-#include "campaign/campaign.h"
+#include "campaign.h"
 #include "case/case_json.h"
-#include "case/errors.h"
+#include "base/errors.h"
 #include "gen/generate.h"
 #include "gen/materialize.h"
 

@@ -17,8 +17,8 @@
 #include <optional>
 #include <string>
 
-#include "campaign/check.h"
-#include "campaign/shard.h"
+#include "check.h"
+#include "shard.h"
 #include "report/progress.h"
 
 namespace kvf {

@@ -1,12 +1,12 @@
 // devices.cpp — see devices.h.
-#include "campaign/devices.h"
+#include "devices.h"
 
 #include <string>
 
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "case/errors.h"
+#include "base/errors.h"
 
 #if defined(KVFUZZ_HAVE_CUDA)
 #include <cuda_runtime.h>

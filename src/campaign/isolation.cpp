@@ -9,7 +9,7 @@
 //              and for a windowed request: u64 outside_bytes, encode(OutsideDiff) (arena/outside_diff.h)
 // The image occupies the first image_bytes of the shared memfd (of a windowed image, only the
 // ranges of plan_windows(), which both ends compute from the case).
-#include "campaign/isolation.h"
+#include "isolation.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -33,7 +33,7 @@
 
 #include "arena/windows.h"
 #include "case/case_wire.h"
-#include "case/errors.h"
+#include "base/errors.h"
 #include "case/validate.h"
 #include "targets/fd_io.h"
 

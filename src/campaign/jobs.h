@@ -10,7 +10,7 @@
 #include <thread>
 #include <vector>
 
-#include "case/errors.h"
+#include "base/errors.h"
 
 namespace kvf {
 

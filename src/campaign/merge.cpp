@@ -1,16 +1,16 @@
 // merge.cpp — see merge.h.
-#include "campaign/merge.h"
+#include "merge.h"
 
 #include <algorithm>
 #include <map>
 #include <set>
 #include <system_error>
 
-#include "campaign/campaign.h"
-#include "campaign/signature.h"
-#include "campaign/stats.h"
+#include "campaign.h"
+#include "signature.h"
+#include "stats.h"
 #include "case/case_json.h"
-#include "case/errors.h"
+#include "base/errors.h"
 
 namespace kvf {
 

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "campaign/check.h"
+#include "check.h"
 #include "case/validate.h"
 #include "targets/target.h"
 

@@ -1,5 +1,5 @@
 // metamorphic.cpp — see metamorphic.h.
-#include "campaign/metamorphic.h"
+#include "metamorphic.h"
 
 #include <dlfcn.h>
 #include <sys/wait.h>

@@ -1,5 +1,5 @@
 // mutant_catalogue.cpp — see mutant_catalogue.h.
-#include "campaign/mutant_catalogue.h"
+#include "mutant_catalogue.h"
 
 #include <fstream>
 #include <set>
@@ -7,7 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "case/errors.h"
+#include "base/errors.h"
 
 namespace kvf {
 

@@ -1,14 +1,14 @@
 // report_case.cpp — see report_case.h.
-#include "campaign/report_case.h"
+#include "report_case.h"
 
 #include <fstream>
 #include <system_error>
 
 #include <nlohmann/json.hpp>
 
-#include "campaign/campaign.h"
+#include "campaign.h"
 #include "case/case_json.h"
-#include "case/errors.h"
+#include "base/errors.h"
 #include "report/html.h"
 #include "report/markdown.h"
 

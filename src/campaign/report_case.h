@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "campaign/check.h"
+#include "check.h"
 #include "case/validate.h"
 #include "report/cell_map.h"
 #include "report/outcome.h"

@@ -1,5 +1,5 @@
 // selftest.cpp — see selftest.h.
-#include "campaign/selftest.h"
+#include "selftest.h"
 
 #include <fcntl.h>
 #include <spawn.h>
@@ -17,8 +17,8 @@
 #include <system_error>
 #include <thread>
 
-#include "campaign/metamorphic.h"
-#include "case/errors.h"
+#include "metamorphic.h"
+#include "base/errors.h"
 #include "report/junit.h"
 
 extern char** environ;

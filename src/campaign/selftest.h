@@ -20,7 +20,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "campaign/mutant_catalogue.h"
+#include "mutant_catalogue.h"
 #include "report/progress.h"
 
 namespace kvf {

@@ -1,11 +1,11 @@
 // shard.cpp — see shard.h.
-#include "campaign/shard.h"
+#include "shard.h"
 
 #include <charconv>
 #include <limits>
 #include <optional>
 
-#include "case/errors.h"
+#include "base/errors.h"
 
 namespace kvf {
 

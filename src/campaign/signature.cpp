@@ -1,5 +1,5 @@
 // signature.cpp — see signature.h.
-#include "campaign/signature.h"
+#include "signature.h"
 
 #include <fcntl.h>
 #include <sys/file.h>
@@ -13,7 +13,7 @@
 
 #include "arena/arena.h"
 #include "case/case_json.h"
-#include "case/errors.h"
+#include "base/errors.h"
 
 namespace kvf {
 

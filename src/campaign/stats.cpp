@@ -1,5 +1,5 @@
 // stats.cpp — see stats.h.
-#include "campaign/stats.h"
+#include "stats.h"
 
 #include <algorithm>
 

@@ -1,5 +1,5 @@
 // summary_merge.cpp — see summary_merge.h.
-#include "campaign/summary_merge.h"
+#include "summary_merge.h"
 
 #include <algorithm>
 #include <fstream>
@@ -9,7 +9,7 @@
 #include <system_error>
 
 #include "case/case_json.h"
-#include "case/errors.h"
+#include "base/errors.h"
 #include "report/exit_code.h"
 
 namespace kvf {

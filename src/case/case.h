@@ -1,7 +1,7 @@
 // case.h — a concrete, materialised append batch: everything needed to run and check one call.
 //
 // A Case is what the corpus stores (JSON schema v1, case_json.h) and what targets execute. It is
-// derived from a shrinkable Genotype (gen/genotype.h) by materialize(), but once materialised it
+// derived from a shrinkable Genotype (case/genotype.h) by materialize(), but once materialised it
 // stands alone: block tables, slot_mapping, strides and buffer sizes are concrete values, so a
 // corpus file replays identically whatever the generator becomes.
 //
@@ -15,7 +15,7 @@
 // fields() lists what the cache stores and where each field's values come from: the one
 // description the golden model, the arena, the locator and the reports read.
 // Payload values are not stored: they are a pure function of (payload, coordinates), see
-// golden/payload.h, so a case stays small and every stored value is reproducible.
+// values/payload.h, so a case stays small and every stored value is reproducible.
 #pragma once
 
 #include <cstdint>
@@ -25,7 +25,7 @@
 
 #include "../../kernels/cuda/kv_append.cuh"  // DType, IndexType, CacheGeometry
 #include "../../kernels/cuda/kv_format.cuh"  // FieldLayout
-#include "../gen/genotype.h"
+#include "genotype.h"
 #include "explicit_inputs.h"
 #include "quant_format.h"
 #include "types.h"
@@ -189,7 +189,7 @@ struct Case {
 
   // quantisation (cache_dtype fp8_e4m3 / fp8_e5m2 / int8; scale_kind none for float caches)
   ScaleKind scale_kind = ScaleKind::none;
-  ScaleDist scale_dist = ScaleDist::unit;  // values of static scales (golden/payload.h scale_bits)
+  ScaleDist scale_dist = ScaleDist::unit;  // values of static scales (values/payload.h scale_bits)
   // Static scales (per_tensor, per_head, per_block) are not stored: static_scale_count() fp32 values
   // per tensor, K then V, in the arena's scales section, given by scale_bits().
   // Dynamic scale caches (per_token_head): one fp32 buffer holding the K and V scale caches, laid
@@ -209,7 +209,7 @@ struct Case {
 
   // payload
   ValueDist dist = ValueDist::finite;
-  uint64_t payload_seed = 0;  // salt of the payload function (golden/payload.h)
+  uint64_t payload_seed = 0;  // salt of the payload function (values/payload.h)
   // Input rows given as data (a hand-written or traced case), in place of the seeded payload.
   std::optional<ExplicitInputs> explicit_inputs;
 

@@ -1,10 +1,10 @@
-// case_json.cpp — corpus format v1 (docs/corpus-format.md): strict JSON parsing, Case <-> JSON,
-// the canonical content hash and atomic file writes.
+// case_json.cpp — corpus format v1, v2 (docs/corpus-format.md): Case <-> JSON, the canonical content
+// hash and saving a case.
 //
-// The reader treats every file as hostile. Parsing goes through a SAX handler of our own that
-// refuses duplicate keys and deep nesting (nlohmann's DOM parser keeps the last duplicate
-// silently); the typed reader then checks every key, type and integer range before a value reaches
-// a Case, and validate() checks the semantics. Only InputError leaves the readers.
+// The reader treats every file as hostile. Parsing goes through base/json.h's strict parser (its own
+// SAX handler refuses duplicate keys and deep nesting, which nlohmann's DOM parser would accept);
+// the typed reader then checks every key, type and integer range before a value reaches a Case, and
+// validate() checks the semantics. Only InputError leaves the readers.
 #include "case_json.h"
 
 #include <fcntl.h>
@@ -24,7 +24,7 @@
 #include <utility>
 #include <vector>
 
-#include "errors.h"
+#include "base/errors.h"
 #include "placement.h"
 
 namespace kvf {
@@ -34,207 +34,12 @@ using json = nlohmann::json;
 namespace {
 
 constexpr const char* kSchemaName = kCaseSchemaName;
-constexpr size_t kMaxShown = 64;  // bytes of a user string echoed in a message
-
-// ---------------------------------------------------------------------------------------------
-// Message helpers. Everything echoed from the input is reduced to printable ASCII, so messages are
-// valid UTF-8 whatever the file held (reports embed them in JSON).
-
-void append_escaped(std::string& out, unsigned char ch) {
-  static const char kHex[] = "0123456789abcdef";
-  if (ch >= 0x20 && ch < 0x7f) {
-    out.push_back(static_cast<char>(ch));
-  } else {
-    out += "\\x";
-    out.push_back(kHex[ch >> 4]);
-    out.push_back(kHex[ch & 15]);
-  }
-}
-
-std::string printable(std::string_view s) {
-  std::string out;
-  for (size_t i = 0; i < s.size() && i < 4 * kMaxShown; ++i) append_escaped(out, static_cast<unsigned char>(s[i]));
-  if (s.size() > 4 * kMaxShown) out += "...";
-  return out;
-}
-
-// "\"name\"" with quotes and backslashes escaped, non-printable bytes as \xNN, long strings cut.
-std::string quote(std::string_view s) {
-  std::string out = "\"";
-  for (size_t i = 0; i < s.size() && i < kMaxShown; ++i) {
-    const char ch = s[i];
-    if (ch == '"' || ch == '\\') out.push_back('\\');
-    append_escaped(out, static_cast<unsigned char>(ch));
-  }
-  if (s.size() > kMaxShown) out += "...";
-  return out + "\"";
-}
-
-// One RFC 6901 reference token: '~' -> "~0", '/' -> "~1"; non-printable bytes as \xNN.
-std::string pointer_token(std::string_view key) {
-  std::string out;
-  for (size_t i = 0; i < key.size() && i < kMaxShown; ++i) {
-    const char ch = key[i];
-    if (ch == '~') {
-      out += "~0";
-    } else if (ch == '/') {
-      out += "~1";
-    } else {
-      append_escaped(out, static_cast<unsigned char>(ch));
-    }
-  }
-  if (key.size() > kMaxShown) out += "...";
-  return out;
-}
-
-std::string child(const std::string& path, std::string_view key) { return path + "/" + pointer_token(key); }
-std::string child(const std::string& path, size_t index) { return path + "/" + std::to_string(index); }
-
-// What a JSON value is, for "expected X, got Y".
-std::string describe(const json& v) {
-  switch (v.type()) {
-    case json::value_t::null: return "null";
-    case json::value_t::boolean: return v.get<bool>() ? "true" : "false";
-    case json::value_t::number_integer:
-    case json::value_t::number_unsigned: return "the integer " + v.dump();
-    case json::value_t::number_float: return "the non-integer number " + v.dump();
-    case json::value_t::string: return "the string " + quote(v.get_ref<const json::string_t&>());
-    case json::value_t::object: return "an object";
-    case json::value_t::array: return "an array";
-    case json::value_t::binary: return "binary data";
-    case json::value_t::discarded: return "a discarded value";
-  }
-  return "an unknown value";
-}
-
 std::string join_quoted(std::initializer_list<const char*> names) {
   std::string out;
   for (const char* n : names) out += (out.empty() ? "" : ", ") + quote(n);
   return out;
 }
 
-// ---------------------------------------------------------------------------------------------
-// Strict parsing: a SAX handler that builds the DOM like nlohmann's own, but refuses duplicate
-// keys and nesting deeper than kMaxJsonDepth, and records where.
-
-class StrictSax : public json::json_sax_t {
- public:
-  json root;                                   // the document, once parsing succeeded
-  std::optional<std::pair<std::string, std::string>> failure;  // (json path, message) of a refusal
-  std::optional<std::pair<size_t, std::string>> syntax;        // (byte position, nlohmann message)
-
-  bool null() override { return put(json(nullptr)); }
-  bool boolean(bool v) override { return put(json(v)); }
-  bool number_integer(json::number_integer_t v) override { return put(json(v)); }
-  bool number_unsigned(json::number_unsigned_t v) override { return put(json(v)); }
-  bool number_float(json::number_float_t v, const json::string_t&) override { return put(json(v)); }
-  bool string(json::string_t& v) override { return put(json(std::move(v))); }
-  bool binary(json::binary_t& v) override { return put(json::binary(std::move(v))); }
-
-  bool start_object(std::size_t) override { return open(json::value_t::object); }
-  bool start_array(std::size_t) override { return open(json::value_t::array); }
-  bool end_object() override { return close(); }
-  bool end_array() override { return close(); }
-
-  bool key(json::string_t& k) override {
-    Frame& f = frames_.back();
-    if (!f.keys.insert(k).second) {
-      failure.emplace(child(path(), k), "duplicate key " + quote(k) + "; each key may appear only once in an object");
-      return false;
-    }
-    f.key = std::move(k);
-    return true;
-  }
-
-  bool parse_error(std::size_t position, const std::string&, const nlohmann::detail::exception& ex) override {
-    syntax.emplace(position, ex.what());
-    return false;
-  }
-
- private:
-  struct Frame {
-    json* value;                // the open object or array
-    std::set<std::string> keys;  // keys seen so far (objects)
-    std::string key;             // key of the value being read (objects)
-  };
-  std::vector<Frame> frames_;  // open containers, outermost first
-
-  // Reference token of the value about to be added to (or being read in) frame f.
-  static std::string token_in(const Frame& f, bool pending) {
-    if (f.value->is_array()) return std::to_string(f.value->size() - (pending ? 0 : 1));
-    return pointer_token(f.key);
-  }
-  // JSON path of the innermost open container.
-  std::string path() const {
-    std::string p;
-    for (size_t i = 0; i + 1 < frames_.size(); ++i) p += "/" + token_in(frames_[i], false);
-    return p;
-  }
-
-  json* insert(json&& v) {
-    if (frames_.empty()) {
-      root = std::move(v);
-      return &root;
-    }
-    Frame& f = frames_.back();
-    if (f.value->is_array()) {
-      f.value->push_back(std::move(v));
-      return &f.value->back();
-    }
-    json& slot = (*f.value)[f.key];
-    slot = std::move(v);
-    return &slot;
-  }
-  bool put(json&& v) {
-    insert(std::move(v));
-    return true;
-  }
-  bool open(json::value_t type) {
-    if (frames_.size() >= static_cast<size_t>(kMaxJsonDepth)) {
-      failure.emplace(path() + "/" + token_in(frames_.back(), true),
-                      "JSON nested deeper than " + std::to_string(kMaxJsonDepth) +
-                          " levels; a kvfuzz case needs fewer than 10");
-      return false;
-    }
-    json* p = insert(json(type));
-    frames_.push_back({p, {}, {}});
-    return true;
-  }
-  bool close() {
-    frames_.pop_back();
-    return true;
-  }
-};
-
-// "not valid JSON at byte offset 6 (line 1, column 7): ... ; the file looks truncated".
-std::string syntax_message(std::string_view text, size_t position, const std::string& what) {
-  const size_t offset = std::min(position > 0 ? position - 1 : 0, text.size());
-  size_t line = 1, line_start = 0;
-  for (size_t i = 0; i < offset; ++i) {
-    if (text[i] == '\n') {
-      ++line;
-      line_start = i + 1;
-    }
-  }
-  // nlohmann's text: "[json.exception.parse_error.101] parse error at line 1, column 7: <detail>".
-  std::string detail = what;
-  if (const size_t close = detail.find("] "); detail.rfind("[json.exception.", 0) == 0 && close != std::string::npos) {
-    detail.erase(0, close + 2);
-  }
-  if (detail.rfind("parse error at line", 0) == 0) {
-    if (const size_t colon = detail.find(": "); colon != std::string::npos) detail.erase(0, colon + 2);
-  }
-  std::string msg = "not valid JSON at byte offset " + std::to_string(offset) + " (line " + std::to_string(line) +
-                    ", column " + std::to_string(offset - line_start + 1) + "): " + printable(detail);
-  if (text.find('\0') != std::string_view::npos) {
-    msg += "; the file looks binary, not JSON text";
-  } else if (detail.find("ill-formed UTF-8") != std::string::npos) {
-    msg += "; the file is not valid UTF-8 text";
-  } else if (offset >= text.size()) {
-    msg += "; the file looks truncated";
-  }
-  return msg;
-}
 
 // ---------------------------------------------------------------------------------------------
 // Typed reading. Each function checks the JSON type and the range representable in the Case field;
@@ -261,10 +66,10 @@ class Reader {
       }
       std::string expected = join_quoted(required);
       if (optional.size() > 0) expected += " (optional: " + join_quoted(optional) + ")";
-      fail(child(path, k), "unknown key " + quote(k) + "; expected one of " + expected);
+      fail(json_child(path, k), "unknown key " + quote(k) + "; expected one of " + expected);
     }
     for (const char* n : required) {
-      if (!v.contains(n)) fail(child(path, n), "missing key " + quote(n));
+      if (!v.contains(n)) fail(json_child(path, n), "missing key " + quote(n));
     }
   }
 
@@ -290,30 +95,30 @@ class Reader {
     fail(path, "expected an integer, got " + describe(v));
   }
   int64_t int64_field(const json& obj, const std::string& path, const char* key) const {
-    return integer(at(obj, key), child(path, key), std::numeric_limits<int64_t>::min(),
+    return integer(at(obj, key), json_child(path, key), std::numeric_limits<int64_t>::min(),
                    std::numeric_limits<int64_t>::max(), "int64");
   }
   int32_t int32_field(const json& obj, const std::string& path, const char* key) const {
-    return static_cast<int32_t>(integer(at(obj, key), child(path, key), std::numeric_limits<int32_t>::min(),
+    return static_cast<int32_t>(integer(at(obj, key), json_child(path, key), std::numeric_limits<int32_t>::min(),
                                         std::numeric_limits<int32_t>::max(), "int32"));
   }
 
   bool boolean_field(const json& obj, const std::string& path, const char* key) const {
     const json& v = at(obj, key);
-    if (!v.is_boolean()) fail(child(path, key), "expected true or false, got " + describe(v));
+    if (!v.is_boolean()) fail(json_child(path, key), "expected true or false, got " + describe(v));
     return v.get<bool>();
   }
 
   std::string string_field(const json& obj, const std::string& path, const char* key) const {
     const json& v = at(obj, key);
-    if (!v.is_string()) fail(child(path, key), "expected a string, got " + describe(v));
+    if (!v.is_string()) fail(json_child(path, key), "expected a string, got " + describe(v));
     return v.get_ref<const json::string_t&>();
   }
 
   // A uint64 written as a string of decimal digits ("42"), so that jq and JavaScript keep it exact.
   uint64_t seed_field(const json& obj, const std::string& path, const char* key) const {
     const json& v = at(obj, key);
-    const std::string p = child(path, key);
+    const std::string p = json_child(path, key);
     const char* expected = "expected a uint64 as a string of decimal digits (e.g. \"42\"), got ";
     if (!v.is_string()) fail(p, expected + describe(v));
     const std::string& s = v.get_ref<const json::string_t&>();
@@ -334,7 +139,7 @@ class Reader {
                const char* what) const {
     const std::string names = quoted_names<E>();
     const json& v = at(obj, key);
-    const std::string p = child(path, key);
+    const std::string p = json_child(path, key);
     if (v.is_string()) {
       if (const std::optional<E> e = parse(v.get_ref<const json::string_t&>())) return *e;
       fail(p, std::string("unknown ") + what + " " + quote(v.get_ref<const json::string_t&>()) + "; expected one of " + names);
@@ -344,17 +149,17 @@ class Reader {
 
   const json& array_field(const json& obj, const std::string& path, const char* key) const {
     const json& v = at(obj, key);
-    if (!v.is_array()) fail(child(path, key), "expected an array, got " + describe(v));
+    if (!v.is_array()) fail(json_child(path, key), "expected an array, got " + describe(v));
     return v;
   }
 
   std::vector<int64_t> int64_array(const json& obj, const std::string& path, const char* key) const {
     const json& a = array_field(obj, path, key);
-    const std::string p = child(path, key);
+    const std::string p = json_child(path, key);
     std::vector<int64_t> out;
     out.reserve(a.size());
     for (size_t i = 0; i < a.size(); ++i) {
-      out.push_back(integer(a.at(i), child(p, i), std::numeric_limits<int64_t>::min(),
+      out.push_back(integer(a.at(i), json_child(p, i), std::numeric_limits<int64_t>::min(),
                             std::numeric_limits<int64_t>::max(), "int64"));
     }
     return out;
@@ -432,7 +237,7 @@ void read_cache(const Reader& rd, const json& j, Case& c) {
 }
 
 CacheGeometry read_strides(const Reader& rd, const json& j, const std::string& path, const char* key) {
-  const std::string p = child(path, key);
+  const std::string p = json_child(path, key);
   const json& s = Reader::at(j, key);
   rd.expect_keys(s, p, {"stride_block", "stride_pos", "stride_head"});
   CacheGeometry g;
@@ -443,7 +248,7 @@ CacheGeometry read_strides(const Reader& rd, const json& j, const std::string& p
 }
 
 InputView read_view(const Reader& rd, const json& j, const std::string& path, const char* key) {
-  const std::string p = child(path, key);
+  const std::string p = json_child(path, key);
   const json& s = Reader::at(j, key);
   rd.expect_keys(s, p, {"offset", "stride_token", "stride_head"});
   InputView v;
@@ -509,7 +314,7 @@ void read_format(const Reader& rd, const json& j, Case& c) {
   rd.expect_keys(s, p, {"family"}, {"value_head_dim", "value_cache", "rope_dim", "rope"});
   c.family = rd.enum_field<Family>(s, p, "family", family_from_string, "format family");
   auto refuse = [&](const char* key, const char* why) {
-    if (s.contains(key)) rd.fail(child(p, key), std::string("family ") + std::string(to_string(c.family)) + " has no " + key + ": " + why);
+    if (s.contains(key)) rd.fail(json_child(p, key), std::string("family ") + std::string(to_string(c.family)) + " has no " + key + ": " + why);
   };
   if (c.family == Family::kv_split) {
     c.value_head_dim = rd.int32_field(s, p, "value_head_dim");
@@ -554,7 +359,7 @@ void read_rules(const Reader& rd, const json& r, const std::string& rp, QuantFor
     if (read.contains(item.key())) continue;
     std::string known;
     for (const auto& k : read.items()) known += (known.empty() ? "" : ", ") + quote(k.key());
-    rd.fail(child(rp, item.key()), "unknown key " + quote(item.key()) + "; format " + std::string(to_string(format)) +
+    rd.fail(json_child(rp, item.key()), "unknown key " + quote(item.key()) + "; format " + std::string(to_string(format)) +
                                        " reads " + (known.empty() ? std::string("no conventions") : known));
   }
   if (r.contains("nvfp4")) q.nvfp4 = rd.enum_field<Nvfp4Rule>(r, rp, "nvfp4", nvfp4_rule_from_string, "NVFP4 rule");
@@ -602,7 +407,7 @@ void read_requests(const Reader& rd, const json& j, Case& c) {
   const json& a = rd.array_field(j, "", "requests");
   c.requests.reserve(a.size());
   for (size_t i = 0; i < a.size(); ++i) {
-    const std::string p = child("/requests", i);
+    const std::string p = json_child("/requests", i);
     const json& s = a.at(i);
     rd.expect_keys(s, p, {"context_len", "new_len", "blocks"}, {"positions"});
     Request r;
@@ -681,7 +486,7 @@ Genotype read_genotype(const Reader& rd, const json& j) {
   const json& reqs = rd.array_field(s, p, "requests");
   g.requests.reserve(reqs.size());
   for (size_t i = 0; i < reqs.size(); ++i) {
-    const std::string rp = child(p + "/requests", i);
+    const std::string rp = json_child(p + "/requests", i);
     const json& r = reqs.at(i);
     rd.expect_keys(r, rp, {"context_len", "new_len"});
     g.requests.push_back({rd.int64_field(r, rp, "context_len"), rd.int64_field(r, rp, "new_len")});
@@ -764,8 +569,6 @@ std::string summarize(const std::vector<ValidationProblem>& problems) {
   return msg;
 }
 
-std::string errno_text(int err) { return std::error_code(err, std::generic_category()).message(); }
-
 json view_to_json(const InputView& v) {
   return {{"offset", v.offset}, {"stride_token", v.stride_token}, {"stride_head", v.stride_head}};
 }
@@ -774,21 +577,6 @@ json view_to_json(const InputView& v) {
 
 // ---------------------------------------------------------------------------------------------
 
-json parse_json_strict(std::string_view text, const std::string& file) {
-  if (std::all_of(text.begin(), text.end(), [](char ch) { return ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r'; })) {
-    throw InputError(file, "", "the file is empty; expected a JSON object (a kvfuzz case)");
-  }
-  StrictSax sax;
-  try {
-    json::sax_parse(text.begin(), text.end(), &sax, json::input_format_t::json, /*strict=*/true,
-                    /*ignore_comments=*/false);
-  } catch (const json::exception& e) {  // not expected: errors arrive through parse_error()
-    throw InputError(file, "", "not valid JSON: " + printable(e.what()));
-  }
-  if (sax.failure) throw InputError(file, sax.failure->first, sax.failure->second);
-  if (sax.syntax) throw InputError(file, "", syntax_message(text, sax.syntax->first, sax.syntax->second));
-  return std::move(sax.root);
-}
 
 int case_schema_version(const Case& c) {
   if (c.family != Family::kv || c.padding != PaddingMode::negative || c.addressing != Addressing::slot_mapping || c.has_window() ||
@@ -1018,77 +806,7 @@ std::string case_hash(const Case& c) {
   return fnv1a_hex(j.dump(-1, ' ', false, json::error_handler_t::replace));
 }
 
-std::string fnv1a_hex(std::string_view text) {
-  uint64_t h = 14695981039346656037ull;  // FNV-1a 64 offset basis
-  for (const char ch : text) {
-    h ^= static_cast<unsigned char>(ch);
-    h *= 1099511628211ull;  // FNV-1a 64 prime
-  }
-  static const char kHex[] = "0123456789abcdef";
-  std::string out(16, '0');
-  for (int i = 15; i >= 0; --i, h >>= 4) out[static_cast<size_t>(i)] = kHex[h & 15];
-  return out;
-}
 
-namespace {
-
-// A temporary name unique to this process and call: "<file>.tmp.<pid>.<n>". Never ends in ".json",
-// so replay and corpus directories never pick one up; a kill -9 mid-write can leave one behind,
-// never a partial <file>.
-std::filesystem::path temp_name(const std::filesystem::path& file) {
-  static std::atomic<uint64_t> counter{0};
-  std::filesystem::path tmp = file;
-  tmp += ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter.fetch_add(1));
-  return tmp;
-}
-
-// Writes `text` to a new temporary file beside `file` and syncs it; returns its name.
-std::filesystem::path write_temp(const std::filesystem::path& file, const std::string& text) {
-  // A missing folder of the file is made, as check_output_file() allowed (`--json results/s.json`).
-  if (file.has_parent_path()) {
-    std::error_code ec;
-    std::filesystem::create_directories(file.parent_path(), ec);
-    if (ec) throw InfraError("cannot write " + file.string() + ": cannot create its folder: " + ec.message());
-  }
-  const std::filesystem::path tmp = temp_name(file);
-  const auto fail = [&](const std::string& what, int err, bool remove_tmp) {
-    if (remove_tmp) ::unlink(tmp.c_str());
-    throw InfraError("cannot write " + file.string() + ": " + what + " " + tmp.string() + ": " + errno_text(err));
-  };
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0) fail("cannot create", errno, false);
-  size_t done = 0;
-  while (done < text.size()) {
-    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      const int err = errno;
-      ::close(fd);
-      fail("write failed on", err, true);
-    }
-    done += static_cast<size_t>(n);
-  }
-  if (::fsync(fd) != 0) {
-    const int err = errno;
-    ::close(fd);
-    fail("fsync failed on", err, true);
-  }
-  if (::close(fd) != 0) fail("close failed on", errno, true);
-  return tmp;
-}
-
-// Makes a rename in the directory of `file` durable; best effort (some file systems refuse fsync on
-// directories).
-void sync_parent(const std::filesystem::path& file) {
-  const std::filesystem::path dir = file.has_parent_path() ? file.parent_path() : std::filesystem::path(".");
-  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
-  }
-}
-
-}  // namespace
 
 std::string json_file_schema(const std::filesystem::path& file) {
   const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
@@ -1116,81 +834,6 @@ std::string json_file_schema(const std::filesystem::path& file) {
   }
 }
 
-void write_file_atomic(const std::filesystem::path& file, const std::string& text) {
-  const std::filesystem::path tmp = write_temp(file, text);
-  if (::rename(tmp.c_str(), file.c_str()) != 0) {
-    const int err = errno;
-    ::unlink(tmp.c_str());
-    throw InfraError("cannot write " + file.string() + ": cannot rename " + tmp.string() + ": " + errno_text(err));
-  }
-  sync_parent(file);
-}
-
-bool write_new_file_atomic(const std::filesystem::path& file, const std::string& text) {
-  const std::filesystem::path tmp = write_temp(file, text);
-  // link() fails with EEXIST instead of replacing: the no-clobber rename every file system has.
-  int rc = ::link(tmp.c_str(), file.c_str());
-  int err = errno;
-  if (rc != 0 && (err == EPERM || err == ENOTSUP || err == EOPNOTSUPP || err == ENOSYS)) {
-    // A file system without hard links: check, then rename (a race with another writer of the same
-    // name can replace its file, never leave a partial one).
-    struct stat st {};
-    if (::lstat(file.c_str(), &st) == 0) {
-      rc = -1;
-      err = EEXIST;
-    } else {
-      rc = ::rename(tmp.c_str(), file.c_str());
-      err = errno;
-    }
-  }
-  ::unlink(tmp.c_str());
-  if (rc != 0 && err == EEXIST) return false;
-  if (rc != 0) throw InfraError("cannot write " + file.string() + ": cannot link " + tmp.string() + ": " + errno_text(err));
-  sync_parent(file);
-  return true;
-}
-
-namespace {
-
-// Writable for this process's effective user, on a writable file system.
-bool writable(const std::filesystem::path& p) { return ::faccessat(AT_FDCWD, p.c_str(), W_OK, AT_EACCESS) == 0; }
-
-// The nearest existing folder at or above `p` (a relative path ends at ".").
-std::filesystem::path nearest_existing(std::filesystem::path p) {
-  std::error_code ec;
-  while (!p.empty() && !std::filesystem::exists(p, ec)) p = p.parent_path();
-  return p.empty() ? std::filesystem::path(".") : p;
-}
-
-}  // namespace
-
-void check_output_directory(const std::filesystem::path& dir, const std::string& option) {
-  std::error_code ec;
-  const std::filesystem::path at = nearest_existing(dir);
-  if (!std::filesystem::is_directory(at, ec)) {
-    throw InputError(dir.string(), "", (at == dir ? "exists and is not a directory" : at.string() + " is not a directory") +
-                                           std::string("; ") + option + " expects a directory");
-  }
-  if (!writable(at)) {
-    const int err = errno;
-    throw InputError(dir.string(), "", (at == dir ? std::string("is not writable") : "cannot be created: " + at.string() + " is not writable") +
-                                           " (" + errno_text(err) + "); " + option + " needs a directory kvfuzz can write");
-  }
-}
-
-void check_output_file(const std::filesystem::path& file, const std::string& option) {
-  if (file.empty() || file == "-") return;
-  std::error_code ec;
-  if (std::filesystem::is_directory(file, ec)) throw InputError(file.string(), "", "is a directory; " + option + " expects a file");
-  if (std::filesystem::exists(file, ec)) {
-    if (!writable(file)) {
-      const int err = errno;
-      throw InputError(file.string(), "", "is not writable (" + errno_text(err) + "); " + option + " needs a file kvfuzz can write");
-    }
-    return;
-  }
-  check_output_directory(file.has_parent_path() ? file.parent_path() : std::filesystem::path("."), option + "'s folder");
-}
 
 std::filesystem::path save_case(const Case& c, const std::filesystem::path& dir) {
   std::error_code ec;

@@ -5,7 +5,7 @@
 #include <cstring>
 #include <type_traits>
 
-#include "errors.h"
+#include "base/errors.h"
 #include "types.h"
 
 namespace kvf {

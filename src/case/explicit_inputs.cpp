@@ -6,7 +6,7 @@
 
 #include "case.h"
 #include "case_json.h"
-#include "errors.h"
+#include "base/errors.h"
 
 namespace kvf {
 

@@ -2,7 +2,7 @@
 //
 // A case found by hand, by another tool or in a production trace has inputs no payload seed makes.
 // Its written rows (slot >= 0, < capacity, row < T) can carry them: the key (and value) bits of
-// each listed row, for every head and dim, in the case's input dtype. golden/payload.cpp returns
+// each listed row, for every head and dim, in the case's input dtype. values/payload.cpp returns
 // them in place of the seeded payload; every other row keeps its canaries and every unlisted row its
 // seeded values. In a case file (docs/corpus-format.md, "explicit_inputs"):
 //   {"encoding": "le-bits-base64-v1", "rows": [0, 3, ...], "key": BASE64, "value": BASE64,
@@ -43,7 +43,7 @@ std::optional<uint32_t> explicit_bits(const Case& c, bool is_value, int64_t row,
 // what was expected) for an unknown encoding, bad base64, a digest that does not match, a size that
 // is not rows x heads x dims of the case, rows out of order or not written rows, a value input the
 // case's family has no tensor for, and bits that are one of kvfuzz's canary or guard patterns.
-// The canary patterns are golden/payload.cpp's (a quiet NaN tagged in its low mantissa bits, and
+// The canary patterns are values/payload.cpp's (a quiet NaN tagged in its low mantissa bits, and
 // all ones); payload_test checks that the reader refuses each.
 nlohmann::json explicit_inputs_to_json(const Case& c);
 ExplicitInputs explicit_inputs_from_json(const nlohmann::json& j, const Case& c, const std::string& file);

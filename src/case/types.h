@@ -66,7 +66,7 @@ enum class CpInput : uint8_t {
                  // (rank, world size, interleave), and skips the tokens other ranks hold itself
 };
 
-// Distribution of the payload values written into key/value rows (golden/payload.h).
+// Distribution of the payload values written into key/value rows (values/payload.h).
 enum class ValueDist : uint8_t {
   finite,    // finite values of every exponent, both signs
   special,   // finite mixed with NaN, +-Inf, +-0, subnormals, +-max finite
@@ -79,7 +79,7 @@ enum class ValueDist : uint8_t {
              // the computed block scales (NVFP4 e4m3 scales, MX shared exponents, dynamic scales)
 };
 
-// How static scales (per_tensor / per_head / per_block) are chosen (golden/payload.h).
+// How static scales (per_tensor / per_head / per_block) are chosen (values/payload.h).
 enum class ScaleDist : uint8_t {
   unit,     // 1.0 everywhere
   pow2,     // powers of two in [2^-4, 2^4]: x / scale is exact, so rounding ties survive division

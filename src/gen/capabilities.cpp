@@ -5,10 +5,10 @@
 #include <initializer_list>
 #include <type_traits>
 
-#include "../case/errors.h"
+#include "base/errors.h"
 #include "generate.h"
 #include "materialize.h"
-#include "rng.h"
+#include "base/rng.h"
 
 namespace kvf {
 namespace {

@@ -23,8 +23,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "../case/case.h"
-#include "genotype.h"
+#include "case/case.h"
+#include "case/genotype.h"
 #include "profile.h"
 
 namespace kvf {

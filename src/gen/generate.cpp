@@ -16,7 +16,7 @@
 #include <stdexcept>
 #include <tuple>
 
-#include "rng.h"
+#include "base/rng.h"
 #include "shrink.h"
 
 namespace kvf {

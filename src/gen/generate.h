@@ -8,7 +8,7 @@
 
 #include <rapidcheck.h>
 
-#include "genotype.h"
+#include "case/genotype.h"
 #include "profile.h"
 
 namespace kvf {

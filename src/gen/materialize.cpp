@@ -15,10 +15,10 @@
 #include <limits>
 #include <numeric>
 
-#include "../case/context_parallel.h"
-#include "../case/placement.h"
-#include "../case/window.h"
-#include "rng.h"
+#include "case/context_parallel.h"
+#include "case/placement.h"
+#include "case/window.h"
+#include "base/rng.h"
 
 namespace kvf {
 namespace {

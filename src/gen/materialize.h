@@ -4,8 +4,8 @@
 // platform (SplitMix64 from rng.h; no <random> distributions, no std::shuffle).
 #pragma once
 
-#include "../case/case.h"
-#include "genotype.h"
+#include "case/case.h"
+#include "case/genotype.h"
 
 namespace kvf {
 

@@ -14,8 +14,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "../case/case_json.h"
-#include "../case/errors.h"
+#include "case/case_json.h"
+#include "base/errors.h"
 
 namespace kvf {
 namespace {

@@ -28,8 +28,8 @@
 
 #include <nlohmann/json_fwd.hpp>
 
-#include "../case/quant_format.h"
-#include "../case/types.h"
+#include "case/quant_format.h"
+#include "case/types.h"
 
 namespace kvf {
 
@@ -164,7 +164,7 @@ struct Profile {
   bool operator==(const Profile&) const = default;
 };
 
-// Reads and validates a profile file (at most 1 MiB). Throws InputError (case/errors.h) on any problem.
+// Reads and validates a profile file (at most 1 MiB). Throws InputError (base/errors.h) on any problem.
 Profile load_profile(const std::filesystem::path& file);
 
 // The same reader on in-memory text (the fuzzing entry point, tests/fuzz/fuzz_profile_reader.cpp),

@@ -14,7 +14,7 @@
 #include <functional>
 #include <vector>
 
-#include "genotype.h"
+#include "case/genotype.h"
 #include "profile.h"
 
 namespace kvf {

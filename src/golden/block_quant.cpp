@@ -12,7 +12,7 @@
 #include <cmath>
 #include <limits>
 
-#include "convert.h"
+#include "values/convert.h"
 
 namespace kvf::golden {
 

@@ -21,8 +21,8 @@
 #include <string_view>
 #include <vector>
 
-#include "../case/quant_format.h"
-#include "minifloat.h"
+#include "case/quant_format.h"
+#include "values/minifloat.h"
 
 namespace kvf::golden {
 

@@ -30,10 +30,10 @@
 #include <cmath>
 #include <cstring>
 
-#include "../case/context_parallel.h"
-#include "../case/window.h"
+#include "case/context_parallel.h"
+#include "case/window.h"
 #include "block_quant.h"
-#include "convert.h"
+#include "values/convert.h"
 
 namespace kvf::golden {
 

@@ -6,8 +6,8 @@
 // slots into the arena's counter. Applied to an initial arena it yields the expected arena.
 #pragma once
 
-#include "../arena/arena.h"
-#include "../case/case.h"
+#include "arena/arena.h"
+#include "case/case.h"
 
 namespace kvf::golden {
 

@@ -15,7 +15,7 @@
 
 #include <fuzzer/FuzzedDataProvider.h>
 
-#include "gen/genotype.h"
+#include "case/genotype.h"
 
 namespace kvf {
 

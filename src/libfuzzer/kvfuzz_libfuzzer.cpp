@@ -24,7 +24,7 @@
 #include "gen/materialize.h"
 #include "golden/golden.h"
 #include "kv_append.h"
-#include "libfuzzer/genotype_bytes.h"
+#include "genotype_bytes.h"
 #include "targets/target.h"
 
 namespace kvf {

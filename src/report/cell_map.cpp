@@ -6,7 +6,7 @@
 // location), which decodes its value to the input element that holds it (arena/decode.h). Per
 // element only integers are kept; strings are built once per damaged (block, slot) and once per
 // matrix label.
-#include "report/cell_map.h"
+#include "cell_map.h"
 
 #include <algorithm>
 #include <cstring>

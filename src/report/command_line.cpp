@@ -1,5 +1,5 @@
 // command_line.cpp — see command_line.h.
-#include "report/command_line.h"
+#include "command_line.h"
 
 #include <cstring>
 

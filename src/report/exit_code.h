@@ -11,7 +11,7 @@
 // a recycled worker) change no exit code.
 #pragma once
 
-#include "report/outcome.h"
+#include "outcome.h"
 
 namespace kvf {
 

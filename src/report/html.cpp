@@ -1,5 +1,5 @@
 // html.cpp — see html.h.
-#include "report/html.h"
+#include "html.h"
 
 #include <algorithm>
 #include <cmath>

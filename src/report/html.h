@@ -17,7 +17,7 @@
 #include <cstdint>
 #include <string>
 
-#include "report/cell_map.h"
+#include "cell_map.h"
 
 namespace kvf {
 

@@ -1,10 +1,10 @@
 // junit.cpp — see junit.h.
-#include "report/junit.h"
+#include "junit.h"
 
 #include <cstdio>
 #include <sstream>
 
-#include "report/cell_map.h"
+#include "cell_map.h"
 
 namespace kvf {
 

@@ -15,7 +15,7 @@
 
 #include <string>
 
-#include "report/outcome.h"
+#include "outcome.h"
 
 namespace kvf {
 

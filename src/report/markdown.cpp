@@ -1,10 +1,10 @@
 // markdown.cpp — see markdown.h.
-#include "report/markdown.h"
+#include "markdown.h"
 
 #include <sstream>
 
 #include "case/placement.h"
-#include "report/render.h"
+#include "render.h"
 
 namespace kvf {
 

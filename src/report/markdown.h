@@ -4,8 +4,8 @@
 
 #include <string>
 
-#include "report/cell_map.h"
-#include "report/outcome.h"
+#include "cell_map.h"
+#include "outcome.h"
 
 namespace kvf {
 

@@ -1,5 +1,5 @@
 // outcome.cpp — small accessors of the outcome values.
-#include "report/outcome.h"
+#include "outcome.h"
 
 #include <algorithm>
 

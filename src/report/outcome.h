@@ -12,7 +12,7 @@
 
 #include "arena/finding.h"
 #include "case/case.h"
-#include "gen/genotype.h"
+#include "case/genotype.h"
 
 namespace kvf {
 

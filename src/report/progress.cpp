@@ -1,5 +1,5 @@
 // progress.cpp — see progress.h.
-#include "report/progress.h"
+#include "progress.h"
 
 #include <unistd.h>
 

@@ -1,7 +1,7 @@
 // render.cpp — see render.h.
-#include "report/render.h"
+#include "render.h"
 
-#include "report/exit_code.h"
+#include "exit_code.h"
 
 #include <algorithm>
 #include <map>

@@ -6,7 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "report/outcome.h"
+#include "outcome.h"
 
 namespace kvf {
 

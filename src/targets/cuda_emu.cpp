@@ -9,7 +9,7 @@
 #include "cp_slot_mapping.cuh"
 #include "kv_append.cuh"
 #include "kv_append.h"
-#include "targets/target.h"
+#include "target.h"
 
 namespace kvf {
 

@@ -4,7 +4,7 @@
 // as the reference side of a differential run: `kvfuzz compare --target T --against golden` shows
 // the first byte where target T's image departs from the contract (campaign/compare.h).
 #include "golden/golden.h"
-#include "targets/target.h"
+#include "target.h"
 
 namespace kvf {
 

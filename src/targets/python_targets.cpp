@@ -13,9 +13,9 @@
 #include <string>
 #include <utility>
 
-#include "case/errors.h"
-#include "targets/python_worker.h"
-#include "targets/target.h"
+#include "base/errors.h"
+#include "python_worker.h"
+#include "target.h"
 
 namespace kvf {
 

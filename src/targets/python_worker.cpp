@@ -1,8 +1,8 @@
 // python_worker.cpp — the persistent Python worker process (see python_worker.h; the protocol is
 // in python_worker.py, which the build embeds as kPythonWorkerSource).
-#include "targets/python_worker.h"
+#include "python_worker.h"
 
-#include "targets/fd_io.h"
+#include "fd_io.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -27,7 +27,7 @@
 
 #include "case/context_parallel.h"
 #include "case/csr.h"
-#include "case/errors.h"
+#include "base/errors.h"
 #include "case/placement.h"
 #include "gen/capabilities.h"
 #include "cp_slot_mapping.cuh"

@@ -21,7 +21,7 @@
 
 #include "arena/arena.h"
 #include "case/case.h"
-#include "targets/target.h"
+#include "target.h"
 
 namespace kvf {
 

@@ -6,9 +6,9 @@
 #include <string>
 
 #include "case/case_json.h"
-#include "case/errors.h"
-#include "case/suggest.h"
-#include "targets/target.h"
+#include "base/errors.h"
+#include "base/suggest.h"
+#include "target.h"
 
 namespace kvf {
 

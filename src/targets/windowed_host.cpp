@@ -34,8 +34,8 @@
 #include <vector>
 
 #include "arena/outside_scan_cpu.h"
-#include "case/errors.h"
-#include "targets/target.h"
+#include "base/errors.h"
+#include "target.h"
 
 namespace kvf {
 

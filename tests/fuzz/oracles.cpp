@@ -6,7 +6,7 @@
 #include <typeinfo>
 
 #include "case/case_json.h"
-#include "case/errors.h"
+#include "base/errors.h"
 #include "case/validate.h"
 #include "gen/generate.h"
 #include "gen/materialize.h"

@@ -14,8 +14,8 @@
 #include <set>
 #include <vector>
 
-#include "golden/convert.h"
-#include "golden/minifloat.h"
+#include "values/convert.h"
+#include "values/minifloat.h"
 
 namespace {
 

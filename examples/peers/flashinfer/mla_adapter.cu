@@ -120,13 +120,7 @@ int kvfuzz_plugin_query(kvfz_capabilities* caps, int device, char* error, size_t
               "(16-byte vector copies); rebuild the plugin against the kvfuzz that loads it");
     return 1;
   }
-  int count = 0;
-  const cudaError_t e = cudaGetDeviceCount(&count);
-  if (e != cudaSuccess || device < 0 || device >= count) {
-    set_error(error, error_size, "no CUDA device %d (%s; is an NVIDIA driver installed?)", device,
-              e != cudaSuccess ? cudaGetErrorString(e) : "fewer devices");
-    return 1;
-  }
+  if (kvfz_flashinfer::check_device(device, error, error_size) != 0) return 1;
   caps->memory = KVFZ_MEMORY_DEVICE;
   caps->name = kName;
   caps->description = kDescription;
@@ -178,15 +172,8 @@ int kvfuzz_plugin_append(const kvfz_append_args* args, char* error, size_t error
     set_error(error, error_size, "AppendPagedKVMlaCache threw: %s", x.what());
     return 1;
   }
-  // The first failing CUDA call's status; a refused launch writes nothing, so it is reported. The
-  // runtime's last error is consumed so that the next call in this worker does not see it.
-  if (e == cudaSuccess) e = cudaGetLastError();
-  if (e != cudaSuccess) {
-    (void)cudaGetLastError();
-    set_error(error, error_size, "AppendPagedKVMlaCache failed: %s (%s)", cudaGetErrorName(e), cudaGetErrorString(e));
-    return 1;
-  }
-  return 0;
+  // The launcher returns the first failing CUDA call's status (cudaLaunchKernel's included).
+  return kvfz_flashinfer::launch_status(e, "AppendPagedKVMlaCache", error, error_size);
 }
 
 }  // extern "C"

@@ -76,6 +76,28 @@ inline void set_error(char* error, size_t size, const char* format, ...) {
   va_end(args);
 }
 
+// 0 when CUDA device `device` exists; else 1 with why in the caller's error buffer (the plugins' query).
+inline int check_device(int device, char* error, size_t error_size) {
+  int count = 0;
+  const cudaError_t e = cudaGetDeviceCount(&count);
+  if (e == cudaSuccess && device >= 0 && device < count) return 0;
+  set_error(error, error_size, "no CUDA device %d (%s; is an NVIDIA driver installed?)", device,
+            e != cudaSuccess ? cudaGetErrorString(e) : "fewer devices");
+  return 1;
+}
+
+// The plugins' return for a launcher's status `e` (0, or 1 with "KERNEL failed: ..." in the error
+// buffer). A refused launch writes nothing, so it must be reported, not left to show as missing
+// writes. The runtime also records that error as the thread's last error: it is consumed, or the next
+// call's cudaGetLastError() would report it for a launch that succeeded (a worker runs many cases).
+inline int launch_status(cudaError_t e, const char* kernel, char* error, size_t error_size) {
+  if (e == cudaSuccess) e = cudaGetLastError();
+  if (e == cudaSuccess) return 0;
+  (void)cudaGetLastError();
+  set_error(error, error_size, "%s failed: %s (%s)", kernel, cudaGetErrorName(e), cudaGetErrorString(e));
+  return 1;
+}
+
 inline bool aligned(const void* p) { return reinterpret_cast<uintptr_t>(p) % kVectorBytes == 0; }
 inline bool aligned(int64_t stride_elems, int64_t elem_bytes) { return (stride_elems * elem_bytes) % kVectorBytes == 0; }
 inline bool fits_u32(int64_t v) { return v >= 0 && v <= static_cast<int64_t>(UINT32_MAX); }

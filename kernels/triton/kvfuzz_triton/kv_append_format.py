@@ -41,7 +41,7 @@ Arithmetic (exactly block_quant.h's, in its order):
   - asymmetric formats: min and max over the row's real lanes (masked-off lanes never enter, unless
     the case's asym_lanes convention is LMDeploy's zero_padded_pow2), NaN ignored like fminf/fmaxf,
     ties between +0 and -0 resolved as glibc's fminf/fmaxf do (the first of equal operands), and each
-    operation rounded to f16 or bf16 (asym_arith; NaN canonical, as golden/convert.cpp) or kept f32.
+    operation rounded to f16 or bf16 (asym_arith; NaN canonical, as values/convert.cpp) or kept f32.
 
 Grid: (num_slots, num_heads). Program (t, h) writes head h of slot entry t: K (then V) group by group
 in tiles of BLOCK dims ([BLOCK // G, G] for a format of groups of G dims; a per-token-head format
@@ -130,7 +130,7 @@ def _pow2_ceil_log2f(s):
 @triton.jit
 def _in_precision(v, arith):
     """v rounded to the asymmetric formats' arithmetic (kvf::AsymArith: 0 f32, 1 f16, 2 bf16), round to
-    nearest even, a NaN canonical (golden/convert.cpp: f16 0x7FFF, bf16 0x7FFF, widened back)."""
+    nearest even, a NaN canonical (values/convert.cpp: f16 0x7FFF, bf16 0x7FFF, widened back)."""
     is_nan = v != v
     half = tl.where(is_nan, 0x7FFFE000, v.to(tl.float16).to(tl.float32).to(tl.uint32, bitcast=True))
     u = v.to(tl.uint32, bitcast=True)

@@ -1,7 +1,7 @@
 // cuda_outside_scan.cu — see cuda_outside_scan.h. Thrust algorithms run on the target's stream; their
 // temporary storage comes from the stream-ordered allocator. Thrust reports CUDA failures by
 // throwing thrust::system_error, which becomes the cudaError_t it carries.
-#include "targets/cuda/cuda_outside_scan.h"
+#include "cuda_outside_scan.h"
 
 #include <thrust/execution_policy.h>
 #include <thrust/system/cuda/execution_policy.h>

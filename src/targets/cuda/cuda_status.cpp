@@ -1,6 +1,6 @@
 // cuda_status.cpp — sticky-error classification, descriptions, the child-process device probe and
 // the device arena image shared by the cuda and triton targets.
-#include "targets/cuda/cuda_status.h"
+#include "cuda_status.h"
 
 #include <sys/wait.h>
 #include <unistd.h>

@@ -25,10 +25,10 @@
 #include <optional>
 #include <string>
 
-#include "case/errors.h"
+#include "base/errors.h"
 #include "kv_append_cuda.h"
-#include "targets/cuda/cuda_outside_scan.h"
-#include "targets/cuda/cuda_status.h"  // is_sticky, describe, probe_cuda_device (shared with triton)
+#include "cuda_outside_scan.h"
+#include "cuda_status.h"  // is_sticky, describe, probe_cuda_device (shared with triton)
 #include "targets/target.h"
 
 namespace kvf {

@@ -31,7 +31,7 @@
 #include <string>
 #include <utility>
 
-#include "case/errors.h"
+#include "base/errors.h"
 #include "cp_slot_mapping.cuh"
 #include "kv_append.cuh"
 #include "kvfuzz_plugin.h"

@@ -1,5 +1,5 @@
 // aot_manifest.cpp — reading manifest.json, picking a kernel, planning the grid, packing arguments.
-#include "targets/triton/aot_manifest.h"
+#include "aot_manifest.h"
 
 #include <nlohmann/json.hpp>
 
@@ -9,8 +9,8 @@
 #include <optional>
 #include <sstream>
 
-#include "case/errors.h"
-#include "targets/triton/kernel_fields.h"
+#include "base/errors.h"
+#include "kernel_fields.h"
 
 namespace kvf {
 namespace {

@@ -19,7 +19,7 @@
 #include "case/types.h"
 #include "cp_slot_mapping.cuh"
 #include "kv_append.cuh"
-#include "targets/triton/embedded_files.h"
+#include "embedded_files.h"
 
 namespace kvf {
 

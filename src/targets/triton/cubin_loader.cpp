@@ -1,5 +1,5 @@
 // cubin_loader.cpp — driver entry points, lazy module loading and cuLaunchKernelEx.
-#include "targets/triton/cubin_loader.h"
+#include "cubin_loader.h"
 
 #include <cuda_runtime.h>
 

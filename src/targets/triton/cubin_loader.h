@@ -11,7 +11,7 @@
 #include <map>
 #include <string>
 
-#include "targets/triton/aot_manifest.h"
+#include "aot_manifest.h"
 
 namespace kvf {
 

@@ -16,11 +16,11 @@
 #include <string>
 #include <vector>
 
-#include "case/errors.h"
+#include "base/errors.h"
 #include "targets/cuda/cuda_status.h"
 #include "targets/target.h"
-#include "targets/triton/aot_manifest.h"
-#include "targets/triton/cubin_loader.h"
+#include "aot_manifest.h"
+#include "cubin_loader.h"
 
 namespace kvf {
 namespace {

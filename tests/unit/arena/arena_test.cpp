@@ -11,7 +11,7 @@
 #include "case/placement.h"
 #include "case/validate.h"
 #include "gen/materialize.h"
-#include "golden/payload.h"
+#include "values/payload.h"
 #include "test_cases.h"
 
 namespace kvf {

@@ -15,12 +15,12 @@
 
 #include "arena/diff.h"
 #include "gen/materialize.h"
-#include "golden/convert.h"
+#include "values/convert.h"
 #include "kv_append.cuh"
 #include "kv_append.h"
-#include "golden/convert.h"
+#include "values/convert.h"
 #include "golden/golden.h"
-#include "golden/payload.h"
+#include "values/payload.h"
 #include "test_cases.h"
 
 namespace kvf {

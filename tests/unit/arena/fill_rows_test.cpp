@@ -11,7 +11,7 @@
 
 #include "gen/capabilities.h"
 #include "gen/profile.h"
-#include "golden/payload.h"
+#include "values/payload.h"
 
 namespace kvf {
 namespace {
@@ -166,8 +166,8 @@ TEST(FillRows, theInitialArenaIsTheElementwiseDefinitionOnEveryProfile) {
 
 // The pre-run image is part of every saved case's meaning: a faster fill must give the same bytes.
 // FNV-1a 64 over the initial arenas of 40 cases of each profile, as the fill makes them since 16-bit
-// copies got unique payloads (golden/payload.cpp, issue 37; the remainders by multiplication,
-// golden/remainder.h, changed nothing before that); a change here changes images. quant.json and
+// copies got unique payloads (values/payload.cpp, issue 37; the remainders by multiplication,
+// values/remainder.h, changed nothing before that); a change here changes images. quant.json and
 // quant-formats.json got value_dists edges (issue 38), which changed their draws: their digests are
 // those of the new cases, the other three the ones from before.
 TEST(FillRows, theInitialArenasAreTheBytesTheyWereBeforeTheRemaindersByMultiplication) {

@@ -9,7 +9,7 @@
 
 #include "arena/diff.h"
 #include "case/case_json.h"
-#include "case/errors.h"
+#include "base/errors.h"
 #include "case/validate.h"
 #include "gen/generate.h"
 #include "gen/materialize.h"

@@ -15,9 +15,9 @@
 #include "arena/outside_scan_cpu.h"
 #include "arena/windows.h"
 #include "gen/materialize.h"
-#include "gen/rng.h"
+#include "base/rng.h"
 #include "golden/golden.h"
-#include "golden/payload.h"
+#include "values/payload.h"
 #include "test_cases.h"
 
 namespace kvf {

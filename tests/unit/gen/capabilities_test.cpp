@@ -7,7 +7,7 @@
 #include <map>
 
 #include "case/case_json.h"
-#include "case/errors.h"
+#include "base/errors.h"
 #include "gen/capabilities.h"
 #include "gen/generate.h"
 #include "gen/materialize.h"

@@ -12,7 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "case/errors.h"
+#include "base/errors.h"
 #include "gen/profile.h"
 
 namespace kvf {

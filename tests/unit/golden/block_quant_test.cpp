@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "golden/block_quant.h"
-#include "golden/convert.h"
+#include "values/convert.h"
 
 namespace kvf::golden {
 namespace {

@@ -26,7 +26,7 @@
 #include <utility>
 #include <vector>
 
-#include "golden/convert.h"
+#include "values/convert.h"
 #include "kv_append.cuh"
 
 namespace kvf::golden {

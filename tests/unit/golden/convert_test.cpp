@@ -16,8 +16,8 @@
 #include <cstring>
 #include <vector>
 
-#include "gen/rng.h"
-#include "golden/convert.h"
+#include "base/rng.h"
+#include "values/convert.h"
 #include "kv_append.cuh"
 
 namespace kvf::golden {

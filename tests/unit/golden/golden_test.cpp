@@ -19,9 +19,9 @@
 #include <map>
 #include <vector>
 
-#include "golden/convert.h"
+#include "values/convert.h"
 #include "golden/golden.h"
-#include "golden/payload.h"
+#include "values/payload.h"
 #include "kv_append.h"
 
 namespace kvf::golden {

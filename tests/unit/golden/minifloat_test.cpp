@@ -1,5 +1,5 @@
 // minifloat_test.cpp — the golden model's fp4 e2m1 and e8m0 codecs and power-of-two rounding
-// (golden/minifloat.h) against the CUDA toolkit's host conversions and the host libm.
+// (values/minifloat.h) against the CUDA toolkit's host conversions and the host libm.
 //
 //   ctest --test-dir build -R 'Minifloat\.' --output-on-failure
 //   KVFUZZ_FULL_SWEEP=1 build/tests/kvfuzz_verify_tests --gtest_filter='Minifloat.*AllF32*'
@@ -25,7 +25,7 @@
 #include <utility>
 #include <vector>
 
-#include "golden/minifloat.h"
+#include "values/minifloat.h"
 
 namespace kvf::golden {
 namespace {

@@ -1,4 +1,4 @@
-// payload_test.cpp — canaries, input payloads and context payloads of golden/payload.h.
+// payload_test.cpp — canaries, input payloads and context payloads of values/payload.h.
 //
 //   ctest --test-dir build -R 'Payload\.' --output-on-failure
 //
@@ -18,8 +18,8 @@
 #include <vector>
 
 #include "golden/block_quant.h"
-#include "golden/convert.h"
-#include "golden/payload.h"
+#include "values/convert.h"
+#include "values/payload.h"
 
 namespace kvf::golden {
 namespace {

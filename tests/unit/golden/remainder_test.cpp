@@ -1,4 +1,4 @@
-// remainder_test.cpp — golden/remainder.h's remainder by multiplication is x % d, exactly.
+// remainder_test.cpp — values/remainder.h's remainder by multiplication is x % d, exactly.
 //
 //   build/tests/kvfuzz_verify_tests --gtest_filter='Remainder*'
 #include <gtest/gtest.h>
@@ -7,8 +7,8 @@
 #include <limits>
 #include <vector>
 
-#include "gen/rng.h"
-#include "golden/remainder.h"
+#include "base/rng.h"
+#include "values/remainder.h"
 
 namespace kvf::golden {
 namespace {

@@ -23,7 +23,7 @@
 #include "gen/materialize.h"
 #include "gen/profile.h"
 #include "golden/golden.h"
-#include "golden/payload.h"
+#include "values/payload.h"
 #include "kv_append.h"
 #include "kv_format.cuh"
 #include "targets/target.h"

@@ -10,7 +10,7 @@
 #include "../arena/test_cases.h"
 #include "arena/diff.h"
 #include "case/context_parallel.h"
-#include "case/errors.h"
+#include "base/errors.h"
 #include "gen/generate.h"
 #include "gen/materialize.h"
 #include "gen/profile.h"

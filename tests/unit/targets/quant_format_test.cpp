@@ -14,10 +14,10 @@
 #include "case/case_json.h"
 #include "case/validate.h"
 #include "golden/block_quant.h"
-#include "golden/convert.h"
+#include "values/convert.h"
 #include "golden/golden.h"
-#include "golden/minifloat.h"
-#include "golden/payload.h"
+#include "values/minifloat.h"
+#include "values/payload.h"
 #include "gen/generate.h"
 #include "gen/materialize.h"
 #include "gen/profile.h"
@@ -232,7 +232,7 @@ TEST(QuantFormat, theValidatorNamesWhatAFormatNeeds) {
 namespace kvf {
 namespace {
 
-// dist ties for the formats (golden/payload.h): most elements of an MXFP4 group land exactly on a
+// dist ties for the formats (values/payload.h): most elements of an MXFP4 group land exactly on a
 // rounding tie of e2m1 once divided by the group's scale, and one on its largest value.
 TEST(QuantFormat, tiesLandOnTheElementFormatsTiesAfterScaling) {
   Profile p = default_profile();

@@ -10,7 +10,7 @@
 
 #include "arena/arena.h"
 #include "case/context_parallel.h"
-#include "case/errors.h"
+#include "base/errors.h"
 #include "case/validate.h"
 #include "gen/generate.h"
 #include "gen/materialize.h"

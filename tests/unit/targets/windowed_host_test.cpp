@@ -11,7 +11,7 @@
 #include "campaign/isolation.h"
 #include "gen/materialize.h"
 #include "golden/golden.h"
-#include "golden/payload.h"
+#include "values/payload.h"
 
 namespace kvf {
 namespace {

@@ -9,8 +9,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "../case/quant_format.h"
-#include "../case/types.h"
+#include "quant_format.h"
+#include "types.h"
 
 namespace kvf {
 

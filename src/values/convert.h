@@ -11,7 +11,7 @@
 
 #include <cstdint>
 
-#include "../case/types.h"
+#include "case/types.h"
 
 namespace kvf::golden {
 

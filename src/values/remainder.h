@@ -1,5 +1,5 @@
 // remainder.h — x mod d by multiplication, for a divisor fixed over many elements (the arena fill's
-// payload rows, golden/payload.cpp), where a 64-bit division per element was the fill's largest cost.
+// payload rows, values/payload.cpp), where a 64-bit division per element was the fill's largest cost.
 //
 // Lemire, Kaser and Kurz, "Faster remainder by direct computation" (2019), fastmod_u64: with
 // M = ceil(2^128 / d), x mod d = floor(((M x) mod 2^128) d / 2^128) for every 64-bit x and every

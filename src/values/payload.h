@@ -1,7 +1,7 @@
 // payload.h — every value the arena holds before a run, as a pure function of the case.
 //
 // Values are raw element bits (low 16 bits for f16/bf16). They are derived by mixing a salt
-// (case.payload_seed) with the coordinates through SplitMix64 (gen/rng.h), so they are
+// (case.payload_seed) with the coordinates through SplitMix64 (base/rng.h), so they are
 // reproducible everywhere and need no storage or shrinking.
 //
 //   input_bits    a key/value element of a row that is written (0 <= slot < capacity): drawn from
@@ -25,7 +25,7 @@
 #include <cstdint>
 #include <optional>
 
-#include "../case/case.h"
+#include "case/case.h"
 
 namespace kvf::golden {
 

@@ -70,8 +70,8 @@
 #include <numeric>
 #include <vector>
 
-#include "../case/placement.h"
-#include "../gen/rng.h"
+#include "case/placement.h"
+#include "base/rng.h"
 #include "convert.h"
 #include "remainder.h"
 

@@ -28,7 +28,8 @@ class SplitMix64 {
   constexpr uint64_t below(uint64_t n) {
     const uint64_t limit = UINT64_MAX - UINT64_MAX % n;
     uint64_t x;
-    do x = next(); while (x >= limit);
+    do x = next();
+    while (x >= limit);
     return x % n;
   }
   constexpr bool percent(int p) { return static_cast<int>(below(100)) < p; }
