@@ -14,8 +14,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "case/case_json.h"
 #include "base/errors.h"
+#include "base/json.h"  // pointer_token: keys and names echoed in messages
+#include "case/case_json.h"
 
 namespace kvf {
 namespace {
@@ -24,29 +25,6 @@ using nlohmann::json;
 
 constexpr std::string_view kSchema = "kvfuzz-config";
 constexpr int kVersion = 1;
-
-// A key or name echoed in a message: printable ASCII only ('~' and '/' escaped as in RFC 6901,
-// other bytes as \xNN), at most 64 bytes.
-std::string pointer_token(std::string_view key) {
-  static const char kHex[] = "0123456789abcdef";
-  std::string out;
-  for (size_t i = 0; i < key.size() && i < 64; ++i) {
-    const auto ch = static_cast<unsigned char>(key[i]);
-    if (ch == '~') {
-      out += "~0";
-    } else if (ch == '/') {
-      out += "~1";
-    } else if (ch >= 0x20 && ch < 0x7f) {
-      out.push_back(static_cast<char>(ch));
-    } else {
-      out += "\\x";
-      out.push_back(kHex[ch >> 4]);
-      out.push_back(kHex[ch & 15]);
-    }
-  }
-  if (key.size() > 64) out += "...";
-  return out;
-}
 
 // Reads one profile object; `file` names the file in every error, or, for a key a partial profile
 // took from the profile it extends, `origin` names that profile's file.

@@ -176,55 +176,56 @@ nlohmann::json workers_json(const WorkerEvents& w) {
 
 namespace {
 
-// "N cases outside the target's capabilities (reason: n, ...)", "N cases by the kernel (reason: n,
-// ...)", or both as "N cases: A outside ... (...), B by the kernel (...)": the skips split by who
-// declined them, each part's reasons by count. `noun` is "case" or "case file".
-std::string skip_parts(int64_t total, const std::map<std::string, int64_t>& skip_reasons, const std::string& noun) {
+// Skip reasons split by who declined the case: the target's capabilities, or the kernel when run
+// (its reasons without kKernelSkipPrefix), each part by count.
+struct SkipSplit {
   std::vector<std::pair<std::string, int64_t>> outside, kernel;
   int64_t n_outside = 0, n_kernel = 0;
+};
+
+SkipSplit split_skips(const std::map<std::string, int64_t>& skip_reasons) {
+  SkipSplit s;
   for (const auto& [reason, n] : skip_reasons) {
     if (is_kernel_skip(reason)) {
-      kernel.emplace_back(reason.substr(kKernelSkipPrefix.size()), n);
-      n_kernel += n;
+      s.kernel.emplace_back(reason.substr(kKernelSkipPrefix.size()), n);
+      s.n_kernel += n;
     } else {
-      outside.emplace_back(reason, n);
-      n_outside += n;
+      s.outside.emplace_back(reason, n);
+      s.n_outside += n;
     }
   }
-  const auto list = [](std::vector<std::pair<std::string, int64_t>> reasons) {
-    std::stable_sort(reasons.begin(), reasons.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
-    std::ostringstream s;
-    s << "(";
-    for (size_t i = 0; i < reasons.size(); ++i) s << (i ? ", " : "") << reasons[i].first << ": " << reasons[i].second;
-    s << ")";
-    return s.str();
-  };
+  return s;
+}
+
+// "(reason: n, ...)", most frequent first.
+std::string reason_list(std::vector<std::pair<std::string, int64_t>> reasons) {
+  std::stable_sort(reasons.begin(), reasons.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
   std::ostringstream s;
-  s << total << " " << noun << (total == 1 ? "" : "s");
-  if (kernel.empty()) {
-    s << " outside the target's capabilities " << list(outside);
-  } else if (outside.empty()) {
-    s << " by the kernel " << list(kernel);
-  } else {
-    s << ": " << n_outside << " outside the target's capabilities " << list(outside) << ", " << n_kernel
-      << " by the kernel " << list(kernel);
-  }
+  s << "(";
+  for (size_t i = 0; i < reasons.size(); ++i) s << (i ? ", " : "") << reasons[i].first << ": " << reasons[i].second;
+  s << ")";
   return s.str();
 }
 
-bool any_kernel_skip(const std::map<std::string, int64_t>& skip_reasons) {
-  for (const auto& [reason, n] : skip_reasons)
-    if (is_kernel_skip(reason)) return true;
-  return false;
+// "N cases outside the target's capabilities (reason: n, ...)", "N cases by the kernel (reason: n,
+// ...)", or both as "N cases: A outside ... (...), B by the kernel (...)". `noun` is "case" or "case file".
+std::string skip_parts(int64_t total, const SkipSplit& s, const std::string& noun) {
+  const std::string outside = "outside the target's capabilities " + reason_list(s.outside);
+  const std::string kernel = "by the kernel " + reason_list(s.kernel);
+  if (s.kernel.empty()) return count_of(total, noun) + " " + outside;
+  if (s.outside.empty()) return count_of(total, noun) + " " + kernel;
+  return count_of(total, noun) + ": " + std::to_string(s.n_outside) + " " + outside + ", " + std::to_string(s.n_kernel) +
+         " " + kernel;
 }
 
 }  // namespace
 
 std::string render_skipped(const CampaignResult& r) {
   if (r.skipped == 0) return "";
+  const SkipSplit split = split_skips(r.skip_reasons);
   std::ostringstream s;
-  s << "kvfuzz: skipped " << skip_parts(r.skipped, r.skip_reasons, "case") << "; " << r.replaced
-    << (any_kernel_skip(r.skip_reasons) ? " replaced by other draws" : " replaced by cases drawn inside them");
+  s << "kvfuzz: skipped " << skip_parts(r.skipped, split, "case") << "; " << r.replaced
+    << (split.kernel.empty() ? " replaced by cases drawn inside them" : " replaced by other draws");
   if (r.skipped > r.replaced) s << ", " << r.skipped - r.replaced << " not run";
   s << "\n";
   return s.str();
@@ -232,7 +233,7 @@ std::string render_skipped(const CampaignResult& r) {
 
 std::string render_skipped(const ReplayResult& r) {
   if (r.skipped == 0) return "";
-  return "kvfuzz: skipped " + skip_parts(r.skipped, r.skip_reasons, "case file") + "\n";
+  return "kvfuzz: skipped " + skip_parts(r.skipped, split_skips(r.skip_reasons), "case file") + "\n";
 }
 
 std::string render_not_cases(const ReplayResult& r) {

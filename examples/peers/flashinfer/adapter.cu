@@ -183,7 +183,7 @@ int kvfuzz_plugin_append(const kvfz_append_args* args, char* error, size_t error
     return 1;
   }
   // The launcher returns the first failing CUDA call's status (cudaLaunchKernel's included).
-  return kvfz_flashinfer::launch_status(e, "AppendPagedKVCache", error, error_size);
+  return kvfz_flashinfer::launch_result(e, "AppendPagedKVCache", error, error_size) == cudaSuccess ? 0 : 1;
 }
 
 }  // extern "C"

@@ -56,15 +56,8 @@ __attribute__((visibility("default"))) int kvfuzz_flashinfer_append(const kvfz_f
     set_error(error, error_size, "AppendPagedKVCache threw: %s", x.what());
     return static_cast<int>(cudaErrorUnknown);
   }
-  // As adapter.cu: a refused launch is recorded as the thread's last error too; consume it so that a
-  // later caller's cudaGetLastError() does not report it against a launch that succeeded.
-  if (e == cudaSuccess) e = cudaGetLastError();
-  if (e != cudaSuccess) {
-    (void)cudaGetLastError();
-    set_error(error, error_size, "AppendPagedKVCache failed: %s (%s)", cudaGetErrorName(e), cudaGetErrorString(e));
-    return static_cast<int>(e);
-  }
-  return 0;
+  // As the plugins: the launch's own error too, consumed (0 is cudaSuccess).
+  return static_cast<int>(kvfz_flashinfer::launch_result(e, "AppendPagedKVCache", error, error_size));
 }
 
 }  // extern "C"

@@ -6,6 +6,8 @@
 //   adapter.cu       kvfuzz's plugin (fills a kvfz_flashinfer_append from kvfz_append_args);
 //   bench_driver.cu  bench/bench.py's `--peer flashinfer=PATH` (gets one from Python through ctypes;
 //                    bench.py's FlashInferArgs mirrors the struct field for field).
+// mla_adapter.cu (FlashInfer's MLA append) uses only its helpers: set_error, check_device,
+// launch_result, aligned, fits_u32.
 #pragma once
 
 #include <cstdarg>
@@ -86,16 +88,17 @@ inline int check_device(int device, char* error, size_t error_size) {
   return 1;
 }
 
-// The plugins' return for a launcher's status `e` (0, or 1 with "KERNEL failed: ..." in the error
-// buffer). A refused launch writes nothing, so it must be reported, not left to show as missing
-// writes. The runtime also records that error as the thread's last error: it is consumed, or the next
-// call's cudaGetLastError() would report it for a launch that succeeded (a worker runs many cases).
-inline int launch_status(cudaError_t e, const char* kernel, char* error, size_t error_size) {
+// A launcher's status `e` completed with the launch's own error (cudaGetLastError), or cudaSuccess; a
+// failure leaves "KERNEL failed: NAME (text)" in the caller's error buffer. A refused launch writes
+// nothing, so it must be reported, not left to show as missing writes. The runtime also records that
+// error as the thread's last error: it is consumed, or the next call's cudaGetLastError() would report
+// it for a launch that succeeded (a worker runs many cases). Shared by the plugins and the bench driver.
+inline cudaError_t launch_result(cudaError_t e, const char* kernel, char* error, size_t error_size) {
   if (e == cudaSuccess) e = cudaGetLastError();
-  if (e == cudaSuccess) return 0;
+  if (e == cudaSuccess) return e;
   (void)cudaGetLastError();
   set_error(error, error_size, "%s failed: %s (%s)", kernel, cudaGetErrorName(e), cudaGetErrorString(e));
-  return 1;
+  return e;
 }
 
 inline bool aligned(const void* p) { return reinterpret_cast<uintptr_t>(p) % kVectorBytes == 0; }
