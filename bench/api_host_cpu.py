@@ -4,7 +4,7 @@ real torch tensors (CPU ones), the real plan of the real row kernel, and a fake 
 (tests/triton/fake_libcuda.c) in place of libcuda.so.1. What it leaves out is the driver's own
 cuLaunchKernelEx and torch's current-device and current-stream reads (stubbed): a GPU host adds those.
 This is an estimate of the Python and C share of bench/api_overhead.py's `fast` row, on this host's
-CPU, not a GPU figure (that is api_overhead.py's, scripts/gpu/api-overhead.sh).
+CPU, not a GPU figure (that is api_overhead.py's, run on a GPU host).
 
     PYTHON bench/api_host_cpu.py [--calls 20000] [--repeats 9] [--json FILE]
 

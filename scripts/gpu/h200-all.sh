@@ -9,8 +9,10 @@
 # every campaign is CPU-bound; the GPU is not the bottleneck). Every step has its own time limit and
 # runs even if an earlier one failed. Writes OUT_DIR/summary.txt (all groups), OUT_DIR/bench.md,
 # OUT_DIR/bench.json and OUT_DIR/results.tar.gz (every log, JSON summary and saved case).
+# GROUP_LIMIT_S (default 470) bounds each group of phase 2.
 set -u
-C=$(cd "$1" && pwd); OUT=$(mkdir -p "$2" && cd "$2" && pwd)
+usage="usage: scripts/gpu/h200-all.sh CARRY_DIR OUT_DIR"
+C=$(cd "${1:?$usage}" && pwd) || exit 2; OUT=$(mkdir -p "${2:?$usage}" && cd "$2" && pwd) || exit 2
 W=$(mktemp -d)/h200-all; mkdir -p "$W"
 BIN=$C/bin
 export KVFUZZ_PYTHON=python3 TRITON_CACHE_DIR=$W/triton-cache

@@ -6,7 +6,9 @@
 #
 #   scripts/gpu/selftest-gpu.sh BIN_DIR OUT_DIR [GPU_ONLY]
 #
-# BIN_DIR holds the kvfuzz-mutant-* binaries built with -DKVFUZZ_GPU_MUTANTS=ON (scripts/gpu/pack-binaries.sh).
+# BIN_DIR holds the kvfuzz-mutant-* binaries of a build configured with -DKVFUZZ_GPU_MUTANTS=ON: its
+# tests/mutants/ folder, or a stripped copy to carry (for m in BUILD/tests/mutants/kvfuzz-mutant-*; do
+# strip -o BIN_DIR/${m##*/} $m; done).
 # Run from the repository root (reads tests/mutants/mutants.json and configs/). GPU_ONLY=1 runs only
 # the gpu_only rules. Writes OUT_DIR/selftest-gpu.md (a table, for reports/) and
 # OUT_DIR/selftest-gpu.tar.gz (logs, JSON summaries, shrunk cases). Exit 0 when every rule run was
