@@ -12,6 +12,7 @@
 # Run from the repository root: OUT=DIR bash reports/gpu/2026-12-07-flashinfer-mla/run.sh
 set -u
 K=$PWD/build-gpu/kvfuzz; G=$PWD/build-gpu
+export KVFUZZ_PYTHON=python3 KVFUZZ_TRITON_PKG=$PWD/kernels/triton  # the GPU machine's torch and triton
 mkdir -p "$OUT"
 { date -u; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; $K --version; nproc; } > $OUT/device.txt 2>&1
 go() {  # NAME SECONDS ARGS...: one campaign, its log, JSON summary and findings under OUT
