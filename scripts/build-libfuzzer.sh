@@ -34,13 +34,13 @@ read -r -a kernel_flags <<<"$flags"
 common=(-std=c++20 -DKVFUZZ_VERSION="\"$version\"" -isystem "$src/src/libfuzzer/cuda_host" -I "$src/src")
 
 # Every source of the base floor, the case model, the values, the golden model and the arena (globbed: a file added there is
-# linked here without editing this list), plus what the harness needs from the generator and campaign.
+# linked here without editing this list), plus what the harness needs from the generator, the verdict and campaign.
 harness=()
 for f in "$src"/src/{base,case,values,golden,arena}/*.cpp; do
   f="${f#"$src/src/"}"
   [ "$f" = arena/outside_scan_cpu.cpp ] || harness+=("${f%.cpp}")  # needs Thrust; only the CLI targets use it
 done
-harness+=(gen/materialize campaign/signature libfuzzer/kvfuzz_libfuzzer)
+harness+=(gen/materialize report/verdict campaign/signature libfuzzer/kvfuzz_libfuzzer)
 mkdir -p "$work/harness" "$work/kernel"
 objects=()
 jobs_max="$(nproc 2>/dev/null || echo 2)"

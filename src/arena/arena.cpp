@@ -1,7 +1,7 @@
 // arena.cpp — layout, allocation and initial fill of the guarded image; cache cell location.
 //
 // See arena.h for the image layout. Everything here is plain host code; the fill is the only place
-// that decides which pre-run pattern each byte holds, and diff.cpp classifies differences against
+// that decides which pre-run pattern each byte holds, and classify.cpp classifies differences against
 // the same CacheLocator roles, so the two cannot disagree about what a cell is.
 #include "arena.h"
 

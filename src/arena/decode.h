@@ -3,9 +3,9 @@
 // A cache value is decoded by value alone: every element of the key and value views, converted as
 // the contract stores it (golden::convert_bits, input dtype -> cache dtype), is indexed by those
 // bits, and a value found in the cache is looked up there. Only float caches are decodable: in a
-// 1-byte (quantised) cache every code matches many inputs, so a match is no evidence (diff.cpp).
-// The classifier (arena/diff.cpp) and the cell map (report/cell_map.cpp) both decode through
-// ValueDecoder, so a finding's writer and the map's writer of the same cell are the same.
+// 1-byte (quantised) cache every code matches many inputs, so a match is no evidence (classify.cpp).
+// The classifier (classify.cpp) decodes through ValueDecoder once for the verdict and the cell map
+// alike, so a finding's writer and the map's writer of the same cell are the same.
 #pragma once
 
 #include <cstdint>

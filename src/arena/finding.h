@@ -49,6 +49,7 @@ struct Finding {
   int64_t cells = 0;            // differing elements in the group
   std::string sentence;         // the whole finding as one sentence
   std::string example;          // first cell: location, expected bits, actual bits, decoded meaning
+  bool in_cache = false;        // its cells are elements of the cache or scale cache buffer (the cell map draws them)
 };
 
 struct Verdict {

@@ -5,7 +5,7 @@
 #include <chrono>
 #include <utility>
 
-#include "arena/diff.h"
+#include "report/verdict.h"
 #include "arena/windows.h"
 #include "base/errors.h"
 #include "golden/golden.h"

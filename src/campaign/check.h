@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "arena/arena.h"
-#include "arena/diff.h"
+#include "report/verdict.h"
 #include "isolation.h"
 #include "case/case.h"
 #include "case/validate.h"

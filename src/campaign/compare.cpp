@@ -88,7 +88,7 @@ Located locate_byte(const Case& c, const ArenaLayout& l, int64_t at) {
     if (s.begin + s.bytes <= at) before = &s;
     if (s.begin > at && after == nullptr) after = &s;
   }
-  // A guard band: named after the nearer section, as diff.cpp does.
+  // A guard band: named after the nearer section, as arena/classify.cpp does.
   const bool past = before != nullptr && (after == nullptr || at - (before->begin + before->bytes) < after->begin - at);
   const std::string band = past ? std::to_string(at - (before->begin + before->bytes)) + " bytes past the end of the " + before->name
                                  : std::to_string(after->begin - at) + " bytes before the start of the " + after->name;

@@ -27,7 +27,7 @@ CaseReport report_case(Target& target, const Case& c, const std::filesystem::pat
   r.skipped = run.skipped;
   r.verdict = run.verdict;
   // A run that did not finish still left an image: the map shows it as it was left.
-  r.map = build_cell_map(c, r.verdict, run.initial, run.expected, run.actual);
+  r.map = build_cell_map(c, r.verdict, run.initial, run.expected, run.actual, run.initial.windowed() ? &run.outside : nullptr);
   r.replay_command = o.invocation.command("replay", file, r.target);
   r.report_command = o.invocation.command("report", file, r.target);
   r.locate_command = o.invocation.locate(r.verdict, file, r.target, target.info().needs_gpu);

@@ -17,7 +17,7 @@
 #include <string>
 
 #include "arena/arena.h"
-#include "arena/diff.h"
+#include "report/verdict.h"
 #include "campaign/signature.h"
 #include "case/case_json.h"
 #include "case/validate.h"

@@ -1,11 +1,10 @@
 // cell_map.cpp — see cell_map.h.
 //
-// The cache buffer is scanned in chunks (memcmp), and only differing chunks element by element.
-// Each differing element is located (CacheLocator) and classified by the classifier itself
-// (classify_cache_diff(), arena/diff.h: over-read pattern, missing write, padding value, then by
-// location), which decodes its value to the input element that holds it (arena/decode.h). Per
-// element only integers are kept; strings are built once per damaged (block, slot) and once per
-// matrix label.
+// The map is a fold over the classified cells of the image (arena/classify.h), the same cells the
+// verdict (verdict.h) groups: each differing element of the cache and scale cache buffers lands on
+// its (block, slot) with the kind and writer the classifier gave it, and the guard bands around the
+// cache count the guard cells the verdict counts. Per element only integers are kept; strings are
+// built once per damaged (block, slot) and once per matrix label.
 #include "cell_map.h"
 
 #include <algorithm>
@@ -15,8 +14,8 @@
 #include <tuple>
 #include <utility>
 
+#include "arena/classify.h"
 #include "arena/decode.h"
-#include "arena/diff.h"
 #include "case/placement.h"
 
 namespace kvf {
@@ -58,7 +57,7 @@ std::string writer_label(const WriterKey& w) {
 
 // Whose cell was hit.
 struct VictimKey {
-  enum Kind : uint8_t { request, tail, free_block, gap, hole, shared };
+  enum Kind : uint8_t { request, tail, free_block, gap, hole, shared, outside };
   Kind kind = gap;
   int64_t id = -1;
   auto tie() const { return std::make_tuple(id < 0 ? INT64_MAX : id, kind); }  // requests first, own tail next to them
@@ -73,6 +72,7 @@ std::string victim_label(const VictimKey& v) {
     case VictimKey::shared: return "shared prefix block " + num(v.id);
     case VictimKey::free_block: return "free blocks";
     case VictimKey::gap: return "stride gaps";
+    case VictimKey::outside: return "cache outside the windows";
   }
   return "?";
 }
@@ -93,14 +93,14 @@ VictimKey victim_of(const CacheCell& cell) {
 }
 
 // The writer key of a classified cell: decoded writers as they are; over-read patterns, missing
-// writes and (1-byte caches) location-only cells by what the classifier rests on.
-WriterKey writer_of(const CacheDiff& x, const CacheCell& cell) {
+// writes and cells judged by location by what the classifier rests on.
+WriterKey writer_of(const ImageCell& x) {
   if (x.kind == FindingKind::missing_write) return {WriterKey::not_written, -1};
   switch (x.basis) {
-    case CacheDiff::Basis::location: return {cell.role == CacheCell::Role::new_token ? WriterKey::other : WriterKey::unknown, -1};
-    case CacheDiff::Basis::over_read: return {WriterKey::over_read, -1};
-    case CacheDiff::Basis::not_written: return {WriterKey::not_written, -1};
-    case CacheDiff::Basis::value: break;
+    case Basis::location: return {x.cell.role == CacheCell::Role::new_token ? WriterKey::other : WriterKey::unknown, -1};
+    case Basis::over_read: return {WriterKey::over_read, -1};
+    case Basis::not_written: return {WriterKey::not_written, -1};
+    case Basis::value: break;
   }
   switch (x.value.source) {
     case ValueSource::request: return {WriterKey::request, x.value.request};
@@ -128,8 +128,14 @@ std::string expected_meaning(const CacheCell& cell) {
   return "?";
 }
 
-std::string found_meaning(const Case& c, const CacheDiff& x, const WriterKey& writer) {
+std::string found_meaning(const Case& c, const ImageCell& x, const WriterKey& writer) {
   if (x.kind == FindingKind::missing_write) return "its pre-run value (never written)";
+  if (x.follows_scale >= 0) return "a stored code of a group whose scale differs";
+  if (x.basis == Basis::location) {
+    if (x.section == Section::scale_cache || (x.cell.field >= 0 && c.fields().field[x.cell.field].role != FieldRole::data))
+      return "a stored scale (scales are judged by location only)";
+    return "a stored code (quantised caches are judged by location only)";
+  }
   const DecodedValue& d = x.value;
   switch (d.source) {
     case ValueSource::request:
@@ -150,27 +156,6 @@ std::string found_meaning(const Case& c, const CacheDiff& x, const WriterKey& wr
   }
   if (x.tag) return canary_name(*x.tag);
   return "a value no input element holds";
-}
-
-// Guard-band bytes in [begin, end) that differ.
-int64_t differing_bytes(const Arena& a, const Arena& b, int64_t begin, int64_t end) {
-  begin = std::max<int64_t>(begin, 0);
-  end = std::min(end, a.size());
-  int64_t n = 0;
-  for (int64_t i = begin; i < end; ++i) n += a.data()[i] != b.data()[i];
-  return n;
-}
-
-bool is_cache_kind(FindingKind k) {
-  switch (k) {
-    case FindingKind::cross_request_write:
-    case FindingKind::stray_write:
-    case FindingKind::padding_leak:
-    case FindingKind::wrong_value:
-    case FindingKind::missing_write:
-    case FindingKind::oob_read_suspected: return true;
-    default: return false;
-  }
 }
 
 // Per damaged (block, slot) state while scanning.
@@ -195,7 +180,7 @@ std::string_view to_string(SlotRole r) {
 }
 
 CellMap build_cell_map(const Case& c, const Verdict& verdict, const Arena& initial, const Arena& expected,
-                       const Arena& actual) {
+                       const Arena& actual, const OutsideDiff* outside) {
   CellMap m;
   m.num_blocks = c.cache.num_blocks;
   m.shard_blocks = c.has_cp() ? c.shard_blocks() : 0;
@@ -237,97 +222,82 @@ CellMap build_cell_map(const Case& c, const Verdict& verdict, const Arena& initi
     return b < m.num_blocks ? b : -1;
   };
 
-  // Differing cache elements.
-  const ArenaLayout& l = expected.layout();
-  const int size = dtype_size(c.cache_dtype);
-  // 1-byte (quantised) caches: every byte is a real code, canaries included, so the classifier
-  // judges them by location only and the map shows no decoded value.
-  const bool quantized = size == 1;
-  ValueDecoder decoder(c, initial, loc);  // indexes the input on the first decode
-  std::map<std::pair<int64_t, int64_t>, SlotAcc> slots;                 // (block, pos) -> damage
-  std::map<VictimKey, std::map<WriterKey, int64_t>> matrix;            // cache cells by victim, writer
-  constexpr int64_t kChunk = 4096;
-  const std::byte* ex = expected.cache();
-  const std::byte* ac = actual.cache();
-  for (int64_t off = 0; off < l.cache_bytes; off += kChunk) {
-    const int64_t n = std::min(kChunk, l.cache_bytes - off);
-    if (std::memcmp(ex + off, ac + off, static_cast<size_t>(n)) == 0) continue;
-    for (int64_t x = off; x + size <= off + n; x += size) {
-      if (std::memcmp(ex + x, ac + x, static_cast<size_t>(size)) == 0) continue;
-      const int64_t e = x / size;
-      const CacheCell cell = loc.locate(e);
-      if (cell.role == CacheCell::Role::sink) continue;  // unconstrained, as the verdict has it
-      ++m.differing_cache_cells;
-      const auto exp = static_cast<uint32_t>(load_elem(ex, e, size));
-      const auto act = static_cast<uint32_t>(load_elem(ac, e, size));
-      const auto ini = static_cast<uint32_t>(load_elem(initial.cache(), e, size));
-      const CacheDiff diff = classify_cache_diff(c, cell, act, ini, decoder);  // the classifier's own rules
-      const FindingKind kind = diff.kind;
-      const WriterKey writer = writer_of(diff, cell);
+  // Differing cache and scale cache elements, and the guard bands around the cache, as the
+  // classifier files them (exact values: the map marks every differing cell).
+  const CacheFields fields = c.fields();
+  std::map<std::pair<int64_t, int64_t>, SlotAcc> slots;       // (block, pos) -> damage
+  std::map<VictimKey, std::map<WriterKey, int64_t>> matrix;  // cache cells by victim, writer
+  constexpr int64_t kBandBeforeCache = 2 * 3, kBandAfterCache = 2 * 3 + 1;  // classify.h: 2 * section (+1 after it)
+  auto on_cell = [&](const ImageCell& x) {
+    if (x.section == Section::guard) {
+      if (x.victim_id == kBandBeforeCache) ++m.guard_before;
+      if (x.victim_id == kBandAfterCache) ++m.guard_after;
+      return;
+    }
+    if (x.section != Section::cache && x.section != Section::scale_cache) return;
+    m.differing_cache_cells += x.count;
+    const CacheCell& cell = x.cell;
+    const WriterKey writer = writer_of(x);
+    const VictimKey victim = x.victim == Victim::many ? VictimKey{VictimKey::outside, -1} : victim_of(cell);
+    matrix[victim][writer] += x.count;
+    if (victim.kind == VictimKey::outside) return;  // no bits came back: nothing to draw
+    const bool is_gap = cell.role == CacheCell::Role::gap;
+    const int64_t block = is_gap ? (x.section == Section::cache ? gap_block(x.elem) : -1) : cell.block;
+    const int64_t pos = is_gap ? -1 : cell.pos;
+    if (block >= 0) ++m.block_cells[static_cast<size_t>(block)];
 
-      const VictimKey victim = victim_of(cell);
-      ++matrix[victim][writer];
-      const bool is_gap = cell.role == CacheCell::Role::gap;
-      const int64_t block = is_gap ? gap_block(e) : cell.block;
-      const int64_t pos = is_gap ? -1 : cell.pos;
-      if (block >= 0) ++m.block_cells[static_cast<size_t>(block)];
-
-      auto [it, fresh] = slots.try_emplace({block, pos});
-      SlotAcc& acc = it->second;
-      SlotDamage& s = acc.damage;
-      if (fresh) {
-        s.block = block;
-        s.pos = pos;
-        s.worst = kind;
-        s.key_field = c.field_name(false);
-        CellDecode& f = s.first;
-        f.elem = e;
-        f.cell = cell;
-        f.field = cell.field >= 0 ? c.fields().field[cell.field].name : c.field_name(cell.is_value);
-        f.kind = kind;
-        f.bytes = size;
-        f.expected = exp;
-        f.found = act;
-        f.expected_meaning = expected_meaning(cell);
-        f.found_meaning = quantized && kind != FindingKind::missing_write ? "a stored code (1-byte caches are judged by location only)"
-                                                                          : found_meaning(c, diff, writer);
-        f.victim = victim_label(victim);
-        f.writer = writer_label(writer);
-        f.writer_request = writer.kind == WriterKey::request ? writer.id : -1;
-      }
-      ++s.cells;
-      if (severity(kind) < severity(s.worst)) s.worst = kind;
-      if (!is_gap) {
-        (cell.is_value ? s.v : s.k) = true;
-        if (s.head_hi < s.head_lo) {
-          s.head_lo = s.head_hi = cell.head;
-          s.dim_lo = s.dim_hi = cell.dim;
-        } else {
-          s.head_lo = std::min(s.head_lo, cell.head);
-          s.head_hi = std::max(s.head_hi, cell.head);
-          s.dim_lo = std::min(s.dim_lo, cell.dim);
-          s.dim_hi = std::max(s.dim_hi, cell.dim);
-        }
-      }
-      if (std::find(acc.writers.begin(), acc.writers.end(), writer) == acc.writers.end()) {
-        if (acc.writers.size() < kMaxWritersPerSlot) {
-          acc.writers.push_back(writer);
-        } else {
-          s.more_writers = true;
-        }
+    auto [it, fresh] = slots.try_emplace({block, pos});
+    SlotAcc& acc = it->second;
+    SlotDamage& s = acc.damage;
+    if (fresh) {
+      s.block = block;
+      s.pos = pos;
+      s.worst = x.kind;
+      s.key_field = c.field_name(false);
+      CellDecode& f = s.first;
+      f.elem = x.elem;
+      f.cell = cell;
+      f.field = cell.field >= 0                       ? fields.field[cell.field].name
+                : x.section == Section::scale_cache ? std::string(c.field_name(cell.is_value)) + " scale"
+                                                      : c.field_name(cell.is_value);
+      f.kind = x.kind;
+      f.scale_cache = x.section == Section::scale_cache;
+      f.bytes = x.size;
+      f.expected = static_cast<uint32_t>(x.expected);
+      f.found = static_cast<uint32_t>(x.found);
+      f.expected_meaning = expected_meaning(cell);
+      f.found_meaning = found_meaning(c, x, writer);
+      f.victim = victim_label(victim);
+      f.writer = writer_label(writer);
+      f.writer_request = writer.kind == WriterKey::request ? writer.id : -1;
+    }
+    ++s.cells;
+    if (severity(x.kind) < severity(s.worst)) s.worst = x.kind;
+    if (!is_gap) {
+      (cell.is_value ? s.v : s.k) = true;
+      if (s.head_hi < s.head_lo) {
+        s.head_lo = s.head_hi = cell.head;
+        s.dim_lo = s.dim_hi = cell.dim;
+      } else {
+        s.head_lo = std::min(s.head_lo, cell.head);
+        s.head_hi = std::max(s.head_hi, cell.head);
+        s.dim_lo = std::min(s.dim_lo, cell.dim);
+        s.dim_hi = std::max(s.dim_hi, cell.dim);
       }
     }
-  }
+    if (std::find(acc.writers.begin(), acc.writers.end(), writer) == acc.writers.end()) {
+      if (acc.writers.size() < kMaxWritersPerSlot) {
+        acc.writers.push_back(writer);
+      } else {
+        s.more_writers = true;
+      }
+    }
+  };
+  classify_image(c, initial, expected, actual, TolerancePolicy{}, outside, on_cell);
   for (auto& [key, acc] : slots) {
     for (const WriterKey& w : acc.writers) acc.damage.writers.push_back(writer_label(w));
     m.damage.push_back(std::move(acc.damage));
   }
-
-  // Guard bands around the cache buffer (the band after it starts at the next 256-byte boundary's
-  // slack, which belongs to the guard too).
-  const int64_t cache_end = l.cache_begin + l.cache_bytes;
-  m.guard_before = differing_bytes(expected, actual, l.cache_begin - l.guard_bytes, l.cache_begin);
-  m.guard_after = differing_bytes(expected, actual, cache_end, (cache_end + 255) / 256 * 256 + l.guard_bytes);
 
   // The matrix: cache cells by (victim, writer), then every finding outside the cache as it is.
   std::map<WriterKey, int> writer_col;
@@ -345,7 +315,7 @@ CellMap build_cell_map(const Case& c, const Verdict& verdict, const Arena& initi
     m.matrix.push_back(std::move(r));
   }
   for (const Finding& f : verdict.findings) {
-    if (is_cache_kind(f.kind)) continue;
+    if (f.in_cache) continue;  // its cells are on the map already
     const std::string writer = f.writer.empty() ? "the kernel" : f.writer;
     auto col = std::find(m.writers.begin(), m.writers.end(), writer);
     if (col == m.writers.end()) {
@@ -430,9 +400,10 @@ std::string serving_text(const Case& c) {
 }
 
 std::string describe_cell(const CellDecode& d) {
-  if (d.cell.role == CacheCell::Role::gap) return "cache element " + num(d.elem) + " (stride gap)";
-  return d.field + " block " + num(d.cell.block) + " slot " + num(d.cell.pos) + " head " +
-         num(d.cell.head) + " dim " + num(d.cell.dim) + " (cache element " + num(d.elem) + ")";
+  const std::string buffer = d.scale_cache ? "scale cache element " : "cache element ";
+  if (d.cell.role == CacheCell::Role::gap) return buffer + num(d.elem) + " (stride gap)";
+  return d.field + " block " + num(d.cell.block) + " slot " + num(d.cell.pos) + " head " + num(d.cell.head) + " dim " +
+         num(d.cell.dim) + " (" + buffer + num(d.elem) + ")";
 }
 
 std::string describe_damage(const SlotDamage& s) {

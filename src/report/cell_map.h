@@ -3,9 +3,9 @@
 // A Verdict (arena/finding.h) says in sentences who destroyed whose data. The map says it per cell:
 // the role and owner of every (block, slot) of the cache, and for every (block, slot) that differs
 // after the run, which tensors, heads and dims differ, what they should hold and whose value they
-// hold instead. It is computed from the three arenas of one run (initial, expected, actual) through
-// the public arena API (CacheLocator, load_elem), and each differing element is filed by the
-// classifier's own classify_cache_diff() (arena/diff.h), so a reader can see each finding on the map.
+// hold instead. It is a fold over the classified cells of the three arenas of one run (initial,
+// expected, actual; arena/classify.h), the cells the verdict (verdict.h) groups, so the map and the
+// verdict file every cell alike and a reader can see each finding on the map.
 //
 // html.h, markdown.h and case_report_json() render a CaseReport; campaign/report_case.h builds one.
 #pragma once
@@ -21,6 +21,7 @@
 #include "arena/arena.h"
 #include "arena/decode.h"  // hex_bits(), which the renderers share too
 #include "arena/finding.h"
+#include "arena/outside_diff.h"
 #include "case/case.h"
 
 namespace kvf {
@@ -42,6 +43,7 @@ struct CellDecode {
   CacheCell cell;           // what the element is and who owns it (role gap: a stride gap)
   std::string field = "K";  // what the case calls the cell's field: "K", "V" or "latent" (Case::field_name)
   FindingKind kind = FindingKind::wrong_value;  // how the classifier files it
+  bool scale_cache = false; // the element is in the scale cache buffer (else the cache buffer)
   int bytes = 2;            // element size
   uint32_t expected = 0;    // bits the golden model expects
   uint32_t found = 0;       // bits the kernel left
@@ -114,10 +116,11 @@ std::string differing_total(const Verdict& v);
 std::string serving_text(const Case& c);
 
 // Builds the map of case `c` from its three arenas (same layout; see campaign/check.h for how they
-// are made). `verdict` is compare_arenas() of the same arenas: its findings outside the cache
-// (guard bands, inputs, counter, scales) become matrix rows as they are.
+// are made; a windowed run: with the target's report of the cache outside the windows). Values are
+// judged exactly. `verdict` is compare_arenas() of the same arenas: its findings outside the cache
+// and scale cache buffers (guard bands, inputs, counter, static scales) become matrix rows as they are.
 CellMap build_cell_map(const Case& c, const Verdict& verdict, const Arena& initial, const Arena& expected,
-                       const Arena& actual);
+                       const Arena& actual, const OutsideDiff* outside = nullptr);
 
 // Everything a report shows about one case on one target.
 struct CaseReport {

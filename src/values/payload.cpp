@@ -35,7 +35,7 @@
 // element is a visible missing write). Every other tag is the code 0xA0 | tag (e4m3 about -0.13..
 // -0.2, e5m2 about -0.008, int8 -95..-88): real values that a correct write can produce, so a
 // single cell holding one proves nothing. The diff therefore classifies 1-byte caches by location
-// only (diff.cpp), never by canary_of(). Context cells of 1-byte caches avoid every canary code and
+// only (arena/classify.cpp), never by canary_of(). Context cells of 1-byte caches avoid every canary code and
 // every NaN.
 //
 // Static scales (scale_bits) and context scales (context_scale_bits) are positive finite fp32:

@@ -8,7 +8,7 @@
 #include <set>
 
 #include "../arena/test_cases.h"
-#include "arena/diff.h"
+#include "report/verdict.h"
 #include "values/convert.h"
 #include "golden/golden.h"
 #include "gen/generate.h"

@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "../arena/test_cases.h"
-#include "arena/diff.h"
+#include "report/verdict.h"
 #include "golden/golden.h"
 #include "kv_layout.cuh"
 #include "report/html.h"

@@ -13,7 +13,7 @@
 #include <limits>
 
 #include "arena/arena.h"
-#include "arena/diff.h"
+#include "report/verdict.h"
 #include "campaign/check.h"
 #include "case/case_json.h"
 #include "case/context_parallel.h"

@@ -15,7 +15,8 @@
 #include <vector>
 
 #include "arena/arena.h"
-#include "arena/diff.h"
+#include "report/cell_map.h"
+#include "report/verdict.h"
 #include "campaign/check.h"
 #include "case/validate.h"
 #include "gen/capabilities.h"
@@ -343,6 +344,67 @@ TEST(CudaFormat, aBrokenExpectationFails) {
     const Verdict v = compare_arenas(c, initial, broken_scale, actual);
     ASSERT_FALSE(v.pass()) << name_of(s) << ": a wrong scale passed";
     EXPECT_EQ(v.findings.front().kind, FindingKind::scale_mismatch) << name_of(s);
+  }
+}
+
+// The verdict and the report's cell map are folds over the same classified cells: for every format
+// (scales in the scale cache or among the codes in the cache), a new token's wrong scale and a code
+// of its group are a scale_mismatch on the map as in the verdict, a context cell's scale is the same
+// stray or cross-request write in both, and both count each differing element once.
+TEST(CudaFormat, theMapAndTheVerdictFileEveryCellAlike) {
+  for (QuantFormat f : kCudaFormats) {
+    Spec s;
+    s.format = f;
+    s.head_dim = f == QuantFormat::indexer_k ? 128 : 64;
+    s.dist = ValueDist::finite;
+    const Case c = format_case(s);
+    ASSERT_TRUE(validate(c).empty()) << name_of(s);
+    const Arena initial = make_initial_arena(c);
+    Arena expected = initial;
+    golden::golden_append(c, expected);
+    const CacheFields fields = c.fields();
+    const CacheField& data = fields.field[0];
+    const CacheField& scale = fields.field[data.scale];
+    const CacheLocator loc(c);
+    int64_t slot = -1, context = -1;  // the first written row's slot; the first context slot
+    for (int64_t x : c.slot_mapping)
+      if (slot < 0 && x >= 0 && x < c.capacity()) slot = x;
+    for (int64_t b = 0; b < c.cache.num_blocks && context < 0; ++b)
+      for (int64_t p = 0; p < c.cache.block_size && context < 0; ++p)
+        if (loc.cell(false, b, p, 0, 0).role == CacheCell::Role::context) context = b * c.cache.block_size + p;
+    ASSERT_GE(slot, 0);
+    ASSERT_GE(context, 0) << name_of(s);
+    const int64_t bs = c.cache.block_size;
+    Arena actual = expected;
+    const auto flip = [&](const CacheField& field, int64_t at, int64_t dim) {
+      const int64_t e = field_offset(field.layout, at / bs, at % bs, 0, dim);
+      store_field_elem(field_buffer(actual, field), field.dtype, e, load_field_elem(field_buffer(expected, field), field.dtype, e) ^ 1u);
+    };
+    flip(scale, slot, 0);    // the new token's first group's scale
+    flip(data, slot, 1);     // a code of that group: it follows from the scale
+    flip(scale, context, 0); // an earlier context token's scale
+
+    const Verdict v = compare_arenas(c, initial, expected, actual);
+    const CellMap m = build_cell_map(c, v, initial, expected, actual);
+    EXPECT_EQ(v.differing_cells, 3) << name_of(s);
+    EXPECT_EQ(m.differing_cache_cells, 3) << name_of(s);
+    std::vector<FindingKind> kinds;
+    for (const Finding& x : v.findings) {
+      EXPECT_TRUE(x.in_cache) << name_of(s) << ": " << x.sentence;
+      kinds.push_back(x.kind);
+    }
+    ASSERT_EQ(kinds.size(), 2u) << name_of(s);
+    EXPECT_EQ(kinds[1], FindingKind::scale_mismatch) << name_of(s);
+    ASSERT_EQ(m.damage.size(), 2u) << name_of(s);
+    for (const SlotDamage& d : m.damage) {
+      const int64_t at = d.block * bs + d.pos;
+      EXPECT_EQ(d.worst, at == slot ? FindingKind::scale_mismatch : kinds[0]) << name_of(s) << " slot " << at;
+      EXPECT_EQ(d.cells, at == slot ? 2 : 1) << name_of(s) << " slot " << at;
+    }
+    int64_t drawn = 0;  // the matrix: every differing element once, no finding row beside them
+    for (const MatrixRow& r : m.matrix)
+      for (int64_t n : r.cells) drawn += n;
+    EXPECT_EQ(drawn, 3) << name_of(s);
   }
 }
 

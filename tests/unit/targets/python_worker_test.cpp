@@ -8,7 +8,7 @@
 #include <set>
 
 #include "../arena/test_cases.h"
-#include "arena/diff.h"
+#include "arena/classify.h"
 #include "case/context_parallel.h"
 #include "base/errors.h"
 #include "gen/generate.h"

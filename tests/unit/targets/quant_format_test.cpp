@@ -10,7 +10,7 @@
 #include <utility>
 
 #include "arena/arena.h"
-#include "arena/diff.h"
+#include "report/verdict.h"
 #include "case/case_json.h"
 #include "case/validate.h"
 #include "golden/block_quant.h"

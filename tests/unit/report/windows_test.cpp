@@ -2,7 +2,7 @@
 // the fill function, the windows, the windowed initial arena against the dense one, the CPU build of
 // the Thrust check, and the classification of what a target reports outside the windows.
 //
-//   cmake --build build --target kvfuzz_verify_tests && build/tests/kvfuzz_verify_tests --gtest_filter='Window*:CacheShape*:OutsideScan*'
+//   cmake --build build --target kvfuzz_core_tests && build/tests/kvfuzz_core_tests --gtest_filter='Window*:CacheShape*:OutsideScan*'
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,14 +11,14 @@
 #include <map>
 #include <random>
 
-#include "arena/diff.h"
+#include "report/verdict.h"
 #include "arena/outside_scan_cpu.h"
 #include "arena/windows.h"
 #include "gen/materialize.h"
 #include "base/rng.h"
 #include "golden/golden.h"
 #include "values/payload.h"
-#include "test_cases.h"
+#include "../arena/test_cases.h"
 
 namespace kvf {
 namespace {

@@ -1,9 +1,9 @@
-// diff_test.cpp — whole-arena comparison and classification (src/arena/diff.h).
+// verdict_test.cpp — whole-arena comparison, classification (src/arena/classify.h) and the verdict (src/report/verdict.h).
 //
 // Each test takes expected = golden(initial), copies it to `actual`, plants one specific
 // corruption and checks the first finding's kind, victim, writer and sentence.
 //
-//   cmake --build build --target kvfuzz_verify_tests && build/tests/kvfuzz_verify_tests --gtest_filter='CompareArenas*'
+//   cmake --build build --target kvfuzz_core_tests && build/tests/kvfuzz_core_tests --gtest_filter='CompareArenas*'
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -13,7 +13,7 @@
 #include <cstring>
 #include <iostream>
 
-#include "arena/diff.h"
+#include "report/verdict.h"
 #include "gen/materialize.h"
 #include "values/convert.h"
 #include "kv_append.cuh"
@@ -21,7 +21,7 @@
 #include "values/convert.h"
 #include "golden/golden.h"
 #include "values/payload.h"
-#include "test_cases.h"
+#include "../arena/test_cases.h"
 
 namespace kvf {
 namespace {

@@ -2,12 +2,12 @@
 // carry slot 0, which no request owns; slot 0's contents after the call are unconstrained and
 // everything else stays exact. Generator, case JSON, validator, golden model and classifier.
 //
-//   cmake --build build --target kvfuzz_verify_tests && build/tests/kvfuzz_verify_tests --gtest_filter='Sink*'
+//   cmake --build build --target kvfuzz_core_tests && build/tests/kvfuzz_core_tests --gtest_filter='Sink*'
 #include <gtest/gtest.h>
 
 #include <filesystem>
 
-#include "arena/diff.h"
+#include "report/verdict.h"
 #include "case/case_json.h"
 #include "base/errors.h"
 #include "case/validate.h"
