@@ -5,7 +5,7 @@
 // and calls kvf::kv_append_cuda(): the launcher and kernel the fuzzer's `cuda` target runs, nothing more.
 //
 // A kernel folder with the quantised formats (KVFUZZ_BENCH_PLUGIN_PARAMS, which build_cuda_entry.sh
-// defines when kv_append.cuh has QuantFormatId) gets its parameters from the example CUDA plugin's
+// defines when kv_append.cuh has QuantFormat) gets its parameters from the example CUDA plugin's
 // params() (examples/plugins/cuda/plugin.cpp, included here): the one ABI -> KvAppendParams mapping,
 // the one kvfuzz's plugin target fuzzes, quantised formats and their fields' layouts included.
 //
@@ -122,7 +122,7 @@ extern "C" __attribute__((visibility("default"))) void kvfuzz_bench_launch_confi
   p.cache_dtype = static_cast<kvf::DType>(a->cache_dtype);
   p.scale_kind = static_cast<kvf::ScaleKind>(a->scale_kind);
 #if KVFUZZ_BENCH_PLUGIN_PARAMS
-  p.quant_format = static_cast<kvf::QuantFormatId>(a->quant_format);
+  p.quant_format = static_cast<kvf::QuantFormat>(a->quant_format);
 #endif
   const kvf::LaunchConfig cfg = kvf::kv_append_launch_config(p);
   *grid = cfg.grid;

@@ -68,6 +68,10 @@ extern "C" {
 #define KVFZ_MAX_HEAD_DIMS 16
 #define KVFZ_MAX_ROPE_DIMS 4
 
+/* Every `typedef enum` below whose values kvfuzz itself names (families, serving modes, dtypes, scale
+ * kinds, layouts, quantised formats) is written by kvfuzz's scripts/gen-enums.py from kernels/enums.json,
+ * the one table its C++, CUDA and Python spellings come from too; the comments around them are not. */
+
 /* Which fields the cache stores (ABI v2). KV: K and V [.., H, D] of one geometry (v1). KV_SPLIT: V
  * [.., H, value_head_dim] with its own strides (value_cache). K_ONLY: no V (value, v_cache NULL).
  * MLA: one latent entry per slot, H = 1, head_dim = kv_c's dims + rope_dim: dims [0, head_dim -
@@ -83,10 +87,7 @@ typedef enum kvfz_family {
  * NEGATIVE: a negative slot, never written (the contract above). SINK: slot 0, which no request
  * owns (block 0 is in no block table): the kernel may write padding rows there, and slot 0's
  * contents after the call are unconstrained (SGLang's reserved padding slot). */
-typedef enum kvfz_padding {
-  KVFZ_PADDING_NEGATIVE = 0,
-  KVFZ_PADDING_SINK = 1
-} kvfz_padding;
+typedef enum kvfz_padding { KVFZ_PADDING_NEGATIVE = 0, KVFZ_PADDING_SINK = 1 } kvfz_padding;
 
 /* How the call addresses the cache (appended in v2 with the serving conventions). SLOT_MAPPING:
  * slot_mapping (the contract above). CSR: FlashInfer's append_paged_kv_cache convention, no
@@ -96,10 +97,7 @@ typedef enum kvfz_padding {
  * (0 for an empty request); the token goes to page kv_indices[kv_indptr[b] + positions[t] /
  * block_size], offset positions[t] % block_size. A CSR call has no padding and no invalid rows
  * (num_slots rows, every one written); rows >= num_slots of key and value are still never read. */
-typedef enum kvfz_addressing {
-  KVFZ_ADDRESSING_SLOT_MAPPING = 0,
-  KVFZ_ADDRESSING_CSR = 1
-} kvfz_addressing;
+typedef enum kvfz_addressing { KVFZ_ADDRESSING_SLOT_MAPPING = 0, KVFZ_ADDRESSING_CSR = 1 } kvfz_addressing;
 
 /* Sliding-window ring caches (appended in v2 with the serving conventions). A request keeps
  * window_sinks sink positions and a window of window_size - window_sinks further ones: position p
@@ -158,28 +156,30 @@ typedef enum kvfz_index_type { KVFZ_I32 = 0, KVFZ_I64 = 1 } kvfz_index_type;
 /* Where the scales of a quantised cache come from; stored value = convert(x / scale) with IEEE
  * fp32 division, round to nearest even, saturation (fp8 to +-max finite, int8 to [-128, 127]). */
 typedef enum kvfz_scale_kind {
-  KVFZ_SCALE_NONE = 0,          /* float cache */
-  KVFZ_SCALE_PER_TENSOR = 1,    /* k_scale[0], v_scale[0] */
-  KVFZ_SCALE_PER_HEAD = 2,      /* k_scale[h] */
-  KVFZ_SCALE_PER_BLOCK = 3,     /* k_scale[b * num_heads + h], b = the slot's physical block */
-  KVFZ_SCALE_PER_TOKEN_HEAD = 4 /* dynamic: scale = max(amax over the row's head_dim values, NaN
-                                   ignored, 1e-6f) / QMAX, written to the scale cache at
-                                   (b, o, h) = scale_base + b*stride_block + o*stride_pos + h*stride_head */
+  KVFZ_SCALE_NONE = 0,           /* float cache */
+  KVFZ_SCALE_PER_TENSOR = 1,     /* k_scale[0], v_scale[0] */
+  KVFZ_SCALE_PER_HEAD = 2,       /* k_scale[h] */
+  KVFZ_SCALE_PER_BLOCK = 3,      /* k_scale[b * num_heads + h], b = the slot's physical block */
+  KVFZ_SCALE_PER_TOKEN_HEAD = 4  /* dynamic: scale = max(amax over the row's head_dim values, NaN ignored,
+                                  * 1e-6f) / QMAX, written to the scale cache at (b, o, h) = scale_base +
+                                  * b*stride_block + o*stride_pos + h*stride_head */
 } kvfz_scale_kind;
 
 /* Cache layouts kvfuzz generates. The name is informational: the geometry (strides) below is all
  * a kernel needs. Used as bits (1u << layout) in kvfz_capabilities.layouts. */
 typedef enum kvfz_layout {
-  KVFZ_LAYOUT_PAGED_NHD = 0,       /* [num_blocks, block_size, H, D] */
-  KVFZ_LAYOUT_PAGED_HND = 1,       /* [num_blocks, H, block_size, D] */
-  KVFZ_LAYOUT_CONTIGUOUS_BSHD = 2, /* [B, S, H, D]: block = sequence */
-  KVFZ_LAYOUT_CONTIGUOUS_BHSD = 3, /* [B, H, S, D] */
-  KVFZ_LAYOUT_PACKED_KV_NHD = 4,   /* [num_blocks, 2, block_size, H, D]: K and V of a block adjacent */
-  KVFZ_LAYOUT_PACKED_CONTENT_HND = 5, /* [num_blocks, H, block_size, 2*D]: K the first D of a row, V the last D */
-  KVFZ_LAYOUT_VLLM_LEGACY = 6      /* vLLM's legacy caches: K [num_blocks, H, D/x, block_size, x] with x = 16 bytes of
-                                    * cache elements, V [num_blocks, H, D, block_size]. cache.stride_block and
-                                    * cache.stride_head are both tensors' (in elements); within a head K is dense
-                                    * [D/x, block_size, x] and V dense [D, block_size]; cache.stride_pos is x. */
+  KVFZ_LAYOUT_PAGED_NHD = 0,          /* [num_blocks, block_size, H, D] */
+  KVFZ_LAYOUT_PAGED_HND = 1,          /* [num_blocks, H, block_size, D] */
+  KVFZ_LAYOUT_CONTIGUOUS_BSHD = 2,    /* [B, S, H, D]: block = sequence */
+  KVFZ_LAYOUT_CONTIGUOUS_BHSD = 3,    /* [B, H, S, D] */
+  KVFZ_LAYOUT_PACKED_KV_NHD = 4,      /* [num_blocks, 2, block_size, H, D]: K and V of a block adjacent */
+  KVFZ_LAYOUT_PACKED_CONTENT_HND = 5, /* [num_blocks, H, block_size, 2*D]: K the first D of a row, V the last
+                                       * D */
+  KVFZ_LAYOUT_VLLM_LEGACY = 6         /* vLLM's legacy caches: K [num_blocks, H, D/x, block_size, x] with x =
+                                       * 16 bytes of cache elements, V [num_blocks, H, D, block_size].
+                                       * cache.stride_block and cache.stride_head are both tensors' (in
+                                       * elements); within a head K is dense [D/x, block_size, x] and V dense
+                                       * [D, block_size]; cache.stride_pos is x. */
 } kvfz_layout;
 
 /* Quantised formats (appended in v2; docs/quant-formats.md, the formulas in kvfuzz's

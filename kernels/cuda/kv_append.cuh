@@ -24,6 +24,7 @@
 #include <initializer_list>
 #include <type_traits>
 
+#include "kv_enums.h"
 #include "kv_format.cuh"
 #include "kv_layout.cuh"
 
@@ -37,29 +38,7 @@
 
 namespace kvf {
 
-// Element types of inputs and caches. Inputs are f16/bf16/f32; caches may also be quantised
-// (fp8_e4m3, fp8_e5m2, int8), which requires a ScaleKind other than none. The quantised formats
-// (src/case/quant_format.h) add fp4_e2m1 and uint4 (4-bit codes, two per byte, element 2j in the
-// low nibble), uint8 (asymmetric codes) and fp8_e8m0 (power-of-two scales).
-enum class DType : uint8_t { f16, bf16, f32, fp8_e4m3, fp8_e5m2, int8, fp4_e2m1, fp8_e8m0, uint8, uint4 };
-
-// Where the scales of a quantised cache come from (docs/contract.md). Stored value = convert(x / scale)
-// with IEEE fp32 division; fp8 rounds to nearest even and saturates to ±max finite (NaN -> 0x7F);
-// int8 rounds half to even, saturates to [-128, 127], NaN -> 0.
-enum class ScaleKind : uint8_t {
-  none,            // float cache: no scale (bit copy or round-to-nearest-even conversion)
-  per_tensor,      // k_scale[0], v_scale[0]
-  per_head,        // k_scale[h], [H_kv]
-  per_block,       // k_scale[b * H_kv + h], [num_blocks, H_kv], b = the slot's physical block
-  per_token_head,  // dynamic: scale = max(amax, 1e-6f) / QMAX over the row's D values (NaN ignored),
-                   // written to the scale cache at (block, pos, head)
-};
-// Element type of slot_mapping.
-enum class IndexType : uint8_t { i32, i64 };
-
-// The quantised formats (src/case/quant_format.h, whose enums these numbers are): which format a
-// call stores and the conventions it follows.
-enum class QuantFormatId : uint8_t { none, nvfp4, mxfp8_e4m3, mxfp8_e5m2, mxfp4, ds_mla, indexer_k, fp8_inline, int8_inline, asym_int8, asym_int4 };
+// DType, ScaleKind, IndexType, QuantFormat and the other shared enumerations: kv_enums.h.
 struct FormatRules {
   uint8_t nvfp4 = 0;         // Nvfp4Rule: 0 flashinfer (amax / (6 g)), 1 flashinfer_precise (amax * RN(1 / (6 g)))
   uint8_t mx = 0;            // MxScaleRule: 0 ocp_floor, 1 nv_ceil
@@ -157,7 +136,7 @@ struct KvAppendParams : KvAppendCore {
   // from format_scales: the cache buffer for ds_mla, indexer_k and the inline formats, else the scale
   // cache buffer. k_cache, v_cache, scale caches and `cache` strides above are unused; num_blocks and
   // block_size of `cache` give the capacity; k_scale / v_scale hold nvfp4's fp32 global scales.
-  QuantFormatId quant_format = QuantFormatId::none;
+  QuantFormat quant_format = QuantFormat::none;
   FormatRules format_rules;
   int32_t format_group = 0;           // dims per scale: 16 (nvfp4), 32 (MX), 128 (ds_mla, indexer_k), D
   void* format_cache = nullptr;       // the cache buffer's byte 0 (of the call's shard)
@@ -183,7 +162,7 @@ KVF_HD const CacheGeometry& value_geometry(const KvAppendCore& p) { return p.val
 // against 174 with 128 and tie at 4096 (11.3 / 11.6); at T <= 256, where the second item's load
 // waits for the slot, 128 take 2.8 us against 3.9.
 inline int kv_append_threads(const KvAppendParams& p) {
-  if (p.quant_format != QuantFormatId::none) return 128;  // a quantised format: pieces of groups (append_format_rows)
+  if (p.quant_format != QuantFormat::none) return 128;  // a quantised format: pieces of groups (append_format_rows)
   const bool static_scale = p.scale_kind != ScaleKind::none && p.scale_kind != ScaleKind::per_token_head;
   return static_scale && p.num_slots >= 4096 ? 64 : 128;
 }
@@ -872,17 +851,17 @@ KVF_HD void store_codes(const InT* src, int64_t n, uint8_t* dst, const Encode& e
 // the rest (unsupported), which the harness never sends (cuda_kernel_capabilities).
 inline bool format_supported(const KvAppendParams& p) {
   switch (p.quant_format) {
-    case QuantFormatId::nvfp4:
-    case QuantFormatId::mxfp8_e4m3:
-    case QuantFormatId::mxfp8_e5m2:
-    case QuantFormatId::mxfp4:
-    case QuantFormatId::ds_mla:
-    case QuantFormatId::indexer_k:
-    case QuantFormatId::fp8_inline:
-    case QuantFormatId::int8_inline: break;
+    case QuantFormat::nvfp4:
+    case QuantFormat::mxfp8_e4m3:
+    case QuantFormat::mxfp8_e5m2:
+    case QuantFormat::mxfp4:
+    case QuantFormat::ds_mla:
+    case QuantFormat::indexer_k:
+    case QuantFormat::fp8_inline:
+    case QuantFormat::int8_inline: break;
     default: return false;  // none, asym_int8, asym_int4
   }
-  const bool ds_mla = p.quant_format == QuantFormatId::ds_mla;
+  const bool ds_mla = p.quant_format == QuantFormat::ds_mla;
   const int64_t dims = ds_mla ? p.latent_dim : p.head_dim;
   if (p.format_group <= 0 || dims % p.format_group != 0) return false;
   const auto dim_contiguous = [](const Mode& m) {
@@ -920,7 +899,7 @@ KVF_HD void append_format_piece(const KvAppendParams& p, int64_t token, int64_t 
   src += first;
 
   switch (p.quant_format) {
-    case QuantFormatId::nvfp4: {
+    case QuantFormat::nvfp4: {
       // FlashInfer's nvfp4_append_quantize_block: sf = amax / (6 g) (flashinfer) or amax * RN(1 / (6 g))
       // (flashinfer_precise), its e4m3 code; os = 1 / (e4m3_value * g); code e2m1(x * os).
       const float gs = (is_value ? p.v_scale : p.k_scale)[0];  // the decode global scale
@@ -936,13 +915,13 @@ KVF_HD void append_format_piece(const KvAppendParams& p, int64_t token, int64_t 
       store_codes<true>(src, n, codes + code / 2, Nvfp4Encode{os});
       return;
     }
-    case QuantFormatId::mxfp8_e4m3:
-    case QuantFormatId::mxfp8_e5m2:
-    case QuantFormatId::mxfp4: {
+    case QuantFormat::mxfp8_e4m3:
+    case QuantFormat::mxfp8_e5m2:
+    case QuantFormat::mxfp4: {
       // OCP MX: shared exponent E in [-127, 127]; ocp_floor E = floor(log2 amax) - emax, codes of
       // x / 2^E; nv_ceil E = ceil(log2(amax / qmax)), codes of x * 2^-E. amax 0: E = -127; Inf: 127.
-      const bool fp4 = p.quant_format == QuantFormatId::mxfp4;
-      const bool e5m2 = p.quant_format == QuantFormatId::mxfp8_e5m2;
+      const bool fp4 = p.quant_format == QuantFormat::mxfp4;
+      const bool e5m2 = p.quant_format == QuantFormat::mxfp8_e5m2;
       const bool ceil = p.format_rules.mx == 1;
       int e = 127;
       if (amax == 0.0f) {
@@ -968,31 +947,31 @@ KVF_HD void append_format_piece(const KvAppendParams& p, int64_t token, int64_t 
       }
       return;
     }
-    case QuantFormatId::ds_mla:
-    case QuantFormatId::indexer_k:
-    case QuantFormatId::fp8_inline:
-    case QuantFormatId::int8_inline: {
+    case QuantFormat::ds_mla:
+    case QuantFormat::indexer_k:
+    case QuantFormat::fp8_inline:
+    case QuantFormat::int8_inline: {
       // fp32 scale s, codes e4m3(x / s) (int8_inline: int8(x / s)). ds_mla flt_min: max(amax / 448,
       // FLT_MIN); pow2: pow2_ceil(max(amax / 448, 1e-4)). indexer_k: max(amax, 1e-4) / 448, then
       // (ue8m0_log2f) exp2f(ceilf(log2f(s))) or (ue8m0_exact) pow2_ceil. Inline: the contract's
       // per_token_head scale, max(amax, 1e-6) / QMAX.
       float s;
       switch (p.quant_format) {
-        case QuantFormatId::ds_mla: {
+        case QuantFormat::ds_mla: {
           const float ratio = amax / 448.0f;
           s = p.format_rules.ds_mla == 1 ? pow2_ceil_bits(fmaxf(ratio, 1e-4f)) : fmaxf(ratio, float_of_bits(0x00800000u));
           break;
         }
-        case QuantFormatId::indexer_k:
+        case QuantFormat::indexer_k:
           s = fmaxf(amax, 1e-4f) / 448.0f;
           if (p.format_rules.indexer == 1) s = pow2_ceil_log2f_bits(s);
           if (p.format_rules.indexer == 2) s = pow2_ceil_bits(s);
           break;
-        case QuantFormatId::int8_inline: s = dynamic_scale<Int8>(amax); break;
+        case QuantFormat::int8_inline: s = dynamic_scale<Int8>(amax); break;
         default: s = dynamic_scale<Fp8E4M3>(amax); break;
       }
       if (store_scale) scale_words[scale] = s;
-      if (p.quant_format == QuantFormatId::int8_inline) store_codes<false>(src, n, codes + code, Int8DivideEncode{s});
+      if (p.quant_format == QuantFormat::int8_inline) store_codes<false>(src, n, codes + code, Int8DivideEncode{s});
       else store_codes<false>(src, n, codes + code, Fp8DivideEncode<Fp8E4M3>{s});
       return;
     }
@@ -1006,11 +985,11 @@ template <typename InT>
 KVF_HD void append_format_rows(const KvAppendParams& p, int64_t token, int64_t block, int64_t pos, int thread, int threads) {
   constexpr int64_t kVec = 16 / sizeof(InT);
   const int64_t group = p.format_group;
-  const int64_t groups = (p.quant_format == QuantFormatId::ds_mla ? p.latent_dim : p.head_dim) / group;
+  const int64_t groups = (p.quant_format == QuantFormat::ds_mla ? p.latent_dim : p.head_dim) / group;
   const int64_t piece = group < kFormatPiece ? group : kFormatPiece;
   const int64_t pieces = (group + piece - 1) / piece;
   const int64_t code_items = (p.has_value ? 2 : 1) * int64_t{p.num_heads} * groups * pieces;
-  const int64_t rope_chunks = p.quant_format == QuantFormatId::ds_mla ? (p.rope_dim + kVec - 1) / kVec : 0;
+  const int64_t rope_chunks = p.quant_format == QuantFormat::ds_mla ? (p.rope_dim + kVec - 1) / kVec : 0;
   const int64_t items = code_items + int64_t{p.num_heads} * rope_chunks;
   for (int64_t work = thread; work < items; work += threads) {
     if (work < code_items) {
@@ -1096,7 +1075,7 @@ struct LaunchConfig {
   int block_y = 1;    //   (y) of block chunks (x) each
 };
 inline LaunchConfig kv_append_launch_config(const KvAppendParams& p) {
-  LaunchConfig cfg{p.quant_format != QuantFormatId::none ? KernelPath::fields : kernel_path(p), p.num_slots, kv_append_threads(p)};
+  LaunchConfig cfg{p.quant_format != QuantFormat::none ? KernelPath::fields : kernel_path(p), p.num_slots, kv_append_threads(p)};
   if (cfg.path == KernelPath::aligned || cfg.path == KernelPath::aligned_dynamic) {
     cfg.block = static_cast<int>(aligned_row_chunks(p));  // a row's chunks
     cfg.block_y = 128 / cfg.block < p.num_heads ? 128 / cfg.block : p.num_heads;
@@ -1534,7 +1513,7 @@ bool dispatch_slot(const KvAppendParams& p, Fn& fn) {
 // (its codes' and scales' dtypes are the format's), if this kernel writes it (format_supported).
 template <typename InT, typename Fn>
 bool dispatch_cache(const KvAppendParams& p, Fn& fn) {
-  if (p.quant_format != QuantFormatId::none) return format_supported(p) && dispatch_slot<InT, FormatCodes>(p, fn);
+  if (p.quant_format != QuantFormat::none) return format_supported(p) && dispatch_slot<InT, FormatCodes>(p, fn);
   const bool scaled = p.scale_kind != ScaleKind::none;
   switch (p.cache_dtype) {
     case DType::f16: return !scaled && dispatch_slot<InT, __half>(p, fn);

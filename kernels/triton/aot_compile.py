@@ -32,6 +32,7 @@ import json
 import multiprocessing
 import os
 import re
+import runpy
 import sys
 import time
 from pathlib import Path
@@ -54,8 +55,7 @@ CP_POINTERS = {"positions_ptr": "i32", "requests_ptr": "i32", "block_tables_ptr"
 CP_KERNEL_NAME = "cp_slot_mapping"
 # The quantised formats' kernel (kvfuzz_triton/kv_append_format.py): one per (input dtype, format, slot
 # dtype); its 32-bit integers and pointers.
-QUANT_FORMATS = ("nvfp4", "mxfp8_e4m3", "mxfp8_e5m2", "mxfp4", "ds_mla", "indexer_k", "fp8_inline", "int8_inline",
-                 "asym_int8", "asym_int4")
+QUANT_FORMATS = runpy.run_path(str(Path(__file__).resolve().parent / "kvfuzz_triton/enums.py"))["QUANT_FORMATS"][1:]  # all but none
 FORMAT_FIELDS = ("kc", "vc", "ks", "vs", "kz", "vz", "rp")
 FORMAT_INT32_PARAMS = ({"num_heads", "head_dim", "latent_dim", "rope_dim", "has_value", "has_counter", "nvfp4_rule",
                         "mx_rule", "ds_mla_rule", "indexer_rule", "asym_arith", "asym_lanes", "int4_pairing", "cp",

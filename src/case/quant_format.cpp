@@ -1,25 +1,13 @@
 // quant_format.cpp — see quant_format.h.
 #include "quant_format.h"
 
+#include "enum_names.h"
 #include "names.h"
 #include "types.h"
 
 namespace kvf {
 namespace {
 
-constexpr NameTable<QuantFormat, 11> kFormatNames{{
-    {QuantFormat::none, "none"},
-    {QuantFormat::nvfp4, "nvfp4"},
-    {QuantFormat::mxfp8_e4m3, "mxfp8_e4m3"},
-    {QuantFormat::mxfp8_e5m2, "mxfp8_e5m2"},
-    {QuantFormat::mxfp4, "mxfp4"},
-    {QuantFormat::ds_mla, "ds_mla"},
-    {QuantFormat::indexer_k, "indexer_k"},
-    {QuantFormat::fp8_inline, "fp8_inline"},
-    {QuantFormat::int8_inline, "int8_inline"},
-    {QuantFormat::asym_int8, "asym_int8"},
-    {QuantFormat::asym_int4, "asym_int4"},
-}};
 constexpr NameTable<Nvfp4Rule, 2> kNvfp4Names{{{Nvfp4Rule::flashinfer, "flashinfer"}, {Nvfp4Rule::flashinfer_precise, "flashinfer_precise"}}};
 constexpr NameTable<MxScaleRule, 2> kMxNames{{{MxScaleRule::ocp_floor, "ocp_floor"}, {MxScaleRule::nv_ceil, "nv_ceil"}}};
 constexpr NameTable<DsMlaScale, 2> kDsMlaNames{{{DsMlaScale::flt_min, "flt_min"}, {DsMlaScale::pow2, "pow2"}}};
@@ -133,7 +121,7 @@ uint32_t default_rule_bits() {
 std::string_view to_string(RuleBit b) { return name_of(kRuleBitNames, b); }
 std::optional<RuleBit> rule_bit_from_string(std::string_view s) { return value_of(kRuleBitNames, s); }
 
-std::string_view to_string(QuantFormat f) { return name_of(kFormatNames, f); }
+std::string_view to_string(QuantFormat f) { return name_of(kQuantFormatNames, f); }
 std::string_view to_string(Nvfp4Rule v) { return name_of(kNvfp4Names, v); }
 std::string_view to_string(MxScaleRule v) { return name_of(kMxNames, v); }
 std::string_view to_string(DsMlaScale v) { return name_of(kDsMlaNames, v); }
@@ -142,7 +130,7 @@ std::string_view to_string(AsymArith v) { return name_of(kArithNames, v); }
 std::string_view to_string(AsymLanes v) { return name_of(kLanesNames, v); }
 std::string_view to_string(Int4Pairing v) { return name_of(kPairingNames, v); }
 std::string_view to_string(ScaleLayout v) { return name_of(kScaleLayoutNames, v); }
-std::optional<QuantFormat> quant_format_from_string(std::string_view s) { return value_of(kFormatNames, s); }
+std::optional<QuantFormat> quant_format_from_string(std::string_view s) { return value_of(kQuantFormatNames, s); }
 std::optional<Nvfp4Rule> nvfp4_rule_from_string(std::string_view s) { return value_of(kNvfp4Names, s); }
 std::optional<MxScaleRule> mx_scale_rule_from_string(std::string_view s) { return value_of(kMxNames, s); }
 std::optional<DsMlaScale> ds_mla_scale_from_string(std::string_view s) { return value_of(kDsMlaNames, s); }
@@ -151,9 +139,9 @@ std::optional<AsymArith> asym_arith_from_string(std::string_view s) { return val
 std::optional<AsymLanes> asym_lanes_from_string(std::string_view s) { return value_of(kLanesNames, s); }
 std::optional<Int4Pairing> int4_pairing_from_string(std::string_view s) { return value_of(kPairingNames, s); }
 std::optional<ScaleLayout> scale_layout_from_string(std::string_view s) { return value_of(kScaleLayoutNames, s); }
-std::string quoted_quant_formats() { return quote_all(kFormatNames); }
+std::string quoted_quant_formats() { return quote_all(kQuantFormatNames); }
 
-template <> std::string quoted_names<QuantFormat>() { return quote_all(kFormatNames); }
+template <> std::string quoted_names<QuantFormat>() { return quote_all(kQuantFormatNames); }
 template <> std::string quoted_names<Nvfp4Rule>() { return quote_all(kNvfp4Names); }
 template <> std::string quoted_names<MxScaleRule>() { return quote_all(kMxNames); }
 template <> std::string quoted_names<DsMlaScale>() { return quote_all(kDsMlaNames); }

@@ -17,22 +17,7 @@
 
 namespace kvf {
 
-enum class QuantFormat : uint8_t {
-  none,        // the classic caches (cache_dtype, ScaleKind)
-  nvfp4,       // e2m1 codes two per byte, one e4m3 scale per 16 dims (scale cache), one fp32 global
-               // scale per tensor (the static scales section, as per_tensor)
-  mxfp8_e4m3,  // OCP MX: e4m3 codes, one e8m0 scale per 32 dims (scale cache)
-  mxfp8_e5m2,  // e5m2 codes, one e8m0 scale per 32 dims
-  mxfp4,       // e2m1 codes two per byte, one e8m0 scale per 32 dims
-  ds_mla,      // DeepSeek's fp8_ds_mla: MLA records of 656 bytes, 512 e4m3 latent codes, 4 fp32 scales
-               // (one per 128 dims), 64 bf16 RoPE dims copied (head_dim 576, rope_dim 64)
-  indexer_k,   // DeepSeek V3.2's indexer keys (family k_only, head_dim 128): per block all e4m3 codes,
-               // then all fp32 scales (one per 128 dims)
-  fp8_inline,  // per-token-head fp8 e4m3 with its fp32 scale stored right after each (token, head) row
-  int8_inline, // the same with int8 codes
-  asym_int8,   // asymmetric uint8 codes, an fp32 scale and zero point per (token, head) (scale cache)
-  asym_int4,   // asymmetric uint4 codes two per byte, an fp32 scale and zero point per (token, head)
-};
+// QuantFormat (none, nvfp4, mxfp8_e4m3, ...): kernels/cuda/kv_enums.h (kernels/enums.json).
 
 // --- Conventions (golden/block_quant.h states each formula) ---------------------------------
 

@@ -10,38 +10,11 @@
 #include <string>
 #include <utility>
 
+#include "enum_names.h"
 #include "names.h"
 
 namespace kvf {
 namespace {
-
-constexpr NameTable<DType, 10> kDTypeNames{{
-    {DType::f16, "f16"},
-    {DType::bf16, "bf16"},
-    {DType::f32, "f32"},
-    {DType::fp8_e4m3, "fp8_e4m3"},
-    {DType::fp8_e5m2, "fp8_e5m2"},
-    {DType::int8, "int8"},
-    {DType::fp4_e2m1, "fp4_e2m1"},
-    {DType::fp8_e8m0, "fp8_e8m0"},
-    {DType::uint8, "uint8"},
-    {DType::uint4, "uint4"},
-}};
-
-constexpr NameTable<IndexType, 2> kIndexTypeNames{{
-    {IndexType::i32, "i32"},
-    {IndexType::i64, "i64"},
-}};
-
-constexpr NameTable<Layout, 7> kLayoutNames{{
-    {Layout::paged_nhd, "paged_nhd"},
-    {Layout::paged_hnd, "paged_hnd"},
-    {Layout::contiguous_bshd, "contiguous_bshd"},
-    {Layout::contiguous_bhsd, "contiguous_bhsd"},
-    {Layout::packed_kv_nhd, "packed_kv_nhd"},
-    {Layout::packed_content_hnd, "packed_content_hnd"},
-    {Layout::vllm_legacy, "vllm_legacy"},
-}};
 
 constexpr NameTable<ValueDist, 5> kValueDistNames{{
     {ValueDist::finite, "finite"},
@@ -49,14 +22,6 @@ constexpr NameTable<ValueDist, 5> kValueDistNames{{
     {ValueDist::constant, "constant"},
     {ValueDist::ties, "ties"},
     {ValueDist::edges, "edges"},
-}};
-
-constexpr NameTable<ScaleKind, 5> kScaleKindNames{{
-    {ScaleKind::none, "none"},
-    {ScaleKind::per_tensor, "per_tensor"},
-    {ScaleKind::per_head, "per_head"},
-    {ScaleKind::per_block, "per_block"},
-    {ScaleKind::per_token_head, "per_token_head"},
 }};
 
 constexpr NameTable<ScaleDist, 4> kScaleDistNames{{
@@ -71,35 +36,6 @@ constexpr NameTable<KvViews, 4> kKvViewsNames{{
     {KvViews::value_rows, "value_rows"},
     {KvViews::value_heads, "value_heads"},
     {KvViews::value_head_major, "value_head_major"},
-}};
-
-constexpr NameTable<Family, 4> kFamilyNames{{
-    {Family::kv, "kv"},
-    {Family::kv_split, "kv_split"},
-    {Family::k_only, "k_only"},
-    {Family::mla, "mla"},
-}};
-
-constexpr NameTable<PaddingMode, 2> kPaddingModeNames{{
-    {PaddingMode::negative, "negative"},
-    {PaddingMode::sink, "sink"},
-}};
-
-constexpr NameTable<Addressing, 2> kAddressingNames{{
-    {Addressing::slot_mapping, "slot_mapping"},
-    {Addressing::csr, "csr"},
-}};
-
-constexpr NameTable<WindowInput, 3> kWindowInputNames{{
-    {WindowInput::none, "none"},
-    {WindowInput::slot_mapping, "slot_mapping"},
-    {WindowInput::positions, "positions"},
-}};
-
-constexpr NameTable<CpInput, 3> kCpInputNames{{
-    {CpInput::none, "none"},
-    {CpInput::slot_mapping, "slot_mapping"},
-    {CpInput::positions, "positions"},
 }};
 
 }  // namespace

@@ -6,65 +6,12 @@
 #include <string>
 #include <string_view>
 
-#include "../../kernels/cuda/kv_append.cuh"  // DType, IndexType
+#include "../../kernels/cuda/kv_append.cuh"  // kv_enums.h: DType, IndexType, Layout, Family, ...
 
 namespace kvf {
 
-// How the cache tensors are laid out; all are instances of the stride formula in kv_layout.cuh.
-// The name is descriptive (reports, coverage); the geometry is what kernels use.
-enum class Layout : uint8_t {
-  paged_nhd,        // [nb, bs, H, D]
-  paged_hnd,        // [nb, H, bs, D]
-  contiguous_bshd,  // [B, S, H, D]: block = sequence, block_size = S
-  contiguous_bhsd,  // [B, H, S, D]
-  packed_kv_nhd,    // [nb, 2, bs, H, D]: K and V of one block adjacent in one tensor
-  packed_content_hnd,  // [nb, H, bs, 2D]: K the first D of each row, V the last D (vLLM's default)
-  vllm_legacy,      // K [nb, H, D/x, bs, x] (x = 16 bytes of elements), V [nb, H, D, bs]: not a
-                    // geometry; the fields come from kv_format.cuh's xpacked_fields()
-};
-
-// Which fields a cache stores (docs/formats.md, "Families"). Simplest first: the shrinker moves
-// towards `kv`.
-enum class Family : uint8_t {
-  kv,        // K and V, both [.., H, D] with one geometry (every v1 case)
-  kv_split,  // K [.., H, D] and V [.., H, Dv] with V's own head dim and strides (e.g. 192 / 128)
-  k_only,    // K alone: no V input, no V cache
-  mla,       // an MLA latent cache: one entry of D = kv_c's D - rope_dim ++ k_pe's rope_dim dims per
-             // slot, H 1, no V (DeepSeek-style kv_c [T, 512] and k_pe [T, 64] into [nb, bs, 576])
-};
-
-// What the padding rows of slot_mapping carry (docs/contract.md, "Serving conventions").
-enum class PaddingMode : uint8_t {
-  negative,  // a negative slot: the row is not written anywhere (the default contract)
-  sink,      // slot 0, which no request owns (SGLang's reserved slot): the row may be written there,
-             // and slot 0's contents after the call are unconstrained; everything else stays exact
-};
-
-// How the call addresses the cache (docs/contract.md, "Serving conventions").
-enum class Addressing : uint8_t {
-  slot_mapping,  // one flat slot per row (the default contract)
-  csr,           // FlashInfer's CSR arrays (batch_indices, positions, kv_indices, kv_indptr,
-                 // kv_last_page_len; case/csr.h), no slot_mapping: no padding and no invalid rows
-};
-
-// Whether the cache is a sliding-window ring, and who applies the window (docs/contract.md,
-// "Serving conventions").
-enum class WindowInput : uint8_t {
-  none,          // no window: the cache keeps every position (the default contract)
-  slot_mapping,  // a ring; the caller's slot_mapping already marks tokens outside the window with -1
-  positions,     // a ring; every token has its ring slot, and the kernel gets each row's position and
-                 // its request's length and skips the tokens already outside the window itself
-};
-
-// Whether the cache is sharded over context-parallel ranks, and who localises each rank's tokens
-// (docs/contract.md, "Serving conventions"; case/context_parallel.h).
-enum class CpInput : uint8_t {
-  none,          // one cache, one call (the default contract)
-  slot_mapping,  // N shards; each rank's call gets its own slot_mapping from a slot-mapping producer,
-                 // -1 for the tokens other ranks hold
-  positions,     // N shards; each rank's call gets every token's local slot, its global position and
-                 // (rank, world size, interleave), and skips the tokens other ranks hold itself
-};
+// Layout, Family, PaddingMode, Addressing, WindowInput, CpInput (with DType, IndexType, ScaleKind and
+// QuantFormat): kernels/cuda/kv_enums.h, written from kernels/enums.json by scripts/gen-enums.py.
 
 // Distribution of the payload values written into key/value rows (values/payload.h).
 enum class ValueDist : uint8_t {

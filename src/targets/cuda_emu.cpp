@@ -15,8 +15,8 @@ namespace kvf {
 
 namespace {
 
-static_assert(static_cast<int>(QuantFormatId::asym_int4) == static_cast<int>(QuantFormat::asym_int4) &&
-              static_cast<int>(QuantFormatId::nvfp4) == static_cast<int>(QuantFormat::nvfp4));
+static_assert(static_cast<int>(QuantFormat::asym_int4) == static_cast<int>(QuantFormat::asym_int4) &&
+              static_cast<int>(QuantFormat::nvfp4) == static_cast<int>(QuantFormat::nvfp4));
 
 // A field's layout as the call addressing shard `shard` (its first block) sees it: offset to the
 // shard's first block, the shard's blocks.
@@ -28,7 +28,7 @@ FieldLayout shard_layout(const Case& c, FieldLayout f, int64_t shard) {
 
 // The quantised format's part of a call (kv_append.cuh): its fields' layouts and buffers.
 void format_params(const Case& c, std::byte* image, const ArenaLayout& layout, int64_t shard, KvAppendParams& p) {
-  p.quant_format = static_cast<QuantFormatId>(c.quant_format);
+  p.quant_format = c.quant_format;
   const QuantRules& r = c.quant_rules;
   p.format_rules = FormatRules{static_cast<uint8_t>(r.nvfp4), static_cast<uint8_t>(r.mx), static_cast<uint8_t>(r.ds_mla),
                                static_cast<uint8_t>(r.indexer), static_cast<uint8_t>(r.asym_arith), static_cast<uint8_t>(r.asym_lanes),

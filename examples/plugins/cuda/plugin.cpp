@@ -35,9 +35,9 @@ static_assert(KVFZ_F16 == static_cast<int>(DType::f16) && KVFZ_BF16 == static_ca
               KVFZ_F32 == static_cast<int>(DType::f32) && KVFZ_FP8_E4M3 == static_cast<int>(DType::fp8_e4m3) &&
               KVFZ_FP8_E5M2 == static_cast<int>(DType::fp8_e5m2) && KVFZ_INT8 == static_cast<int>(DType::int8) &&
               KVFZ_FP4_E2M1 == static_cast<int>(DType::fp4_e2m1));
-static_assert(KVFZ_QUANT_NVFP4 == static_cast<int>(kvf::QuantFormatId::nvfp4) &&
-              KVFZ_QUANT_INT8_INLINE == static_cast<int>(kvf::QuantFormatId::int8_inline) &&
-              KVFZ_QUANT_ASYM_INT4 == static_cast<int>(kvf::QuantFormatId::asym_int4) && KVFZ_MAX_SUBMODES == kvf::kMaxSubModes);
+static_assert(KVFZ_QUANT_NVFP4 == static_cast<int>(kvf::QuantFormat::nvfp4) &&
+              KVFZ_QUANT_INT8_INLINE == static_cast<int>(kvf::QuantFormat::int8_inline) &&
+              KVFZ_QUANT_ASYM_INT4 == static_cast<int>(kvf::QuantFormat::asym_int4) && KVFZ_MAX_SUBMODES == kvf::kMaxSubModes);
 static_assert(KVFZ_I32 == static_cast<int>(IndexType::i32) && KVFZ_I64 == static_cast<int>(IndexType::i64));
 static_assert(KVFZ_SCALE_NONE == static_cast<int>(ScaleKind::none) &&
               KVFZ_SCALE_PER_TENSOR == static_cast<int>(ScaleKind::per_tensor) &&
@@ -87,7 +87,7 @@ kvf::FieldLayout field_layout(const kvfz_field& f) {
 // zero_layout, rope_layout: kv_append.cuh).
 void format_params(const kvfz_append_args& a, kvf::KvAppendParams& p) {
   const auto has = [&](int rule) { return (a.quant_rules >> rule) & 1u; };
-  p.quant_format = static_cast<kvf::QuantFormatId>(a.quant_format);
+  p.quant_format = static_cast<kvf::QuantFormat>(a.quant_format);
   p.format_rules.nvfp4 = has(KVFZ_RULE_NVFP4_FLASHINFER_PRECISE) ? 1 : 0;
   p.format_rules.mx = has(KVFZ_RULE_MX_NV_CEIL) ? 1 : 0;
   p.format_rules.ds_mla = has(KVFZ_RULE_DS_MLA_FLT_MIN) ? 0 : 1;

@@ -5,6 +5,7 @@ import os
 
 import triton
 
+from . import enums
 from .direct_launch import DirectLauncher, LruCache, Unsupported, direct_launch_mode, is_compiled, on_device
 from .kv_append import kv_append_kernel, kv_append_row_kernel
 from .launch_plan import LaunchPlan, Slot, keyed_pointers, lookup, remember
@@ -12,10 +13,10 @@ from .launch_plan import LaunchPlan, Slot, keyed_pointers, lookup, remember
 KV_APPEND = DirectLauncher(kv_append_kernel)  # launches kv_append_kernel (direct_launch.py)
 KV_APPEND_ROW = DirectLauncher(kv_append_row_kernel)
 
-DTYPES = ("f16", "bf16", "f32", "fp8_e4m3", "fp8_e5m2", "int8")  # index = kvf::DType
+DTYPES = enums.DTYPES[:6]  # the classic element types, index = kvf::DType (kernels/enums.json)
 FLOAT_DTYPES = DTYPES[:3]
 QUANT_DTYPES = DTYPES[3:]
-SCALE_KINDS = ("none", "per_tensor", "per_head", "per_block", "per_token_head")  # index = kvf::ScaleKind
+SCALE_KINDS = enums.SCALE_KINDS  # index = kvf::ScaleKind
 VARIANTS = ("token", "head", "row")  # "row": kv_append_row_kernel (row_kernel_fits)
 QMAX = {"fp8_e4m3": 448.0, "fp8_e5m2": 57344.0, "int8": 127.0}
 

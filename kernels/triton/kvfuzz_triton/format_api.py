@@ -8,11 +8,9 @@ import dataclasses
 import triton
 
 from .direct_launch import DirectLauncher
+from .enums import QUANT_FORMATS as FORMATS  # kvf::QuantFormat, index = value (kernels/enums.json)
 from .kv_append_format import kv_append_format_kernel
 
-# kvf::QuantFormatId (kernels/cuda/kv_append.cuh) = kvf::QuantFormat (src/case/quant_format.h): index = value.
-FORMATS = ("none", "nvfp4", "mxfp8_e4m3", "mxfp8_e5m2", "mxfp4", "ds_mla", "indexer_k", "fp8_inline",
-           "int8_inline", "asym_int8", "asym_int4")
 # Dims one scale covers (0: the whole row, a per-token-head format).
 GROUP = {"nvfp4": 16, "mxfp8_e4m3": 32, "mxfp8_e5m2": 32, "mxfp4": 32, "ds_mla": 128, "indexer_k": 128,
          "fp8_inline": 0, "int8_inline": 0, "asym_int8": 0, "asym_int4": 0}

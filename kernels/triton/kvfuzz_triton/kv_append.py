@@ -59,23 +59,30 @@ Conversions (identical to kernels/cuda/kv_append.cuh):
     scale = k_scale[0] / k_scale[h] / k_scale[block*H + h] (physical block), or per token-head
     max(amax, 1e-6) / QMAX with amax = max |x| over D ignoring NaN, stored in the scale cache.
 """
+import pathlib
+import runpy
+
 import triton
 import triton.language as tl
 
-# Element types; the values are those of kvf::DType in kernels/cuda/kv_append.cuh.
-F16 = tl.constexpr(0)
-BF16 = tl.constexpr(1)
-F32 = tl.constexpr(2)
-FP8_E4M3 = tl.constexpr(3)
-FP8_E5M2 = tl.constexpr(4)
-INT8 = tl.constexpr(5)
+# Loaded as a file of its own too (Triton's AOT compiler, tests/triton/launch_fakes.py): the table's
+# numbers come from the enums.py beside it, not through the package.
+_ENUMS = runpy.run_path(str(pathlib.Path(__file__).with_name("enums.py")))
+DTYPES_ID, SCALE_KINDS_ID = _ENUMS["DTYPES_ID"], _ENUMS["SCALE_KINDS_ID"]
 
-# Scale kinds; the values are those of kvf::ScaleKind.
-SCALE_NONE = tl.constexpr(0)
-PER_TENSOR = tl.constexpr(1)
-PER_HEAD = tl.constexpr(2)
-PER_BLOCK = tl.constexpr(3)
-PER_TOKEN_HEAD = tl.constexpr(4)
+# Element types and scale kinds: the numbers of kvf::DType and kvf::ScaleKind (kernels/enums.json).
+F16 = tl.constexpr(DTYPES_ID["f16"])
+BF16 = tl.constexpr(DTYPES_ID["bf16"])
+F32 = tl.constexpr(DTYPES_ID["f32"])
+FP8_E4M3 = tl.constexpr(DTYPES_ID["fp8_e4m3"])
+FP8_E5M2 = tl.constexpr(DTYPES_ID["fp8_e5m2"])
+INT8 = tl.constexpr(DTYPES_ID["int8"])
+
+SCALE_NONE = tl.constexpr(SCALE_KINDS_ID["none"])
+PER_TENSOR = tl.constexpr(SCALE_KINDS_ID["per_tensor"])
+PER_HEAD = tl.constexpr(SCALE_KINDS_ID["per_head"])
+PER_BLOCK = tl.constexpr(SCALE_KINDS_ID["per_block"])
+PER_TOKEN_HEAD = tl.constexpr(SCALE_KINDS_ID["per_token_head"])
 
 ROUND_MAGIC = tl.constexpr(12582912.0)  # 1.5 * 2^23: adding and subtracting it rounds to an integer
 

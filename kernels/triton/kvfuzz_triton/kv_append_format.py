@@ -52,19 +52,20 @@ FlashInfer's CSR arrays, ring windows, context-parallel ranks), invalid slots co
 import triton
 import triton.language as tl
 
+from .enums import QUANT_FORMATS_ID
 from .kv_append import FP8_E4M3, FP8_E5M2, _bits_ptr, _fp8_bits, _int8_bits, _load_f32, _row_slot, _widen
 
-# The formats; the values are those of kvf::QuantFormatId (kernels/cuda/kv_append.cuh).
-NVFP4 = tl.constexpr(1)
-MXFP8_E4M3 = tl.constexpr(2)
-MXFP8_E5M2 = tl.constexpr(3)
-MXFP4 = tl.constexpr(4)
-DS_MLA = tl.constexpr(5)
-INDEXER_K = tl.constexpr(6)
-FP8_INLINE = tl.constexpr(7)
-INT8_INLINE = tl.constexpr(8)
-ASYM_INT8 = tl.constexpr(9)
-ASYM_INT4 = tl.constexpr(10)
+# The formats: the numbers of kvf::QuantFormat (kernels/enums.json).
+NVFP4 = tl.constexpr(QUANT_FORMATS_ID["nvfp4"])
+MXFP8_E4M3 = tl.constexpr(QUANT_FORMATS_ID["mxfp8_e4m3"])
+MXFP8_E5M2 = tl.constexpr(QUANT_FORMATS_ID["mxfp8_e5m2"])
+MXFP4 = tl.constexpr(QUANT_FORMATS_ID["mxfp4"])
+DS_MLA = tl.constexpr(QUANT_FORMATS_ID["ds_mla"])
+INDEXER_K = tl.constexpr(QUANT_FORMATS_ID["indexer_k"])
+FP8_INLINE = tl.constexpr(QUANT_FORMATS_ID["fp8_inline"])
+INT8_INLINE = tl.constexpr(QUANT_FORMATS_ID["int8_inline"])
+ASYM_INT8 = tl.constexpr(QUANT_FORMATS_ID["asym_int8"])
+ASYM_INT4 = tl.constexpr(QUANT_FORMATS_ID["asym_int4"])
 
 FLT_MIN = tl.constexpr(1.1754943508222875e-38)  # 2^-126
 NO_DIM = tl.constexpr(2147483647)  # "no zero seen yet" (first-zero index of the asymmetric formats)

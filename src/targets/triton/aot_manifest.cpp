@@ -219,9 +219,9 @@ std::optional<ArgValue> format_field_argument(const std::string& suffix, const F
 // fields: kc, vc, ks, vs, kz, vz, rp.
 std::optional<ArgValue> format_argument(const std::string& name, const KvAppendParams& p,
                                         const std::map<std::string, FormatKernelField>& fields) {
-  const bool ds_mla = p.quant_format == QuantFormatId::ds_mla;
-  const bool has_value = p.has_value && !ds_mla && p.quant_format != QuantFormatId::indexer_k;
-  const bool nvfp4 = p.quant_format == QuantFormatId::nvfp4;
+  const bool ds_mla = p.quant_format == QuantFormat::ds_mla;
+  const bool has_value = p.has_value && !ds_mla && p.quant_format != QuantFormat::indexer_k;
+  const bool nvfp4 = p.quant_format == QuantFormat::nvfp4;
   const FormatRules& r = p.format_rules;
   if (name == "key_ptr") return pointer(p.key);
   if (name == "value_ptr") return pointer(has_value ? p.value : nullptr);

@@ -144,7 +144,7 @@ class TritonTarget final : public Target {
 
   // A quantised format's call: the format kernel for p's input dtype, format and slot dtype.
   RunResult launch_format(const KvAppendParams& p) {
-    const QuantFormat format = static_cast<QuantFormat>(p.quant_format);
+    const QuantFormat format = p.quant_format;
     const AotKernel* k = find_format_kernel(set_.manifest, p.input_dtype, format, p.slot_type);
     if (k == nullptr)
       return {RunStatus::launch_error, "no Triton format kernel for " + std::string(to_string(p.input_dtype)) + " -> " +
@@ -170,7 +170,7 @@ class TritonTarget final : public Target {
 
   // Selects the kernel for p's dtypes, packs its arguments and launches it (nothing for T = 0).
   RunResult launch(const KvAppendParams& p) {
-    if (p.quant_format != QuantFormatId::none) return launch_format(p);
+    if (p.quant_format != QuantFormat::none) return launch_format(p);
     const AotKernel* k = find_kernel(set_.manifest, p.input_dtype, p.cache_dtype, p.slot_type);
     if (k == nullptr)
       return {RunStatus::launch_error, "no Triton kernel for " + std::string(to_string(p.input_dtype)) + " -> " +

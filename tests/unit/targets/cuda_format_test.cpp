@@ -411,7 +411,7 @@ TEST(CudaFormat, theMapAndTheVerdictFileEveryCellAlike) {
 TEST(CudaFormat, theAsymmetricFormatsAreRefusedNotGuessed) {
   for (QuantFormat f : {QuantFormat::asym_int8, QuantFormat::asym_int4}) {
     KvAppendParams p;
-    p.quant_format = static_cast<QuantFormatId>(f);
+    p.quant_format = f;
     p.format_group = 8;
     p.head_dim = 8;
     p.num_heads = 1;

@@ -242,7 +242,7 @@ TEST(TritonAotManifest, refusesAFormatFieldItCannotAddress) {
                                                    R"([{"name": "kc_offset", "type": "i64"}])"),
                                            "fixture.json");
   KvAppendParams p;
-  p.quant_format = QuantFormatId::nvfp4;
+  p.quant_format = QuantFormat::nvfp4;
   p.code_layout[0].mode[3].rank = 3;  // three sub-modes on dim
   p.code_layout[0].mode[3].extent[0] = p.code_layout[0].mode[3].extent[1] = p.code_layout[0].mode[3].extent[2] = 2;
   PackedArgs a;
