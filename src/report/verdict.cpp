@@ -105,6 +105,15 @@ struct Group {
   std::string first_clause;     // wrong_value / scale_mismatch: what the first cell holds, for the sentence
   int64_t max_ulp = -1;         // wrong_value: largest ulp distance of a comparable cell, -1 if none
   bool incomparable = false;    // wrong_value: some cell holds NaN where a number is expected, or vice versa
+  // wrong_value: counts the distance of a cell holding `act` instead of `exp` in stored format t.
+  void add_distance(uint32_t exp, uint32_t act, DType t) {
+    const int64_t u = golden::ulp_distance(exp, act, t);
+    if (u < 0) {
+      incomparable = true;
+    } else {
+      max_ulp = std::max(max_ulp, u);
+    }
+  }
   int64_t group_dims = 0;       // a quantised format's scale finding: dims one scale covers
   int64_t codes_under_wrong_scale = 0;  // ... and codes of those groups that differ too (not reported one by one)
 };
@@ -353,14 +362,7 @@ class Grouper {
       ng.group_dims = f.group;
     });
     if (x.scale_id >= 0) scale_groups_.push_back(static_cast<size_t>(&g - groups_.data()));  // scale_id == its index here
-    if (key.kind == FindingKind::wrong_value) {
-      const int64_t u = golden::ulp_distance(exp, act, f.dtype);
-      if (u < 0) {
-        g.incomparable = true;
-      } else {
-        g.max_ulp = std::max(g.max_ulp, u);
-      }
-    }
+    if (key.kind == FindingKind::wrong_value) g.add_distance(exp, act, f.dtype);
     g.elem.add(cell.elem);
     (cell.is_value ? g.v : g.k) = true;
     g.blocks.add(cell.block);
@@ -454,14 +456,7 @@ class Grouper {
         ng.first_clause = where + " holds " + (key.writer == Writer::request ? value_name(d) : meaning_found(key, d, x.tag));
       }
     });
-    if (key.kind == FindingKind::wrong_value) {
-      const int64_t u = golden::ulp_distance(exp, act, c_.cache_dtype);
-      if (u < 0) {
-        g.incomparable = true;
-      } else {
-        g.max_ulp = std::max(g.max_ulp, u);
-      }
-    }
+    if (key.kind == FindingKind::wrong_value) g.add_distance(exp, act, c_.cache_dtype);
     g.elem.add(x.elem);
     if (cell.role != CacheCell::Role::gap) {
       (cell.is_value ? g.v : g.k) = true;

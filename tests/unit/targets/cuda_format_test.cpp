@@ -304,13 +304,26 @@ TEST(CudaFormat, theExamplePluginWritesEveryFormatThroughTheAbi) {
 
 // The same run without the isolation: the target's bytes are the golden model's, and an
 // expectation with one code and (for a group) its scale changed makes the comparison fail.
+// The default spec of format f with finite values (D 64; indexer_k 128).
+Spec finite_spec(QuantFormat f) {
+  Spec s;
+  s.format = f;
+  s.head_dim = f == QuantFormat::indexer_k ? 128 : 64;
+  s.dist = ValueDist::finite;
+  return s;
+}
+
+// The slot of the first row slot_mapping writes, -1 if none.
+int64_t first_written_slot(const Case& c) {
+  for (int64_t x : c.slot_mapping)
+    if (x >= 0 && x < c.capacity()) return x;
+  return -1;
+}
+
 TEST(CudaFormat, aBrokenExpectationFails) {
   auto target = make_target("cuda-emu");
   for (QuantFormat f : kCudaFormats) {
-    Spec s;
-    s.format = f;
-    s.head_dim = f == QuantFormat::indexer_k ? 128 : 64;
-    s.dist = ValueDist::finite;
+    const Spec s = finite_spec(f);
     const Case c = format_case(s);
     ASSERT_TRUE(validate(c).empty()) << name_of(s);
     const Arena initial = make_initial_arena(c);
@@ -325,12 +338,7 @@ TEST(CudaFormat, aBrokenExpectationFails) {
     const CacheFields fields = c.fields();
     const CacheField& data = fields.field[0];
     const CacheField& scale = fields.field[data.scale];
-    int64_t slot = -1;
-    for (int64_t x : c.slot_mapping)
-      if (x >= 0 && x < c.capacity()) {
-        slot = x;
-        break;
-      }
+    const int64_t slot = first_written_slot(c);
     ASSERT_GE(slot, 0);
     const int64_t block = slot / c.cache.block_size, pos = slot % c.cache.block_size;
     Arena broken_code = expected;
@@ -353,10 +361,7 @@ TEST(CudaFormat, aBrokenExpectationFails) {
 // stray or cross-request write in both, and both count each differing element once.
 TEST(CudaFormat, theMapAndTheVerdictFileEveryCellAlike) {
   for (QuantFormat f : kCudaFormats) {
-    Spec s;
-    s.format = f;
-    s.head_dim = f == QuantFormat::indexer_k ? 128 : 64;
-    s.dist = ValueDist::finite;
+    const Spec s = finite_spec(f);
     const Case c = format_case(s);
     ASSERT_TRUE(validate(c).empty()) << name_of(s);
     const Arena initial = make_initial_arena(c);
@@ -366,9 +371,8 @@ TEST(CudaFormat, theMapAndTheVerdictFileEveryCellAlike) {
     const CacheField& data = fields.field[0];
     const CacheField& scale = fields.field[data.scale];
     const CacheLocator loc(c);
-    int64_t slot = -1, context = -1;  // the first written row's slot; the first context slot
-    for (int64_t x : c.slot_mapping)
-      if (slot < 0 && x >= 0 && x < c.capacity()) slot = x;
+    const int64_t slot = first_written_slot(c);
+    int64_t context = -1;  // the first context slot
     for (int64_t b = 0; b < c.cache.num_blocks && context < 0; ++b)
       for (int64_t p = 0; p < c.cache.block_size && context < 0; ++p)
         if (loc.cell(false, b, p, 0, 0).role == CacheCell::Role::context) context = b * c.cache.block_size + p;
