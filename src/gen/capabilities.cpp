@@ -112,6 +112,7 @@ std::string outside_reason(const Case& c, const Capabilities& k) {
     bool ok = aligned16(c.key.offset, in) && aligned16(c.value.offset, in) && aligned16(c.cache_k_offset, cache) &&
               aligned16(c.cache_v_offset, cache);
     if (c.scale_kind == ScaleKind::per_token_head) ok = ok && aligned16(c.scale_k_offset, 4) && aligned16(c.scale_v_offset, 4);
+    if (c.family == Family::mla) ok = ok && aligned16(c.rope.offset, in);  // k_pe's base too
     if (!ok) return "base pointer not 16-byte aligned";
   }
   return "";
@@ -449,10 +450,21 @@ Profile restrict_profile(const Profile& p, const Capabilities& k) {
   for (DType t : r.input_dtypes.values) smallest = std::min(smallest, dtype_size(t));
   if (r.quant_percent > 0 || r.cross_dtype_percent > 0)
     for (DType t : r.cache_dtypes.values) smallest = std::min(smallest, dtype_size(t));
-  r.head_dims = only(p.head_dims, [&](int32_t d) {
+  const auto fits = [&](int64_t d) {
     return (k.min_head_dim <= 0 || d >= k.min_head_dim) && (k.max_head_dim <= 0 || d <= k.max_head_dim) &&
            (k.head_dim_multiple <= 1 || d % k.head_dim_multiple == 0) && in_set(k.head_dims, d) &&
            (k.unaligned || (d * smallest) % 16 == 0) && (k.stride_granularity <= 1 || (d * smallest) % k.stride_granularity == 0);
+  };
+  // A profile's head dim is kv_c's dims for an MLA entry, which is that plus a rope dim (generate.cpp):
+  // the target's limits apply to the entry's whole width, as it declares them.
+  const bool draws_mla = any_weight(only(r.families, [](Family f) { return f == Family::mla; }));
+  const bool draws_other = any_weight(only(r.families, [](Family f) { return f != Family::mla; }));
+  r.head_dims = only(p.head_dims, [&](int32_t d) {
+    if (draws_other && fits(d)) return true;
+    if (draws_mla)
+      for (size_t i = 0; i < p.rope_dims.values.size(); ++i)
+        if (p.rope_dims.weights[i] > 0 && fits(d + p.rope_dims.values[i])) return true;  // rope dims: below
+    return false;
   });
   const std::string limits = limits_text(k.min_head_dim, k.max_head_dim, k.head_dim_multiple);
   require(p, p.head_dims, r.head_dims, "head_dim",

@@ -237,6 +237,44 @@ TEST(Capabilities, aKernelDeclaringAStrideGranularityGetsOnlyWholeUnits) {
   }
 }
 
+// An MLA kernel declares the entry's whole width (FlashInfer's MLA append: 576 = 512 + 64); a profile
+// draws kv_c's dims (512) and adds the rope dims. The kernel gets its 576-wide entries, and a kernel
+// declaring 512 (kv_c's dims, not the entry) gets no MLA case from that profile.
+TEST(Capabilities, anMlaKernelsHeadDimIsTheEntrysWidth) {
+  Profile p = default_profile();
+  p.families = {{Family::mla}, {1}};
+  p.head_dims = {{512}, {1}};
+  p.rope_dims = {{64}, {1}};
+  Capabilities k;
+  k.head_dims = {576};
+  k.rope_dims = {64};
+  const Profile r = restrict_profile(p, k);
+  ASSERT_EQ(r.head_dims.values, std::vector<int32_t>{512});
+  const CaseSource source(p, k);
+  int64_t drawn = 0;
+  for (int64_t i = 0; i < 50; ++i) {
+    const DrawnCase d = source.draw(4, i);
+    if (d.skipped) continue;
+    ++drawn;
+    EXPECT_EQ(d.kase.head_dim, 576) << "case " << i;
+  }
+  EXPECT_GT(drawn, 40);
+  k.head_dims = {512};
+  EXPECT_THROW(restrict_profile(p, k), InputError);
+
+  // Without KVFZ_FEATURE_UNALIGNED, k_pe's base is checked like every other base (FlashInfer's MLA
+  // plugin refused a case whose kv_c was aligned and whose k_pe started 2 bytes in).
+  k.head_dims = {576};
+  k.unaligned = false;
+  Case c = materialize(generate_case(p, 4, 0));
+  ASSERT_EQ(c.family, Family::mla);
+  c.key.offset = c.value.offset = c.cache_k_offset = c.cache_v_offset = 0;  // every base aligned
+  c.rope.offset = 64;
+  EXPECT_EQ(outside_reason(c, k), "");
+  c.rope.offset = 1;
+  EXPECT_EQ(outside_reason(c, k), "base pointer not 16-byte aligned");
+}
+
 TEST(Capabilities, anMlaKernelGetsOnlyItsRopeDims) {
   Profile p = default_profile();
   p.families = {{Family::kv, Family::mla}, {1, 3}};
