@@ -20,7 +20,7 @@ go() {  # NAME SECONDS ARGS...: one campaign, its log, JSON summary and findings
   timeout $t $K run "$@" --stats --json $OUT/$name.json --corpus-out $OUT/f-$name > $OUT/$name.log 2>&1
   echo "$name rc=$? $((SECONDS - s)) s" >> $OUT/device.txt
 }
-go mla-skip-empty 200 --target plugin:$G/flashinfer_mla_append_skip_empty.so --config configs/flashinfer-mla.json --cases 40000 --seed 1 -j 5 --keep-going &
+go mla-skip-empty 240 --target plugin:$G/flashinfer_mla_append_skip_empty.so --config configs/flashinfer-mla.json --cases 40000 --seed 1 -j 12 --keep-going &
 go paged-skip-empty 200 --target plugin:$G/flashinfer_append_skip_empty.so --config configs/flashinfer.json --cases 30000 --seed 3 -j 4 --keep-going &
 go edges-cuda 200 --target cuda --config configs/quant-formats.json --cases 20000 --seed 11 -j 3 --keep-going &
 go edges-triton 200 --target triton --config configs/quant-formats.json --cases 20000 --seed 11 -j 3 --keep-going &
