@@ -128,11 +128,11 @@ std::string expected_meaning(const CacheCell& cell) {
   return "?";
 }
 
-std::string found_meaning(const Case& c, const ImageCell& x, const WriterKey& writer) {
+std::string found_meaning(const Case& c, const CacheFields& fields, const ImageCell& x, const WriterKey& writer) {
   if (x.kind == FindingKind::missing_write) return "its pre-run value (never written)";
   if (x.follows_scale >= 0) return "a stored code of a group whose scale differs";
   if (x.basis == Basis::location) {
-    if (x.section == Section::scale_cache || (x.cell.field >= 0 && c.fields().field[x.cell.field].role != FieldRole::data))
+    if (x.section == Section::scale_cache || (x.cell.field >= 0 && fields.field[x.cell.field].role != FieldRole::data))
       return "a stored scale (scales are judged by location only)";
     return "a stored code (quantised caches are judged by location only)";
   }
@@ -227,7 +227,8 @@ CellMap build_cell_map(const Case& c, const Verdict& verdict, const Arena& initi
   const CacheFields fields = c.fields();
   std::map<std::pair<int64_t, int64_t>, SlotAcc> slots;       // (block, pos) -> damage
   std::map<VictimKey, std::map<WriterKey, int64_t>> matrix;  // cache cells by victim, writer
-  constexpr int64_t kBandBeforeCache = 2 * 3, kBandAfterCache = 2 * 3 + 1;  // classify.h: 2 * section (+1 after it)
+  constexpr int64_t kBandBeforeCache = 2 * static_cast<int64_t>(Section::cache);  // classify.h: 2 * section (+1 after it)
+  constexpr int64_t kBandAfterCache = kBandBeforeCache + 1;
   auto on_cell = [&](const ImageCell& x) {
     if (x.section == Section::guard) {
       if (x.victim_id == kBandBeforeCache) ++m.guard_before;
@@ -266,7 +267,7 @@ CellMap build_cell_map(const Case& c, const Verdict& verdict, const Arena& initi
       f.expected = static_cast<uint32_t>(x.expected);
       f.found = static_cast<uint32_t>(x.found);
       f.expected_meaning = expected_meaning(cell);
-      f.found_meaning = found_meaning(c, x, writer);
+      f.found_meaning = found_meaning(c, fields, x, writer);
       f.victim = victim_label(victim);
       f.writer = writer_label(writer);
       f.writer_request = writer.kind == WriterKey::request ? writer.id : -1;
